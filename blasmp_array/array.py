@@ -1,0 +1,249 @@
+"""BlockCyclicArray: a 2-D matrix spread over a ProcessGrid in the block-cyclic layout.
+
+The array holds only ``(local matrix, layout, grid)`` plus two lazy view flags: ``A.T`` and
+``A.conj()`` share ``A``'s storage and are resolved by the operator that consumes them (GEMM with
+a transpose flag, SYRK for ``A.T @ A``) or materialised by :meth:`BlockCyclicArray.resolve` when an
+operation needs the data as stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
+
+from . import _dispatch
+from .grid import ProcessGrid
+from .layout import BlockCyclicLayout
+
+__all__ = ["BlockCyclicArray", "SUPPORTED_DTYPES"]
+
+SUPPORTED_DTYPES = tuple(
+    np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)
+)
+
+
+class BlockCyclicArray(NDArrayOperatorsMixin):
+    """A distributed ``m x n`` matrix in ScaLAPACK's 2-D block-cyclic layout.
+
+    Do not call the constructor directly; use :func:`blasmp_array.from_numpy`,
+    :func:`blasmp_array.zeros`, :mod:`blasmp_array.random` or :func:`blasmp_array.from_dask`.
+
+    Arithmetic operators (``+``, ``*``, ``@``, comparisons, ...) go through NumPy's ufunc protocol
+    (``NDArrayOperatorsMixin``), so ``A @ B`` and ``np.matmul(A, B)`` reach the same code.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        Global shape (of the view: ``A.T.shape == A.shape[::-1]``).
+    dtype : numpy.dtype
+    block : tuple of int
+        ``(mb, nb)`` of the view.
+    grid : ProcessGrid
+    layout : BlockCyclicLayout
+        Descriptor of the stored matrix (ignores the view flags).
+    """
+
+    __array_priority__ = 100.0
+
+    def __init__(
+        self,
+        data: Any,
+        layout: BlockCyclicLayout,
+        grid: ProcessGrid,
+        *,
+        transposed: bool = False,
+        conjugated: bool = False,
+    ) -> None:
+        expected = layout.local_shape(grid.myrow, grid.mycol)
+        if tuple(data.shape) != expected:
+            raise ValueError(
+                f"local matrix has shape {tuple(data.shape)} but the layout gives {expected} "
+                f"on process {grid.coords}"
+            )
+        if layout.grid_shape != grid.shape:
+            raise ValueError(f"layout grid {layout.grid_shape} differs from grid {grid.shape}")
+        self._data = data
+        self.layout = layout
+        self.grid = grid
+        self._transposed = transposed
+        self._conjugated = conjugated and np.dtype(data.dtype).kind == "c"
+
+    # -- descriptor -----------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, int]:
+        s = self.layout.shape
+        return (s[1], s[0]) if self._transposed else s
+
+    @property
+    def block(self) -> tuple[int, int]:
+        b = self.layout.block
+        return (b[1], b[0]) if self._transposed else b
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self._data.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return 2
+
+    @property
+    def size(self) -> int:
+        return int(self.shape[0] * self.shape[1])
+
+    @property
+    def backend(self) -> Any:
+        return self.grid.backend
+
+    @property
+    def op(self) -> str:
+        """The BLAS ``trans`` character of the view over the storage: 'N', 'T' or 'C'.
+
+        A conjugated but untransposed view has no BLAS character; :meth:`resolve` it first.
+        """
+        if self._transposed:
+            return "C" if self._conjugated else "T"
+        return "N"
+
+    @property
+    def is_view(self) -> bool:
+        """True when ``A`` is a lazy transposed and/or conjugated view of stored data."""
+        return self._transposed or self._conjugated
+
+    @property
+    def storage(self) -> BlockCyclicArray:
+        """The stored matrix behind a view (``self`` when not a view)."""
+        if not self.is_view:
+            return self
+        return BlockCyclicArray(self._data, self.layout, self.grid)
+
+    def shares_storage(self, other: BlockCyclicArray) -> bool:
+        """True when both are views of the same stored matrix."""
+        return self._data is other._data
+
+    @property
+    def local(self) -> Any:
+        """This process's local matrix (NumPy or CuPy array), of the view as stored.
+
+        For a lazy view (``A.T``, ``A.conj()``) the view is materialised first, which is a
+        distributed (collective) transpose.
+        """
+        return self.resolve()._data
+
+    # -- views ----------------------------------------------------------------------------
+    @property
+    def T(self) -> BlockCyclicArray:
+        """Lazy transpose (no data movement until an operation needs it)."""
+        return BlockCyclicArray(
+            self._data, self.layout, self.grid,
+            transposed=not self._transposed, conjugated=self._conjugated,
+        )
+
+    @property
+    def mT(self) -> BlockCyclicArray:
+        return self.T
+
+    @property
+    def H(self) -> BlockCyclicArray:
+        """Lazy conjugate transpose."""
+        return self.conj().T
+
+    def conj(self) -> BlockCyclicArray:
+        """Lazy complex conjugate (a no-op view for real dtypes)."""
+        if self.dtype.kind != "c":
+            return self
+        return BlockCyclicArray(
+            self._data, self.layout, self.grid,
+            transposed=self._transposed, conjugated=not self._conjugated,
+        )
+
+    conjugate = conj
+
+    def resolve(self) -> BlockCyclicArray:
+        """The view as a stored array: ``self`` if not a view, else a materialised copy.
+
+        A transposed view becomes an array with block ``self.block`` on the same grid
+        (a distributed transpose); a conjugated view is conjugated locally.
+        """
+        if not self.is_view:
+            return self
+        from .ops.redistribute import transpose
+
+        if self._transposed:
+            return transpose(self.storage, conjugate=self._conjugated)
+        out = BlockCyclicArray(self.backend.xp.conj(self._data), self.layout, self.grid)
+        return out
+
+    # -- conversions ----------------------------------------------------------------------
+    def to_numpy(self, root: int | None = None) -> np.ndarray | None:
+        """Gather the global matrix as a NumPy array on every rank (or only on ``root``).
+
+        Collective. Returns ``None`` on ranks other than ``root`` when ``root`` is given.
+        """
+        from .creation import gather
+
+        return gather(self.resolve(), root=root)
+
+    def copy(self) -> BlockCyclicArray:
+        """A deep copy (views are materialised)."""
+        r = self.resolve()
+        data = r._data.copy() if r is self else r._data
+        return BlockCyclicArray(data, r.layout, r.grid)
+
+    def astype(self, dtype: Any, copy: bool = True) -> BlockCyclicArray:
+        """Cast to ``dtype`` (one of float32, float64, complex64, complex128)."""
+        dtype = np.dtype(dtype)
+        check_dtype(dtype)
+        r = self.resolve()
+        if dtype == r.dtype and not copy:
+            return r
+        return BlockCyclicArray(r._data.astype(dtype), r.layout, r.grid)
+
+    def redistribute(
+        self, grid: ProcessGrid | None = None, block: tuple[int, int] | int | None = None
+    ) -> BlockCyclicArray:
+        """This matrix in another block-cyclic layout (PBLAS ``pxgemr2d``). Collective."""
+        from .ops.redistribute import redistribute
+
+        return redistribute(self, grid=grid, block=block)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise TypeError(
+            "a BlockCyclicArray is distributed and is not converted to a NumPy array implicitly; "
+            "call A.to_numpy() to gather it (on every rank, or on one with root=r)"
+        )
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            "the truth value of a distributed matrix is ambiguous; use np.any(A == x) "
+            "style reductions, np.allclose or np.array_equal"
+        )
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        view = f", view={self.op if self._transposed else 'conj'}" if self.is_view else ""
+        return (
+            f"BlockCyclicArray(shape={self.shape}, dtype={self.dtype}, block={self.block}, "
+            f"grid={self.grid.nprow}x{self.grid.npcol}, backend={self.backend.name!r}{view})"
+        )
+
+    # -- NumPy protocols ------------------------------------------------------------------
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        return _dispatch.array_function(func, types, args, kwargs)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        return _dispatch.array_ufunc(ufunc, method, inputs, kwargs)
+
+
+def check_dtype(dtype: Any) -> np.dtype:
+    """Validate that ``dtype`` is one of the four BLAS dtypes; return it as ``np.dtype``."""
+    dt = np.dtype(dtype)
+    if dt not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"dtype {dt} is not supported; use one of float32, float64, complex64, complex128"
+        )
+    return dt

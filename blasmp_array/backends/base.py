@@ -1,0 +1,276 @@
+"""The backend interface: array module, symmetric memory, local BLAS3, and a one-sided,
+stream-ordered transport.
+
+Every distributed algorithm in :mod:`blasmp_array.ops` is written once against this interface;
+``backends/cpu.py`` (NumPy + SciPy BLAS + MPI-3 RMA) and ``backends/gpu.py`` (CuPy + cuBLAS +
+NVSHMEM) implement it. Backends never import ``ops``.
+
+Execution model
+---------------
+A backend owns two *streams*: ``compute`` and ``comm``. Every method that takes a ``stream``
+argument is *stream-ordered*: it is enqueued on that stream and returns at once; operations of
+one stream run in the order they were enqueued, operations of different streams run
+concurrently. Ordering across streams is expressed with events (``record_event`` /
+``wait_event``) and, across processes, with signals. ``synchronize()`` blocks the host until
+both streams are drained and re-raises the first error any stream hit.
+
+On the GPU a stream is a CUDA stream. On the CPU a stream is a worker thread consuming a FIFO
+queue of closures, so the two streams truly overlap (BLAS releases the GIL).
+
+Symmetric memory and signals
+----------------------------
+``alloc_symmetric`` and ``alloc_signals`` are collective over the backend's communicator and
+return an object of the same shape on every process, addressable remotely by process rank
+("PE"). Signals are ``uint64`` words, zero-initialised, updated with ``'set'`` or ``'add'``.
+
+* ``put(dst, dst_offset, src, pe, stream)``: copy the contiguous array ``src`` into the flat
+  element range ``[dst_offset, dst_offset + src.size)`` of ``dst`` on ``pe``.
+* ``put_signal(..., sig, index, value, op)``: the same, then update signal ``index`` of ``sig``
+  on ``pe``; the signal becomes visible only after the data (NVSHMEM's put-with-signal).
+* ``signal_op(sig, index, value, pe, op, stream)``: update a remote (or local) signal.
+* ``signal_wait(sig, index, value, stream, what=...)``: block the *stream* until the local
+  signal word is ``>= value``. It never hangs forever: after ``timeout`` seconds the stream fails
+  with :class:`SignalTimeoutError` naming ``what`` (operator and step), the signal, the value
+  waited for, the value seen and the expected peer.
+* ``quiet(stream)``: all puts issued on ``stream`` so far are complete at their targets.
+* ``barrier()``: host-blocking barrier of all processes (drains both streams first).
+
+Host collectives (``allreduce``, ``bcast``, ``alltoallv``, ...) are blocking and used for set-up,
+reductions and redistribution, never inside a pipeline.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "Backend",
+    "SignalTimeoutError",
+    "Stream",
+    "Event",
+    "SymmetricBuffer",
+    "SignalSet",
+]
+
+DEFAULT_SIGNAL_TIMEOUT = 60.0
+
+
+class SignalTimeoutError(RuntimeError):
+    """A wait on a signal did not complete in time (a deadlock or a lost message)."""
+
+
+class Stream(abc.ABC):
+    """An ordered queue of work (a CUDA stream, or a worker thread on the CPU)."""
+
+    name: str
+
+
+class Event(abc.ABC):
+    """A point in a stream's order that another stream (or the host) can wait for."""
+
+
+class SymmetricBuffer:
+    """A flat buffer of ``size`` elements of ``dtype`` allocated on every process.
+
+    ``array`` is this process's local part (a 1-D NumPy or CuPy array). Remote processes address
+    it through the backend's transport with element offsets.
+    """
+
+    def __init__(self, array: Any, handle: Any = None, name: str = "") -> None:
+        self.array = array
+        self.handle = handle
+        self.name = name
+
+    @property
+    def size(self) -> int:
+        return int(self.array.size)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.array.dtype)
+
+    def view(self, shape: tuple[int, ...], offset: int = 0) -> Any:
+        """A C-ordered view of ``prod(shape)`` elements starting at element ``offset``."""
+        count = int(np.prod(shape))
+        return self.array[offset : offset + count].reshape(shape)
+
+
+class SignalSet:
+    """``count`` uint64 signal words allocated on every process, zero-initialised."""
+
+    def __init__(self, count: int, array: Any, handle: Any = None, name: str = "") -> None:
+        self.count = count
+        self.array = array
+        self.handle = handle
+        self.name = name
+
+
+class Backend(abc.ABC):
+    """Interface that every backend implements (see the module docstring)."""
+
+    #: ``'cpu'`` or ``'gpu'``
+    name: str
+    #: the array module of local data (``numpy`` or ``cupy``)
+    xp: Any
+    #: the MPI communicator of all processes of the grid
+    comm: Any
+    rank: int
+    size: int
+    compute: Stream
+    comm_stream: Stream
+    signal_timeout: float = DEFAULT_SIGNAL_TIMEOUT
+
+    # -- memory ---------------------------------------------------------------------------
+    @abc.abstractmethod
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        """Uninitialised local array (for local tiles; collective on the GPU backend)."""
+
+    @abc.abstractmethod
+    def alloc_symmetric(self, size: int, dtype: Any, name: str = "") -> SymmetricBuffer:
+        """Collectively allocate a flat symmetric buffer of ``size`` elements."""
+
+    @abc.abstractmethod
+    def alloc_signals(self, count: int, name: str = "") -> SignalSet:
+        """Collectively allocate ``count`` zeroed uint64 signal words."""
+
+    @abc.abstractmethod
+    def free(self, obj: SymmetricBuffer | SignalSet) -> None:
+        """Collectively release a symmetric buffer or signal set (drains the streams first)."""
+
+    def asnumpy(self, a: Any) -> np.ndarray:
+        """Copy a local array to host memory (identity on the CPU backend)."""
+        return np.asarray(a)
+
+    def asarray(self, a: Any, dtype: Any = None) -> Any:
+        """Move a host array to the backend's memory."""
+        return self.xp.asarray(a, dtype=dtype)
+
+    # -- streams and events ---------------------------------------------------------------
+    @abc.abstractmethod
+    def record_event(self, stream: Stream) -> Event:
+        """An event completed once all work enqueued so far on ``stream`` has run."""
+
+    @abc.abstractmethod
+    def wait_event(self, stream: Stream, event: Event) -> None:
+        """Make later work on ``stream`` wait for ``event``."""
+
+    @abc.abstractmethod
+    def launch(self, stream: Stream, fn: Callable[..., Any], *args: Any) -> None:
+        """Enqueue ``fn(*args)`` (local array work, e.g. a pack or an xp expression)."""
+
+    @abc.abstractmethod
+    def synchronize(self) -> None:
+        """Block until both streams are drained; re-raise the first error a stream hit."""
+
+    def begin(self) -> None:
+        """Order both streams after host/default-stream work done before an operator."""
+
+    # -- one-sided transport (stream-ordered) ---------------------------------------------
+    @abc.abstractmethod
+    def put(self, dst: SymmetricBuffer, dst_offset: int, src: Any, pe: int, stream: Stream) -> None:
+        """Copy contiguous ``src`` into ``dst[dst_offset : dst_offset + src.size]`` on ``pe``."""
+
+    @abc.abstractmethod
+    def put_signal(
+        self,
+        dst: SymmetricBuffer,
+        dst_offset: int,
+        src: Any,
+        pe: int,
+        sig: SignalSet,
+        index: int,
+        value: int,
+        op: str,
+        stream: Stream,
+    ) -> None:
+        """``put``, then update signal ``sig[index]`` on ``pe`` (``op`` is 'set' or 'add')."""
+
+    @abc.abstractmethod
+    def signal_op(
+        self, sig: SignalSet, index: int, value: int, pe: int, op: str, stream: Stream
+    ) -> None:
+        """Update signal ``sig[index]`` on ``pe`` with ``op`` ('set' or 'add')."""
+
+    @abc.abstractmethod
+    def signal_wait(
+        self,
+        sig: SignalSet,
+        index: int,
+        value: int,
+        stream: Stream,
+        what: str = "",
+        peer: int | None = None,
+    ) -> None:
+        """Block ``stream`` until local ``sig[index] >= value`` (timeout -> SignalTimeoutError)."""
+
+    @abc.abstractmethod
+    def quiet(self, stream: Stream) -> None:
+        """Complete every put issued on ``stream`` so far."""
+
+    @abc.abstractmethod
+    def barrier(self) -> None:
+        """Host barrier over all processes (after draining the streams)."""
+
+    # -- host collectives (blocking; set-up, reductions, redistribution) -------------------
+    @abc.abstractmethod
+    def allreduce(self, value: Any, op: str = "sum") -> Any:
+        """Reduce a Python scalar or small host array over all processes ('sum','max','min')."""
+
+    @abc.abstractmethod
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        """Broadcast a picklable Python object from ``root``."""
+
+    @abc.abstractmethod
+    def allgather(self, obj: Any) -> list[Any]:
+        """Gather a picklable Python object from every process onto every process."""
+
+    @abc.abstractmethod
+    def alltoallv(
+        self, send: Sequence[Any], recv: Sequence[Any]
+    ) -> None:
+        """Exchange: ``send[p]`` (contiguous 1-D, maybe empty) goes to process ``p`` and lands in
+        ``recv[p]`` (preallocated 1-D of the matching size). Messages over 2**31 elements are
+        split. Arrays are backend arrays (host or device)."""
+
+    # -- local BLAS3 (stream-ordered on ``stream``); all matrices are 2-D local arrays ---------
+    # trans arguments are 'N', 'T' or 'C'; side 'L'/'R'; uplo 'L'/'U'; diag 'N'/'U'.
+    @abc.abstractmethod
+    def gemm(
+        self, alpha: Any, a: Any, b: Any, beta: Any, c: Any, trans_a: str, trans_b: str,
+        stream: Stream,
+    ) -> None:
+        """``c := alpha op(a) op(b) + beta c`` in place (c may be a strided 2-D view)."""
+
+    @abc.abstractmethod
+    def syrk(
+        self, alpha: Any, a: Any, beta: Any, c: Any, uplo: str, trans: str, stream: Stream
+    ) -> None:
+        """``c := alpha op(a) op(a)^T + beta c`` on the ``uplo`` triangle only ('C' -> HERK)."""
+
+    @abc.abstractmethod
+    def syr2k(
+        self, alpha: Any, a: Any, b: Any, beta: Any, c: Any, uplo: str, trans: str,
+        stream: Stream,
+    ) -> None:
+        """``c := alpha (op(a) op(b)^T + op(b) op(a)^T) + beta c`` on ``uplo`` ('C' -> HER2K)."""
+
+    @abc.abstractmethod
+    def trmm(
+        self, alpha: Any, a: Any, b: Any, side: str, uplo: str, trans: str, diag: str,
+        stream: Stream,
+    ) -> None:
+        """``b := alpha op(a) b`` (side 'L') or ``alpha b op(a)`` (side 'R'), in place."""
+
+    @abc.abstractmethod
+    def trsm(
+        self, alpha: Any, a: Any, b: Any, side: str, uplo: str, trans: str, diag: str,
+        stream: Stream,
+    ) -> None:
+        """Solve ``op(a) x = alpha b`` (side 'L') or ``x op(a) = alpha b`` (side 'R'); x -> b."""
+
+    def free_all(self) -> None:
+        """Release backend resources at exit (collective)."""

@@ -1,0 +1,1 @@
+"""The check/profile command line (``python -m blasmp_array.bench``)."""

@@ -1,0 +1,126 @@
+"""ProcessGrid: a ``Pr x Pc`` arrangement of MPI processes, its row/column sub-communicators and
+the backend that executes work on it."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from mpi4py import MPI
+
+from .backends import get_backend
+
+__all__ = ["ProcessGrid", "square_grid_shape"]
+
+
+def square_grid_shape(nprocs: int) -> tuple[int, int]:
+    """The most square ``(Pr, Pc)`` with ``Pr * Pc == nprocs`` and ``Pr <= Pc``."""
+    pr = int(math.isqrt(nprocs))
+    while nprocs % pr:
+        pr -= 1
+    return pr, nprocs // pr
+
+
+class ProcessGrid:
+    """A ``nprow x npcol`` grid of the processes of ``comm`` in row-major order.
+
+    Process ``rank`` of ``comm`` sits at grid coordinates ``(rank // npcol, rank % npcol)``, as
+    ScaLAPACK's ``BLACS_GRIDINIT`` with order 'R'. ``ProcessGrid()`` picks the most square grid of
+    ``MPI.COMM_WORLD``. Creating a grid is collective over ``comm``.
+
+    Parameters
+    ----------
+    nprow, npcol : int, optional
+        Grid shape. If only one is given, the other is derived from the communicator size.
+    comm : mpi4py.MPI.Comm, optional
+        Communicator of all processes of the grid (default ``MPI.COMM_WORLD``).
+    backend : {'cpu', 'gpu'}, optional
+        Default: ``$BLASMP_BACKEND`` if set, else ``'gpu'`` when CuPy and a GPU are usable, else
+        ``'cpu'``.
+    """
+
+    def __init__(
+        self,
+        nprow: int | None = None,
+        npcol: int | None = None,
+        comm: Any = None,
+        backend: str | None = None,
+    ) -> None:
+        comm = MPI.COMM_WORLD if comm is None else comm
+        size = comm.Get_size()
+        for name, v in (("nprow", nprow), ("npcol", npcol)):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if nprow is None and npcol is None:
+            nprow, npcol = square_grid_shape(size)
+        elif nprow is None:
+            assert npcol is not None
+            if size % npcol:
+                raise ValueError(
+                    f"npcol={npcol} does not divide the communicator size {size}; "
+                    f"pass nprow and npcol with nprow*npcol == {size}"
+                )
+            nprow = size // npcol
+        elif npcol is None:
+            if size % nprow:
+                raise ValueError(
+                    f"nprow={nprow} does not divide the communicator size {size}; "
+                    f"pass nprow and npcol with nprow*npcol == {size}"
+                )
+            npcol = size // nprow
+        if nprow * npcol != size:
+            raise ValueError(
+                f"a {nprow}x{npcol} grid needs {nprow * npcol} processes but the communicator "
+                f"has {size}; run with `mpiexec -n {nprow * npcol}` or choose nprow*npcol == {size}"
+            )
+        if backend is None:
+            backend = os.environ.get("BLASMP_BACKEND") or None
+        if backend is not None and backend not in ("cpu", "gpu"):
+            raise ValueError(f"backend must be 'cpu' or 'gpu', got {backend!r}")
+        self.comm = comm
+        self.nprow, self.npcol = nprow, npcol
+        self.rank = comm.Get_rank()
+        self.size = size
+        self.myrow, self.mycol = divmod(self.rank, npcol)
+        self.row_comm = comm.Split(self.myrow, self.mycol)  # processes of my grid row
+        self.col_comm = comm.Split(self.mycol, self.myrow)  # processes of my grid column
+        self.backend = get_backend(backend, comm)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(nprow, npcol)``."""
+        return (self.nprow, self.npcol)
+
+    @property
+    def coords(self) -> tuple[int, int]:
+        """This process's ``(myrow, mycol)``."""
+        return (self.myrow, self.mycol)
+
+    def rank_of(self, prow: int, pcol: int) -> int:
+        """Rank in ``comm`` of the process at grid coordinates ``(prow, pcol)``."""
+        return prow * self.npcol + pcol
+
+    def coords_of(self, rank: int) -> tuple[int, int]:
+        """Grid coordinates of ``rank``."""
+        return divmod(rank, self.npcol)
+
+    def same_as(self, other: ProcessGrid) -> bool:
+        """True when both grids place the same processes identically on the same backend."""
+        return (
+            self is other
+            or (
+                self.shape == other.shape
+                and self.backend is other.backend
+                and MPI.Comm.Compare(self.comm, other.comm) in (MPI.IDENT, MPI.CONGRUENT)
+            )
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ProcessGrid) and self.same_as(other)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, id(self.backend)))
+
+    def __repr__(self) -> str:
+        return f"ProcessGrid({self.nprow}, {self.npcol}, backend={self.backend.name!r})"

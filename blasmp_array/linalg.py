@@ -1,0 +1,1 @@
+"""Public linalg namespace (stub: being written)."""

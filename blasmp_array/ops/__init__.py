@@ -1,0 +1,1 @@
+"""Distributed algorithms, written once against the backend interface (backends/base.py)."""

@@ -1,0 +1,33 @@
+"""Fixtures of the distributed tests (run on every rank under mpiexec)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import blasmp_array as bm
+
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+
+
+@pytest.fixture(scope="session")
+def comm():
+    return MPI.COMM_WORLD
+
+
+def grid_shapes(size: int) -> list[tuple[int, int]]:
+    """1xN, Nx1 and the near-square grid of ``size`` processes (deduplicated)."""
+    shapes = [(1, size), (size, 1), bm.square_grid_shape(size)]
+    return list(dict.fromkeys(shapes))
+
+
+@pytest.fixture(params=grid_shapes(MPI.COMM_WORLD.Get_size()), ids=lambda s: f"{s[0]}x{s[1]}")
+def grid(request):
+    return bm.ProcessGrid(*request.param, backend=os.environ.get("BLASMP_BACKEND", "cpu"))
+
+
+def pytest_report_header(config):
+    return f"MPI ranks: {MPI.COMM_WORLD.Get_size()}"
