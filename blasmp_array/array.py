@@ -209,6 +209,28 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
 
         return redistribute(self, grid=grid, block=block)
 
+    def to_dask(self, **kwargs: Any) -> Any:
+        """Lazy Dask array of the matrix, through a temporary zarr store (see
+        :func:`blasmp_array.io.to_dask`; the store must be on a filesystem all ranks share).
+        Collective."""
+        from .io import to_dask
+
+        return to_dask(self, **kwargs)
+
+    def to_zarr(self, url_or_store: Any, overwrite: bool = False, progress: bool = False) -> None:
+        """Parallel write to a zarr store, one chunk per block (:func:`blasmp_array.io.to_zarr`).
+        Collective."""
+        from .io import to_zarr
+
+        to_zarr(self, url_or_store, overwrite=overwrite, progress=progress)
+
+    def to_npy(self, path: Any, overwrite: bool = False, progress: bool = False) -> None:
+        """Parallel write to a ``.npy`` file through memory maps (:func:`blasmp_array.io.to_npy`).
+        Collective."""
+        from .io import to_npy
+
+        to_npy(self, path, overwrite=overwrite, progress=progress)
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise TypeError(
             "a BlockCyclicArray is distributed and is not converted to a NumPy array implicitly; "

@@ -1,0 +1,32 @@
+"""I/O and Dask interop of BlockCyclicArrays: Dask arrays, zarr stores, ``.npy`` files, HDF5.
+
+Only this package imports Dask, zarr and h5py, lazily inside the functions: they come with the
+``dask`` extra (``pip install -e ".[dask]"``); ``.npy`` I/O needs NumPy only.
+
+* :func:`from_dask` -- each rank computes only its own tiles of a Dask array.
+* :func:`to_dask` -- a lazy Dask array of the matrix (through a temporary zarr store).
+* :func:`to_zarr` / :func:`from_zarr` -- parallel zarr write (one chunk per block) and read
+  into any grid and block size.
+* :func:`to_npy` / :func:`from_npy` -- parallel ``.npy`` through memory maps.
+* :func:`from_hdf5` -- read an HDF5 dataset through Dask.
+
+The writers publish a store only when every rank has written its part (see
+:mod:`blasmp_array.io._common`); a failure on any rank raises :class:`DistributedIOError` on all.
+"""
+
+from ._common import DistributedIOError
+from ._dask import from_dask, to_dask
+from ._hdf5 import from_hdf5
+from ._npy import from_npy, to_npy
+from ._zarr import from_zarr, to_zarr
+
+__all__ = [
+    "DistributedIOError",
+    "from_dask",
+    "to_dask",
+    "from_zarr",
+    "to_zarr",
+    "from_npy",
+    "to_npy",
+    "from_hdf5",
+]

@@ -1,0 +1,188 @@
+"""Dask interop: build a BlockCyclicArray from a Dask array, and view one as a Dask array."""
+
+from __future__ import annotations
+
+import atexit
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..array import BlockCyclicArray
+from ..grid import ProcessGrid
+from ._common import (
+    BATCH_BYTES,
+    agree,
+    as_index,
+    check_dtype_arg,
+    local_batches,
+    new_array,
+    normalize_block,
+    resolve_grid,
+)
+from ._deps import require
+
+__all__ = ["from_dask", "to_dask"]
+
+
+def from_dask(
+    x: Any,
+    block: int | tuple[int, int] | None = None,
+    grid: ProcessGrid | None = None,
+    backend: str | None = None,
+    *,
+    dtype: Any = None,
+    batch_bytes: int | None = None,
+    scheduler: Any = "threads",
+) -> BlockCyclicArray:
+    """Distribute a 2-D Dask array; each rank computes only the elements it stores. Collective.
+
+    Every rank receives the same (lazy) Dask array ``x``. Rank ``(p, q)`` selects its local
+    matrix ``x[rows(p)][:, cols(q)]`` (the global rows and columns of its block-cyclic tiles,
+    ascending) and computes it with :func:`dask.compute` on ``scheduler``: the Dask chunks that
+    hold none of its elements are never computed on that rank, and any chunking works, aligned
+    with the blocks or not. The selection is computed in batches of whole local blocks of at
+    most ``batch_bytes`` (one ``dask.compute`` per batch; a single one when the local matrix
+    fits), which bounds the host memory of a rank. Selecting with index arrays (instead of one
+    slice per tile) keeps the task graph proportional to the chunks touched, not to the number
+    of tiles.
+
+    Parameters
+    ----------
+    x : dask.array.Array
+        A 2-D Dask array with known chunk sizes, backed by NumPy or CuPy chunks (CuPy chunks are
+        moved to the host for the CPU backend). It must be the same array on every rank.
+    block : int or (int, int), optional
+        Block shape ``(mb, nb)`` (default :data:`blasmp_array.creation.DEFAULT_BLOCK`).
+    grid : ProcessGrid, optional
+        Default: the default grid (of ``backend`` when given).
+    backend : {'cpu', 'gpu'}, optional
+        Backend of the default grid; must agree with ``grid.backend`` when both are given.
+    dtype : dtype, optional
+        Convert to this dtype; by default ``x.dtype`` (one of float32, float64, complex64,
+        complex128).
+    batch_bytes : int, optional
+        Upper bound of one batch on the host (default :data:`BATCH_BYTES`, 256 MiB).
+    scheduler : optional
+        Dask scheduler used by each rank (default ``'threads'``).
+
+    Returns
+    -------
+    BlockCyclicArray
+        ``from_dask(x).to_numpy()`` equals ``x.compute()`` bit for bit.
+
+    Raises
+    ------
+    ImportError
+        Dask is not installed (install the ``dask`` extra).
+    TypeError
+        ``x`` is not a Dask array, or its dtype is not supported and ``dtype`` is not given.
+    ValueError
+        ``x`` is not 2-D or has unknown chunk sizes; bad ``block``, ``grid`` or ``batch_bytes``.
+    """
+    dask = require("dask", "from_dask")
+    da = require("dask.array", "from_dask")
+    if not isinstance(x, da.Array):
+        raise TypeError(
+            f"from_dask expects a dask.array.Array, got {type(x).__name__}; "
+            "use blasmp_array.from_numpy for NumPy arrays"
+        )
+    if x.ndim != 2:
+        raise ValueError(f"from_dask needs a 2-D Dask array, got {x.ndim} dimensions {x.shape}")
+    if any(math.isnan(s) for s in x.shape):
+        raise ValueError(
+            "from_dask needs known chunk sizes, got shape "
+            f"{x.shape}; call x.compute_chunk_sizes() first"
+        )
+    dt = check_dtype_arg(dtype, x.dtype, "from_dask")
+    blk = normalize_block(block)
+    budget = BATCH_BYTES if batch_bytes is None else batch_bytes
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
+        raise ValueError(f"batch_bytes must be a positive int, got {batch_bytes!r}")
+    g = resolve_grid(grid, backend)
+    if x.dtype != dt:
+        x = x.astype(dt)
+
+    out = new_array((int(x.shape[0]), int(x.shape[1])), blk, g, dt)
+    layout, bk = out.layout, g.backend
+    rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
+
+    def fill() -> None:
+        for lr, lc in local_batches(layout, g.myrow, g.mycol, dt.itemsize, budget):
+            # x[my rows][:, my cols] -> this rank's local matrix (batch lr x lc)
+            piece = x[as_index(rows[lr]), :][:, as_index(cols[lc])]
+            (host,) = dask.compute(piece, scheduler=scheduler)
+            out._data[lr, lc] = _to_backend(host, bk)
+
+    # a failure on one rank (e.g. a chunk that cannot be computed) fails the call everywhere
+    agree(bk, "from_dask", fill)
+    return out
+
+
+def _to_backend(a: Any, backend: Any) -> Any:
+    """Move a computed piece (NumPy or CuPy) to the backend's memory."""
+    if backend.name != "gpu" and type(a).__module__.split(".")[0] == "cupy":
+        a = a.get()  # CuPy chunk -> host for the CPU backend
+    return backend.asarray(a)
+
+
+_to_remove_at_exit: list[Path] = []
+
+
+def _remove_at_exit() -> None:
+    for path in _to_remove_at_exit:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def to_dask(A: BlockCyclicArray, *, tmpdir: str | os.PathLike[str] | None = None) -> Any:
+    """The global matrix as a lazy Dask array chunked by the block size. Collective.
+
+    The ranks write the matrix in parallel into a temporary zarr store (one chunk per block,
+    see :func:`blasmp_array.io.to_zarr`) and every rank returns ``dask.array.from_zarr`` of it,
+    usable on any rank after the call and independent of ``A`` (later changes to ``A`` are not
+    seen).
+
+    The store lives in a fresh directory created by rank 0 under ``tmpdir`` (default
+    ``$TMPDIR``, else the system's temporary directory of rank 0) and is removed when rank 0's
+    interpreter exits. **The directory must be on a filesystem that all ranks and every reader
+    of the Dask array share**: ``/tmp`` is fine when all ranks run on one node; on several nodes
+    pass a directory of a shared filesystem. For a store that outlives the job, use
+    ``A.to_zarr(path)`` and ``dask.array.from_zarr(path)``.
+
+    Parameters
+    ----------
+    A : BlockCyclicArray
+        The matrix (lazy views are materialised first).
+    tmpdir : str or PathLike, optional
+        Parent directory of the temporary store, seen identically by all ranks.
+
+    Returns
+    -------
+    dask.array.Array
+        Shape ``A.shape``, dtype ``A.dtype``, chunks ``A.block``.
+    """
+    da = require("dask.array", "to_dask")
+    require("zarr", "to_dask")
+    from ._zarr import to_zarr
+
+    bk = A.grid.backend
+    if tmpdir is not None and not isinstance(tmpdir, str | os.PathLike):
+        raise TypeError(f"tmpdir must be a path or None, got {type(tmpdir).__name__}")
+
+    def make_dir() -> str | None:
+        if bk.rank != 0:
+            return None
+        parent = os.fspath(tmpdir) if tmpdir is not None else tempfile.gettempdir()
+        path = Path(tempfile.mkdtemp(prefix="blasmp-to_dask-", dir=parent))
+        if not _to_remove_at_exit:
+            atexit.register(_remove_at_exit)
+        _to_remove_at_exit.append(path)
+        return str(path)
+
+    # the directory is made on rank 0 and its path broadcast, so every rank agrees on it
+    directory = bk.bcast(agree(bk, "to_dask: creating the temporary directory", make_dir), root=0)
+    store = Path(directory) / "array.zarr"
+    to_zarr(A, store)
+    return da.from_zarr(str(store))
