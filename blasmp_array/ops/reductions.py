@@ -1,0 +1,498 @@
+"""Reductions and other NumPy functions on BlockCyclicArrays (through ``__array_function__``).
+
+Reductions (``np.sum``, ``np.max``, ``np.linalg.norm``, ``np.allclose``, ...) reduce each local
+matrix, gather the small partial results on every process (``backend.allgather``) and combine
+them there in rank order, so every rank returns the *same* value, bit for bit. Results are NumPy
+scalars (``axis=None``) or 1-D NumPy arrays (``axis=0``/``1``) on every rank. The rounding of a
+sum differs from NumPy's (another summation order) within the usual error bound.
+
+Structural functions (``np.transpose``, ``np.triu``, ``np.tril``, ``np.copy``, ``*_like``)
+return BlockCyclicArrays in the argument's layout.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import creation
+from .._dispatch import implements
+from ..array import BlockCyclicArray
+from .elementwise import _check_same_shape, _operand, aligned, local_view
+
+__all__: list[str] = []
+
+_NOVALUE: Any = np._NoValue  # type: ignore[attr-defined]
+
+
+def _require(a: Any, what: str) -> BlockCyclicArray:
+    if not isinstance(a, BlockCyclicArray):
+        raise TypeError(
+            f"{what} expects a BlockCyclicArray, got {type(a).__name__}; distribute NumPy data "
+            "with bm.from_numpy"
+        )
+    return a
+
+
+def _no_extras(what: str, out: Any = None, **kwargs: Any) -> None:
+    if out is not None:
+        raise TypeError(f"{what}: out= is not supported for BlockCyclicArrays (results are NumPy)")
+    bad = sorted(k for k, v in kwargs.items() if v is not _NOVALUE)
+    if bad:
+        raise TypeError(f"{what} on BlockCyclicArrays does not support the keywords {bad}")
+
+
+def _norm_axis(axis: Any, what: str) -> int | None:
+    if axis is None:
+        return None
+    if isinstance(axis, tuple):
+        if sorted(a % 2 if isinstance(a, int) and -2 <= a < 2 else -1 for a in axis) == [0, 1]:
+            return None
+        if len(axis) == 1:
+            axis = axis[0]
+    if isinstance(axis, int | np.integer) and not isinstance(axis, bool) and -2 <= axis < 2:
+        return int(axis) % 2
+    raise np.exceptions.AxisError(f"{what}: axis {axis!r} is out of bounds for a 2-D matrix")
+
+
+def _unview(a: BlockCyclicArray, axis: int | None) -> tuple[BlockCyclicArray, int | None]:
+    """The stored matrix (conjugated locally if needed) and the axis over it."""
+    if a._transposed and axis is not None:
+        axis = 1 - axis
+    return local_view(a), axis
+
+
+def _reduce(
+    a: BlockCyclicArray,
+    axis: int | None,
+    local_fn: Callable[..., Any],
+    combine: Callable[[Any, Any], Any],
+    identity: Any,
+    what: str,
+) -> Any:
+    """Reduce ``a`` (not a view) over ``axis`` (None, 0 or 1).
+
+    ``local_fn(x, axis)`` reduces a non-empty local matrix; ``combine`` merges two partial
+    results; ``identity`` (or None: no identity) fills what no process holds.
+    """
+    m, n = a.shape
+    reduced = {None: m * n, 0: m, 1: n}[axis]
+    if reduced == 0 and identity is None and (axis is None or a.shape[1 - axis] > 0):
+        raise ValueError(f"{what}: zero-size array to reduction operation which has no identity")
+    backend, g = a.backend, a.grid
+    res_dt = np.asarray(local_fn(np.zeros((1, 1), a.dtype), axis)).dtype
+    local = a._data
+    part = None
+    if local.size:
+        part = backend.asnumpy(local_fn(local, axis))
+    parts = backend.allgather(part)  # every rank combines the same list in rank order
+    if axis is None:
+        valid = [p for p in parts if p is not None]
+        if not valid:
+            return res_dt.type(identity)
+        return res_dt.type(functools.reduce(combine, valid))
+    out = np.empty(a.shape[1 - axis], dtype=res_dt)
+    layout = a.layout
+    if axis == 0:  # column results, combined down each process column
+        groups = [
+            (layout.local_cols(c), [parts[g.rank_of(r, c)] for r in range(g.nprow)])
+            for c in range(g.npcol)
+        ]
+    else:
+        groups = [
+            (layout.local_rows(r), [parts[g.rank_of(r, c)] for c in range(g.npcol)])
+            for r in range(g.nprow)
+        ]
+    for idx, group in groups:
+        valid = [p for p in group if p is not None]
+        if valid:
+            out[idx] = functools.reduce(combine, valid)
+        elif idx.size:
+            out[idx] = identity
+    return out
+
+
+def _keepdims(result: Any, axis: int | None, keepdims: bool) -> Any:
+    if not keepdims:
+        return result
+    if axis is None:
+        return np.asarray(result).reshape(1, 1)
+    return result.reshape((1, -1) if axis == 0 else (-1, 1))
+
+
+# -- sums and extrema ------------------------------------------------------------------------
+@implements(np.sum)
+def _sum(
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+    initial: Any = _NOVALUE,
+    where: Any = _NOVALUE,
+) -> Any:
+    """``np.sum``: a scalar (``axis=None``) or a 1-D NumPy array, identical on every rank."""
+    _no_extras("np.sum", out, initial=initial, where=where)
+    a = _require(a, "np.sum")
+    ax = _norm_axis(axis, "np.sum")
+    s, sax = _unview(a, ax)
+    xp = s.backend.xp
+
+    def local(x: Any, axis: int | None) -> Any:
+        return (np if isinstance(x, np.ndarray) else xp).sum(x, axis=axis, dtype=dtype)
+
+    return _keepdims(_reduce(s, sax, local, np.add, 0, "np.sum"), ax, keepdims)
+
+
+@implements(np.mean)
+def _mean(
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+    where: Any = _NOVALUE,
+) -> Any:
+    """``np.mean``: ``np.sum(a, axis) / count``, identical on every rank."""
+    _no_extras("np.mean", out, where=where)
+    a = _require(a, "np.mean")
+    ax = _norm_axis(axis, "np.mean")
+    count = a.size if ax is None else a.shape[ax]
+    total = _sum(a, axis=ax, dtype=dtype)
+    if count == 0:
+        raise ValueError("np.mean of an empty BlockCyclicArray (no elements to average)")
+    return _keepdims(total / count, ax, keepdims)
+
+
+def _extremum(name: str, combine: np.ufunc) -> Callable[..., Any]:
+    def impl(
+        a: Any,
+        axis: Any = None,
+        out: Any = None,
+        keepdims: bool = False,
+        initial: Any = _NOVALUE,
+        where: Any = _NOVALUE,
+    ) -> Any:
+        _no_extras(f"np.{name}", out, initial=initial, where=where)
+        a = _require(a, f"np.{name}")
+        ax = _norm_axis(axis, f"np.{name}")
+        s, sax = _unview(a, ax)
+        xp = s.backend.xp
+
+        def local(x: Any, axis: int | None) -> Any:
+            mod = np if isinstance(x, np.ndarray) else xp
+            return getattr(mod, name)(x, axis=axis)
+
+        return _keepdims(_reduce(s, sax, local, combine, None, f"np.{name}"), ax, keepdims)
+
+    impl.__doc__ = f"``np.{name}`` (NaN propagates; complex order is NumPy's lexicographic)."
+    return impl
+
+
+implements(np.max, np.amax)(_extremum("max", np.maximum))
+implements(np.min, np.amin)(_extremum("min", np.minimum))
+
+
+def _logical(name: str, combine: np.ufunc, identity: bool) -> Callable[..., Any]:
+    def impl(
+        a: Any,
+        axis: Any = None,
+        out: Any = None,
+        keepdims: bool = False,
+        *,
+        where: Any = _NOVALUE,
+    ) -> Any:
+        _no_extras(f"np.{name}", out, where=where)
+        a = _require(a, f"np.{name}")
+        ax = _norm_axis(axis, f"np.{name}")
+        s, sax = _unview(a, ax)
+        xp = s.backend.xp
+
+        def local(x: Any, axis: int | None) -> Any:
+            mod = np if isinstance(x, np.ndarray) else xp
+            return getattr(mod, name)(x, axis=axis)
+
+        return _keepdims(_reduce(s, sax, local, combine, identity, f"np.{name}"), ax, keepdims)
+
+    impl.__doc__ = f"``np.{name}``: a NumPy bool (array), identical on every rank."
+    return impl
+
+
+implements(np.any)(_logical("any", np.logical_or, False))
+implements(np.all)(_logical("all", np.logical_and, True))
+
+
+# -- trace and norms ---------------------------------------------------------------------------
+@implements(np.trace)
+def _trace(
+    a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None, out: Any = None
+) -> Any:
+    """``np.trace``: sum of diagonal ``offset``, identical on every rank."""
+    _no_extras("np.trace", out)
+    a = _require(a, "np.trace")
+    if (axis1 % 2, axis2 % 2) != (0, 1):
+        raise ValueError("np.trace on BlockCyclicArrays supports only axis1=0, axis2=1")
+    if a._transposed:  # trace(A.T, k) == trace(A, -k)
+        offset = -offset
+    s = local_view(a)
+    backend, g, layout = s.backend, s.grid, s.layout
+    n, nb, pc, csrc = s.layout.shape[1], layout.block[1], g.npcol, layout.src[1]
+    rows = layout.local_rows(g.myrow)
+    gc = rows + int(offset)
+    # local row i holds a diagonal element when column rows[i] + offset is in range and ours
+    mask = (gc >= 0) & (gc < n)
+    mask[mask] = (csrc + gc[mask] // nb) % pc == g.mycol
+    il = np.nonzero(mask)[0]
+    jl = (gc[il] // (nb * pc)) * nb + gc[il] % nb
+    res_dt = np.trace(np.zeros((1, 1), s.dtype), dtype=dtype).dtype
+    part = None
+    if il.size:
+        xp = backend.xp
+        diag = s._data[xp.asarray(il), xp.asarray(jl)]
+        part = backend.asnumpy(xp.sum(diag, dtype=dtype))
+    valid = [p for p in backend.allgather(part) if p is not None]
+    return res_dt.type(functools.reduce(np.add, valid)) if valid else res_dt.type(0)
+
+
+@implements(np.linalg.norm)
+def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
+    """``np.linalg.norm`` of a matrix: ord None/'fro', 1, -1, inf, -inf.
+
+    The Frobenius norm is accumulated in float64 with LAPACK-style scaling (per-process
+    ``(scale, sum of squares)`` pairs), so it neither overflows nor underflows needlessly. The
+    2-norm and the nuclear norm need an SVD and are not provided.
+    """
+    a = _require(x, "np.linalg.norm")
+    if axis is not None and _norm_axis(axis, "np.linalg.norm") is not None:
+        raise NotImplementedError(
+            "np.linalg.norm of BlockCyclicArrays computes matrix norms only (axis=None); for "
+            "vector norms along an axis use np.sqrt(np.sum(np.abs(A)**2, axis=...))"
+        )
+    real_dt = np.empty(0, a.dtype).real.dtype
+    s = local_view(a)  # every supported norm is invariant under conjugation
+    transposed = a._transposed
+    if ord is None or ord == "fro":
+        result = _frobenius(s)
+    elif ord in (1, -1, np.inf, -np.inf):
+        # 1-norms are column sums of A (row sums of the stored matrix of A.T)
+        sum_axis = 0 if (ord in (1, -1)) != transposed else 1
+        sums = _abs_sums(s, sum_axis)
+        if sums.size == 0:
+            raise ValueError("zero-size array to reduction operation which has no identity")
+        result = np.max(sums) if ord in (1, np.inf) else np.min(sums)
+    elif ord in (2, -2, "nuc"):
+        raise NotImplementedError(
+            f"np.linalg.norm(A, ord={ord!r}) needs singular values, which blasmp_array does not "
+            "compute; use ord='fro', 1 or np.inf, or np.linalg.norm(A.to_numpy(), ord)"
+        )
+    else:
+        raise ValueError(f"Invalid norm order {ord!r} for matrices")
+    result = real_dt.type(result)
+    return np.asarray(result).reshape(1, 1) if keepdims else result
+
+
+def _frobenius(s: BlockCyclicArray) -> float:
+    backend, xp = s.backend, s.backend.xp
+    part = None
+    if s._data.size:
+        mag = xp.abs(s._data).astype(np.float64, copy=False)
+        scale = float(xp.max(mag))
+        ssq = 0.0
+        if scale > 0 and np.isfinite(scale):
+            mag /= scale
+            ssq = float(xp.sum(mag * mag))
+        part = (scale, ssq)
+    valid = [p for p in backend.allgather(part) if p is not None]
+    if not valid:
+        return 0.0
+    scales = np.array([p[0] for p in valid])
+    big = np.max(scales)  # NaN or inf propagate here
+    if not np.isfinite(big) or big == 0:
+        return float(big)
+    total = sum(ssq * (sc / big) ** 2 for sc, ssq in valid if sc > 0)
+    return float(big * np.sqrt(total))
+
+
+def _abs_sums(s: BlockCyclicArray, axis: int) -> np.ndarray:
+    xp = s.backend.xp
+
+    def local(x: Any, axis: int | None) -> Any:
+        mod = np if isinstance(x, np.ndarray) else xp
+        return mod.sum(mod.abs(x), axis=axis)
+
+    return _reduce(s, axis, local, np.add, 0, "np.linalg.norm")
+
+
+# -- comparisons ---------------------------------------------------------------------------------
+def _pair(a: Any, b: Any, what: str) -> tuple[Any, Any]:
+    """Both operands: BlockCyclicArrays (aligned, resolved) or one of them a scalar."""
+    x, y = _operand(a, what), _operand(b, what)
+    if x is NotImplemented or y is NotImplemented:
+        raise TypeError(f"{what}: unsupported operand types {type(a).__name__}, {type(b).__name__}")
+    arrays = [v for v in (x, y) if isinstance(v, BlockCyclicArray)]
+    _check_same_shape(arrays, what)
+    if len(arrays) == 2:
+        x = x.resolve()
+        y = aligned(y.resolve(), x, what)
+    elif isinstance(x, BlockCyclicArray):
+        x = x.resolve()
+    else:
+        y = y.resolve()
+    return x, y
+
+
+def _data(v: Any) -> Any:
+    return v._data if isinstance(v, BlockCyclicArray) else v
+
+
+def _all_ranks(a: BlockCyclicArray, local_ok: bool) -> bool:
+    return bool(all(a.backend.allgather(bool(local_ok))))
+
+
+@implements(np.isclose)
+def _isclose(
+    a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
+) -> BlockCyclicArray:
+    """``np.isclose``: a bool BlockCyclicArray in the first array operand's layout."""
+    x, y = _pair(a, b, "np.isclose")
+    like = x if isinstance(x, BlockCyclicArray) else y
+    out = creation.new_like(like, np.bool_)
+    out._data[...] = like.backend.xp.isclose(
+        _data(x), _data(y), rtol=rtol, atol=atol, equal_nan=equal_nan
+    )
+    return out
+
+
+@implements(np.allclose)
+def _allclose(
+    a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
+) -> bool:
+    """``np.allclose``: the same bool on every rank."""
+    x, y = _pair(a, b, "np.allclose")
+    like = x if isinstance(x, BlockCyclicArray) else y
+    ok = like.backend.xp.isclose(_data(x), _data(y), rtol=rtol, atol=atol, equal_nan=equal_nan)
+    return _all_ranks(like, bool(ok.all()))
+
+
+@implements(np.array_equal)
+def _array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> bool:
+    """``np.array_equal``: False for different shapes, else elementwise equality everywhere."""
+    for v in (a1, a2):
+        _require(v, "np.array_equal")
+    if a1.shape != a2.shape:
+        return False
+    x, y = _pair(a1, a2, "np.array_equal")
+    xp = x.backend.xp
+    eq = xp.array_equal(x._data, y._data, equal_nan=equal_nan)
+    return _all_ranks(x, bool(eq))
+
+
+# -- structure -----------------------------------------------------------------------------------
+@implements(np.transpose)
+def _transpose(a: Any, axes: Any = None) -> BlockCyclicArray:
+    """``np.transpose``: the lazy view ``A.T`` (``axes`` None or (1, 0); (0, 1) is ``A``)."""
+    a = _require(a, "np.transpose")
+    if axes is None or tuple(axes) in ((1, 0), (-1, -2), (1, -2), (-1, 0)):
+        return a.T
+    if tuple(axes) in ((0, 1), (-2, -1), (0, -1), (-2, 1)):
+        return a
+    raise ValueError(f"np.transpose: axes {axes!r} do not permute the two axes of a matrix")
+
+
+def _triangle(m: Any, k: Any, upper: bool) -> BlockCyclicArray:
+    what = "np.triu" if upper else "np.tril"
+    a = _require(m, what)
+    if not isinstance(k, int | np.integer) or isinstance(k, bool):
+        raise TypeError(f"{what}: k must be an integer, got {k!r}")
+    a = a.resolve()
+    g, xp = a.grid, a.backend.xp
+    rows = a.layout.local_rows(g.myrow)
+    cols = a.layout.local_cols(g.mycol)
+    # keep (i, j) with j - i >= k (triu) or j - i <= k (tril), in global indices
+    diff = cols[None, :] - rows[:, None]
+    keep = xp.asarray(diff >= k if upper else diff <= k)
+    out = creation.new_like(a)
+    out._data[...] = xp.where(keep, a._data, xp.zeros((), dtype=a.dtype))
+    return out
+
+
+@implements(np.triu)
+def _triu(m: Any, k: int = 0) -> BlockCyclicArray:
+    """``np.triu``: zeros below diagonal ``k`` (computed locally from global indices)."""
+    return _triangle(m, k, upper=True)
+
+
+@implements(np.tril)
+def _tril(m: Any, k: int = 0) -> BlockCyclicArray:
+    """``np.tril``: zeros above diagonal ``k`` (computed locally from global indices)."""
+    return _triangle(m, k, upper=False)
+
+
+@implements(np.copy)
+def _copy(a: Any, order: str = "K", subok: bool = False) -> BlockCyclicArray:
+    """``np.copy``: a deep copy (views materialised)."""
+    return _require(a, "np.copy").copy()
+
+
+def _like(name: str, fill: Any) -> Callable[..., Any]:
+    def impl(
+        a: Any,
+        dtype: Any = None,
+        order: str = "K",
+        subok: bool = True,
+        shape: Any = None,
+        *,
+        device: Any = None,
+    ) -> BlockCyclicArray:
+        return getattr(creation, name)(_require(a, f"np.{name}"), dtype=dtype, shape=shape)
+
+    impl.__doc__ = f"``np.{name}``: a BlockCyclicArray with ``a``'s shape, block and grid."
+    return impl
+
+
+implements(np.empty_like)(_like("empty_like", None))
+implements(np.zeros_like)(_like("zeros_like", 0))
+implements(np.ones_like)(_like("ones_like", 1))
+
+
+@implements(np.full_like)
+def _full_like(
+    a: Any,
+    fill_value: Any,
+    dtype: Any = None,
+    order: str = "K",
+    subok: bool = True,
+    shape: Any = None,
+    *,
+    device: Any = None,
+) -> BlockCyclicArray:
+    """``np.full_like``: a BlockCyclicArray with ``a``'s shape, block and grid."""
+    return creation.full_like(_require(a, "np.full_like"), fill_value, dtype=dtype, shape=shape)
+
+
+@implements(np.shape)
+def _shape(a: Any) -> tuple[int, int]:
+    """``np.shape``: the global shape."""
+    return _require(a, "np.shape").shape
+
+
+@implements(np.ndim)
+def _ndim(a: Any) -> int:
+    """``np.ndim``: always 2."""
+    return _require(a, "np.ndim").ndim
+
+
+@implements(np.size)
+def _size(a: Any, axis: Any = None) -> int:
+    """``np.size``: number of elements (or the length of ``axis``)."""
+    a = _require(a, "np.size")
+    return a.size if axis is None else a.shape[axis]
+
+
+@implements(np.dot)
+def _dot(a: Any, b: Any, out: Any = None) -> Any:
+    """``np.dot`` of two matrices: ``np.matmul`` (distributed GEMM)."""
+    return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
