@@ -27,6 +27,7 @@ from .creation import (
 )
 from .grid import ProcessGrid, square_grid_shape
 from .layout import BlockCyclicLayout
+from .trace import trace
 
 __version__ = "0.1.0"
 
@@ -48,6 +49,7 @@ __all__ = [
     "ones_like",
     "random",
     "square_grid_shape",
+    "trace",
     "zeros",
     "zeros_like",
     "from_dask",
@@ -66,3 +68,13 @@ def __getattr__(name: str) -> Any:
 
         return getattr(io, name)
     raise AttributeError(f"module 'blasmp_array' has no attribute {name!r}")
+
+
+def _trace_from_environment() -> None:
+    # BLASMP_TRACE=run.json traces the whole script (written at exit)
+    from .trace import _start_from_environment
+
+    _start_from_environment()
+
+
+_trace_from_environment()

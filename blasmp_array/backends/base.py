@@ -169,6 +169,24 @@ class Backend(abc.ABC):
     def begin(self) -> None:
         """Order both streams after host/default-stream work done before an operator."""
 
+    # -- tracing (used by blasmp_array.trace only while a trace is active) -----------------
+    def stamp(self, stream: Stream, callback: Callable[[float], Any]) -> None:
+        """Timestamp the point ``stream`` has reached: ``callback(t)`` gets the time in
+        ``time.perf_counter()`` seconds at which the stream *executes* this point.
+
+        The default enqueues a closure that reads the clock, which is exact where streams are
+        host threads (CPU). A device backend overrides it: record an event on ``stream`` and
+        call ``callback`` later from :meth:`flush_stamps`.
+        """
+        import time
+
+        self.launch(stream, lambda: callback(time.perf_counter()))
+
+    def flush_stamps(self) -> None:
+        """Deliver the timestamps of :meth:`stamp` still pending (called after
+        :meth:`synchronize`); the default has none pending."""
+        return None
+
     # -- one-sided transport (stream-ordered) ---------------------------------------------
     @abc.abstractmethod
     def put(self, dst: SymmetricBuffer, dst_offset: int, src: Any, pe: int, stream: Stream) -> None:
