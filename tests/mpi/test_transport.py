@@ -1,0 +1,499 @@
+"""The backend's stream-ordered one-sided transport, host collectives and local BLAS3 kernels.
+
+Runs on every rank under mpiexec; backend-agnostic (``BLASMP_BACKEND`` picks it), so the same
+tests check the GPU backend: arrays are made with ``backend.xp`` and read with
+``backend.asnumpy``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import blasmp_array as bm
+from blasmp_array.backends import SignalTimeoutError
+
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return bm.ProcessGrid(backend=os.environ.get("BLASMP_BACKEND", "cpu")).backend
+
+
+@pytest.fixture
+def short_timeout(backend):
+    old = backend.signal_timeout
+    backend.signal_timeout = 0.5
+    yield backend
+    backend.signal_timeout = old
+
+
+def values(n: int, dtype, seed: int) -> np.ndarray:
+    """Distinct deterministic values (exact in every dtype) tagged with ``seed``."""
+    x = np.arange(n, dtype=np.float64) + 1000.0 * seed
+    if np.dtype(dtype).kind == "c":
+        return (x - 1j * (seed + 1)).astype(dtype)
+    return x.astype(dtype)
+
+
+# -- symmetric memory and puts --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_ring_put(backend, dtype):
+    be = backend
+    r, p = be.rank, be.size
+    n = 37
+    buf = be.alloc_symmetric(2 * n + 3, dtype, name="ring")
+    buf.array[...] = be.xp.asarray(np.full(buf.size, np.nan, dtype=dtype))
+    be.barrier()
+    # rank r writes its values into the second half of rank r+1 and the first half of itself
+    be.put(buf, n + 3, be.asarray(values(n, dtype, r)), (r + 1) % p, be.comm_stream)
+    be.put(buf, 0, be.asarray(values(n, dtype, 100 + r)), r, be.comm_stream)
+    be.quiet(be.comm_stream)
+    be.barrier()
+    got = be.asnumpy(buf.array)
+    np.testing.assert_array_equal(got[:n], values(n, dtype, 100 + r))
+    assert np.isnan(got[n : n + 3]).all()  # untouched gap
+    np.testing.assert_array_equal(got[n + 3 :], values(n, dtype, (r - 1) % p))
+    be.free(buf)
+
+
+def test_zero_size_allocations(backend):
+    be = backend
+    buf = be.alloc_symmetric(0, np.float64, name="empty")
+    sig = be.alloc_signals(0, name="nosig")
+    assert buf.size == 0 and sig.count == 0
+    be.put(buf, 0, be.xp.zeros(0), (be.rank + 1) % be.size, be.comm_stream)
+    be.barrier()
+    be.free(buf)
+    be.free(sig)
+
+
+def test_signals_start_zero(backend):
+    be = backend
+    sig = be.alloc_signals(5, name="zeros")
+    assert (be.asnumpy(sig.array) == 0).all()
+    be.free(sig)
+
+
+def test_put_signal_rounds_with_ack(backend):
+    """A ring pipeline reusing one receive buffer: round k may overwrite it only after the
+    receiver acknowledged round k-1 (the ACK protocol of the panel pipelines)."""
+    be = backend
+    r, p = be.rank, be.size
+    right, left = (r + 1) % p, (r - 1) % p
+    n, rounds = 50, 6
+    buf = be.alloc_symmetric(n, np.float64, name="stage")
+    recv_sig = be.alloc_signals(1, name="recv")
+    ack_sig = be.alloc_signals(1, name="ack")
+    seen: list[np.ndarray] = []
+    for k in range(rounds):
+        src = be.asarray(values(n, np.float64, 10 * k + r))
+        if k > 0:  # the right neighbour has read round k-1 out of its buffer
+            be.signal_wait(ack_sig, 0, k, be.comm_stream, what=f"ack round {k}", peer=right)
+        be.put_signal(buf, 0, src, right, recv_sig, 0, k + 1, "set", be.comm_stream)
+        # receiver side, on the compute stream: wait for the data, consume it, acknowledge
+        be.signal_wait(recv_sig, 0, k + 1, be.compute, what=f"recv round {k}", peer=left)
+        be.launch(be.compute, lambda: seen.append(be.asnumpy(buf.array).copy()))
+        be.signal_op(ack_sig, 0, k + 1, left, "set", be.compute)
+    be.synchronize()
+    be.barrier()
+    assert len(seen) == rounds
+    for k, got in enumerate(seen):
+        np.testing.assert_array_equal(got, values(n, np.float64, 10 * k + left))
+    be.free(buf)
+    be.free(recv_sig)
+    be.free(ack_sig)
+
+
+def test_signal_add_from_all_ranks(backend):
+    be = backend
+    r, p = be.rank, be.size
+    sig = be.alloc_signals(2, name="count")
+    reps = 5
+    for _ in range(reps):
+        # both streams add concurrently: the adds must be atomic
+        be.signal_op(sig, 1, r + 1, 0, "add", be.comm_stream)
+        be.signal_op(sig, 1, 1, 0, "add", be.compute)
+    total = reps * (p * (p + 1) // 2 + p)
+    if r == 0:
+        be.signal_wait(sig, 1, total, be.compute, what="sum of adds", peer=None)
+    be.synchronize()
+    be.barrier()
+    got = int(be.asnumpy(sig.array)[1])
+    assert got == (total if r == 0 else 0)
+    be.free(sig)
+
+
+def test_signal_set_to_self(backend):
+    be = backend
+    sig = be.alloc_signals(3, name="self")
+    be.signal_op(sig, 2, 7, be.rank, "set", be.comm_stream)
+    be.signal_wait(sig, 2, 7, be.compute, what="self signal", peer=be.rank)
+    be.synchronize()
+    assert be.asnumpy(sig.array).tolist() == [0, 0, 7]
+    be.barrier()
+    be.free(sig)
+
+
+def test_quiet_then_signal(backend):
+    """put (no signal) + quiet + a separate signal: the data is there when the signal is."""
+    be = backend
+    r, p = be.rank, be.size
+    n = 1000
+    buf = be.alloc_symmetric(n, np.complex128, name="quiet")
+    sig = be.alloc_signals(1, name="quiet_sig")
+    be.put(buf, 0, be.asarray(values(n, np.complex128, r)), (r + 1) % p, be.comm_stream)
+    be.quiet(be.comm_stream)
+    be.signal_op(sig, 0, 1, (r + 1) % p, "set", be.comm_stream)
+    be.signal_wait(sig, 0, 1, be.compute, what="quiet", peer=(r - 1) % p)
+    out = []
+    be.launch(be.compute, lambda: out.append(be.asnumpy(buf.array).copy()))
+    be.synchronize()
+    np.testing.assert_array_equal(out[0], values(n, np.complex128, (r - 1) % p))
+    be.barrier()
+    be.free(buf)
+    be.free(sig)
+
+
+# -- streams, events, errors ----------------------------------------------------------------
+
+
+def test_event_orders_compute_before_comm(backend):
+    be = backend
+    r, p = be.rank, be.size
+    n = 64
+    buf = be.alloc_symmetric(n, np.float64, name="evt")
+    sig = be.alloc_signals(1, name="evt_sig")
+    staging = be.xp.zeros(n)
+
+    def produce():
+        time.sleep(0.05)  # a slow producer: without the event the put would send zeros
+        staging[...] = be.asarray(values(n, np.float64, r))
+
+    be.launch(be.compute, produce)
+    ev = be.record_event(be.compute)
+    be.wait_event(be.comm_stream, ev)
+    be.put_signal(buf, 0, staging, (r + 1) % p, sig, 0, 1, "set", be.comm_stream)
+    be.signal_wait(sig, 0, 1, be.compute, what="event test", peer=(r - 1) % p)
+    be.synchronize()
+    np.testing.assert_array_equal(be.asnumpy(buf.array), values(n, np.float64, (r - 1) % p))
+    be.barrier()
+    be.free(buf)
+    be.free(sig)
+
+
+def test_streams_run_in_order(backend):
+    be = backend
+    order: list[int] = []
+    for i in range(20):
+        be.launch(be.compute, order.append, i)
+    be.synchronize()
+    assert order == list(range(20))
+
+
+def test_error_propagates_through_synchronize(backend):
+    be = backend
+    ran = threading.Event()
+
+    def fail():
+        raise ZeroDivisionError("boom on purpose")
+
+    be.launch(be.compute, fail)
+    be.launch(be.compute, ran.set)  # dropped: the stream failed before it
+    with pytest.raises(ZeroDivisionError, match="boom on purpose"):
+        be.synchronize()
+    assert not ran.is_set()
+    # the error is cleared: the stream works again
+    be.launch(be.compute, ran.set)
+    be.synchronize()
+    assert ran.is_set()
+    be.barrier()
+
+
+def test_missing_signal_times_out(short_timeout):
+    be = short_timeout
+    r, p = be.rank, be.size
+    sig = be.alloc_signals(4, name="never")
+    what = "test_op step 3 (panel recv)"
+    peer = (r + 1) % p
+    t0 = time.monotonic()
+    be.signal_wait(sig, 2, 5, be.compute, what=what, peer=peer)
+    with pytest.raises(SignalTimeoutError) as info:
+        be.synchronize()
+    elapsed = time.monotonic() - t0
+    msg = str(info.value)
+    assert 0.4 < elapsed < 30
+    assert what in msg
+    assert "never[2]" in msg
+    assert f"rank {r}" in msg and f"peer {peer}" in msg
+    assert ">= 5" in msg and "seen: 0" in msg
+    be.barrier()
+    be.free(sig)
+
+
+# -- host collectives -----------------------------------------------------------------------
+
+
+def test_host_collectives(backend):
+    be = backend
+    r, p = be.rank, be.size
+    assert be.allreduce(r + 1) == p * (p + 1) // 2
+    assert be.allreduce(float(r), "max") == p - 1
+    assert be.allreduce(r, "min") == 0
+    assert be.allreduce(r == 0, "lor") is True or be.allreduce(r == 0, "lor") == 1
+    assert bool(be.allreduce(r == 0, "land")) == (p == 1)
+    arr = np.array([r, -r, 1], dtype=np.float64)
+    np.testing.assert_array_equal(be.allreduce(arr, "sum"), [p * (p - 1) / 2, -p * (p - 1) / 2, p])
+    np.testing.assert_array_equal(be.allreduce(arr, "max"), [p - 1, 0, 1])
+    assert be.bcast({"x": r}, root=p - 1) == {"x": p - 1}
+    assert be.allgather((r, "a")) == [(q, "a") for q in range(p)]
+
+
+def _a2a_len(src: int, dst: int) -> int:
+    return (3 * src + 2 * dst + 1) % 8  # includes empty messages
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("limit", [2**31 - 1, 3, 1])
+def test_alltoallv_split_and_empty(backend, dtype, limit):
+    be = backend
+    r, p = be.rank, be.size
+    old = getattr(be, "max_message_elements", None)
+    be.max_message_elements = limit
+    try:
+        send = [be.asarray(values(_a2a_len(r, d), dtype, 100 * r + d)) for d in range(p)]
+        recv = [be.xp.full(_a2a_len(s, r), np.nan, dtype=dtype) for s in range(p)]
+        be.alltoallv(send, recv)
+        for s in range(p):
+            np.testing.assert_array_equal(
+                be.asnumpy(recv[s]), values(_a2a_len(s, r), dtype, 100 * s + r)
+            )
+        # a strided receive buffer and a strided send buffer
+        base = be.xp.full((p, 16), np.nan, dtype=dtype)
+        recv = [base[s, : 2 * _a2a_len(s, r) : 2] for s in range(p)]
+        send_base = [be.asarray(np.repeat(values(_a2a_len(r, d), dtype, d), 2)) for d in range(p)]
+        send = [x[::2] for x in send_base]
+        be.alltoallv(send, recv)
+        for s in range(p):
+            np.testing.assert_array_equal(be.asnumpy(recv[s]), values(_a2a_len(s, r), dtype, r))
+    finally:
+        if old is not None:
+            be.max_message_elements = old
+
+
+# -- local BLAS3 kernels --------------------------------------------------------------------
+
+
+def _rand(rng, shape, dtype):
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def _op(x, trans):
+    return x if trans == "N" else (x.T if trans == "T" else x.conj().T)
+
+
+def _eps(dtype):
+    return float(np.finfo(dtype).eps)
+
+
+def _embed(be, x, rng, dtype):
+    """Place ``x`` as a strided view inside a larger C-ordered NaN-filled array (on device)."""
+    m, n = x.shape
+    big = np.full((2 * m + 3, 3 * n + 2), np.nan, dtype=dtype)
+    big[1 : 1 + 2 * m : 2, 2 : 2 + 3 * n : 3] = x
+    dev = be.asarray(big)
+    return dev, dev[1 : 1 + 2 * m : 2, 2 : 2 + 3 * n : 3]
+
+
+def _check_outside(be, big, m, n, where):
+    host = be.asnumpy(big).copy()
+    host[1 : 1 + 2 * m : 2, 2 : 2 + 3 * n : 3] = 0
+    assert np.isnan(host).sum() == host.size - m * n, f"{where}: wrote outside the view"
+
+
+def _tri(x, uplo, k=0):
+    return np.tril(x, k) if uplo == "L" else np.triu(x, k)
+
+
+def _poison_triangle(a, uplo, diag):
+    """NaN everywhere BLAS must not read: the other triangle, and the diagonal if unit."""
+    a = a.copy()
+    mask = ~(np.tril(np.ones(a.shape, bool)) if uplo == "L" else np.triu(np.ones(a.shape, bool)))
+    if diag == "U":
+        np.fill_diagonal(mask, True)
+    a[mask] = np.nan
+    return a
+
+
+def _assert_within(got, ref, bound, what):
+    err = np.abs(got.astype(np.complex128) - ref)
+    assert np.all(np.isfinite(got)), f"{what}: non-finite values"
+    bad = err > bound
+    assert not bad.any(), f"{what}: max err {err.max():.3g}, bound {bound[bad].min():.3g}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("trans_a,trans_b", list(itertools.product("NTC", "NTC")))
+def test_gemm_kernel(backend, dtype, trans_a, trans_b):
+    be = backend
+    rng = np.random.default_rng(7)
+    m, n, k = 9, 7, 11
+    am, bm_ = _rand(rng, (m, k), dtype), _rand(rng, (k, n), dtype)
+    # stored so that op(a) == am and op(b) == bm_
+    a = am.T.conj() if trans_a == "C" else (am.T if trans_a == "T" else am)
+    b = bm_.T.conj() if trans_b == "C" else (bm_.T if trans_b == "T" else bm_)
+    c0 = _rand(rng, (m, n), dtype)
+    alpha, beta = (1.5 - 0.5j, 0.5 + 0.25j) if np.dtype(dtype).kind == "c" else (1.5, 0.5)
+    _, a_dev = _embed(be, np.ascontiguousarray(a), rng, dtype)
+    _, b_dev = _embed(be, np.ascontiguousarray(b), rng, dtype)
+    big, c_dev = _embed(be, c0, rng, dtype)
+    be.gemm(alpha, a_dev, b_dev, beta, c_dev, trans_a, trans_b, be.compute)
+    be.synchronize()
+    ref = alpha * (am.astype(np.complex128) @ bm_) + beta * c0.astype(np.complex128)
+    bound = (
+        4
+        * (k + 2)
+        * _eps(dtype)
+        * (abs(alpha) * (np.abs(am) @ np.abs(bm_)) + abs(beta) * np.abs(c0))
+    )
+    _assert_within(be.asnumpy(c_dev), ref, bound, f"gemm {trans_a}{trans_b}")
+    _check_outside(be, big, m, n, "gemm")
+    # beta == 0: c is not read (NaN in c must not leak)
+    c_dev[...] = np.nan
+    be.gemm(alpha, a_dev, b_dev, 0, c_dev, trans_a, trans_b, be.compute)
+    be.synchronize()
+    _assert_within(
+        be.asnumpy(c_dev),
+        alpha * (am.astype(np.complex128) @ bm_),
+        4 * (k + 2) * _eps(dtype) * abs(alpha) * (np.abs(am) @ np.abs(bm_)),
+        "gemm beta=0",
+    )
+
+
+def _sym_variants():
+    return list(itertools.product("LU", "NTC"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("uplo,trans", _sym_variants())
+def test_syrk_syr2k_kernels(backend, dtype, uplo, trans):
+    be = backend
+    rng = np.random.default_rng(11)
+    n, k = 8, 5
+    herm = trans == "C" and np.dtype(dtype).kind == "c"
+    shape = (n, k) if trans == "N" else (k, n)
+    a, b = _rand(rng, shape, dtype), _rand(rng, shape, dtype)
+    c0 = _rand(rng, (n, n), dtype)
+    tri = np.tril(np.ones((n, n), bool)) if uplo == "L" else np.triu(np.ones((n, n), bool))
+    if herm:
+        alpha, beta = 1.5, 0.5  # HERK: real scalars
+        alpha2 = 1.5 - 0.5j  # HER2K: complex alpha, real beta
+    elif np.dtype(dtype).kind == "c":
+        alpha, beta, alpha2 = 1.5 - 0.5j, 0.5 + 0.25j, 1.5 - 0.5j
+    else:
+        alpha, beta, alpha2 = 1.5, 0.5, 1.5
+    oa, ob = _op(a, trans).astype(np.complex128), _op(b, trans).astype(np.complex128)
+    ta = (lambda x: x.conj().T) if herm else (lambda x: x.T)
+    eps = _eps(dtype)
+
+    # SYRK / HERK
+    c_in = c0.copy()
+    c_in[~tri] = np.nan  # the other triangle is neither read nor written
+    big, c_dev = _embed(be, c_in, rng, dtype)
+    _, a_dev = _embed(be, a, rng, dtype)
+    be.syrk(alpha, a_dev, beta, c_dev, uplo, trans, be.compute)
+    be.synchronize()
+    ref = alpha * (oa @ ta(oa)) + beta * c0
+    if herm:
+        np.fill_diagonal(ref, ref.diagonal().real)
+    bound = 4 * (k + 2) * eps * (abs(alpha) * (np.abs(oa) @ np.abs(oa).T) + abs(beta) * np.abs(c0))
+    got = be.asnumpy(c_dev)
+    _assert_within(got[tri], ref[tri], bound[tri], f"syrk {uplo}{trans}")
+    assert np.isnan(got[~tri]).all(), "syrk wrote the other triangle"
+    if herm:
+        assert np.all(got.diagonal().imag == 0)
+    _check_outside(be, big, n, n, "syrk")
+
+    # SYR2K / HER2K
+    big, c_dev = _embed(be, c_in, rng, dtype)
+    _, b_dev = _embed(be, b, rng, dtype)
+    be.syr2k(alpha2, a_dev, b_dev, beta, c_dev, uplo, trans, be.compute)
+    be.synchronize()
+    if herm:
+        ref = alpha2 * (oa @ ta(ob)) + np.conj(alpha2) * (ob @ ta(oa)) + beta * c0
+        np.fill_diagonal(ref, ref.diagonal().real)
+    else:
+        ref = alpha2 * (oa @ ob.T + ob @ oa.T) + beta * c0
+    bound = (
+        4
+        * (k + 2)
+        * eps
+        * (
+            abs(alpha2) * (np.abs(oa) @ np.abs(ob).T + np.abs(ob) @ np.abs(oa).T)
+            + abs(beta) * np.abs(c0)
+        )
+    )
+    got = be.asnumpy(c_dev)
+    _assert_within(got[tri], ref[tri], bound[tri], f"syr2k {uplo}{trans}")
+    assert np.isnan(got[~tri]).all(), "syr2k wrote the other triangle"
+    _check_outside(be, big, n, n, "syr2k")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("side,uplo,trans,diag", list(itertools.product("LR", "LU", "NTC", "NU")))
+def test_trmm_trsm_kernels(backend, dtype, side, uplo, trans, diag):
+    be = backend
+    rng = np.random.default_rng(13)
+    n, m = 7, 6
+    bshape = (n, m) if side == "L" else (m, n)
+    # well-conditioned triangle: unit-ish diagonal, small off-diagonal
+    a = _rand(rng, (n, n), dtype) / n + (2 + 0.5j if np.dtype(dtype).kind == "c" else 2) * np.eye(
+        n, dtype=dtype
+    )
+    t = _tri(a.astype(np.complex128), uplo)
+    if diag == "U":
+        np.fill_diagonal(t, 1)
+    opt = _op(t, trans)
+    b0 = _rand(rng, bshape, dtype)
+    alpha = (0.75 + 0.5j) if np.dtype(dtype).kind == "c" else 0.75
+    eps = _eps(dtype)
+    _, a_dev = _embed(be, _poison_triangle(a, uplo, diag), rng, dtype)
+
+    # TRMM
+    big, b_dev = _embed(be, b0, rng, dtype)
+    be.trmm(alpha, a_dev, b_dev, side, uplo, trans, diag, be.compute)
+    be.synchronize()
+    ref = alpha * (opt @ b0 if side == "L" else b0 @ opt)
+    absprod = np.abs(opt) @ np.abs(b0) if side == "L" else np.abs(b0) @ np.abs(opt)
+    _assert_within(
+        be.asnumpy(b_dev),
+        ref,
+        4 * (n + 2) * eps * abs(alpha) * absprod,
+        f"trmm {side}{uplo}{trans}{diag}",
+    )
+    _check_outside(be, big, *bshape, "trmm")
+
+    # TRSM: residual |op(T) X - alpha B| <= c n eps |op(T)| |X| (+ rounding of alpha B)
+    big, b_dev = _embed(be, b0, rng, dtype)
+    be.trsm(alpha, a_dev, b_dev, side, uplo, trans, diag, be.compute)
+    be.synchronize()
+    x = be.asnumpy(b_dev).astype(np.complex128)
+    assert np.all(np.isfinite(x)), "trsm produced non-finite values (read the poisoned part?)"
+    resid = opt @ x if side == "L" else x @ opt
+    absprod = np.abs(opt) @ np.abs(x) if side == "L" else np.abs(x) @ np.abs(opt)
+    bound = 4 * (n + 2) * eps * (absprod + abs(alpha) * np.abs(b0))
+    _assert_within(
+        resid, alpha * b0.astype(np.complex128), bound, f"trsm {side}{uplo}{trans}{diag}"
+    )
+    _check_outside(be, big, *bshape, "trsm")
