@@ -1,0 +1,424 @@
+"""Local BLAS3 of the GPU backend: cuBLAS (through ``nvmath.bindings.cublas``) on C-ordered CuPy
+views, enqueued on a CUDA stream without host synchronisation.
+
+Semantics are those of the CPU backend's ``_cpu_kernels`` (reference BLAS): ``beta == 0`` never
+reads ``c``; SYRK/SYR2K write only the ``uplo`` triangle of ``c``; TRMM/TRSM read only the ``uplo``
+triangle of ``a`` (without its diagonal when ``diag == 'U'``); ``trans == 'C'`` on a complex
+SYRK/SYR2K is HERK/HER2K (``a^H a``; ``alpha a^H b + conj(alpha) b^H a``), which zeroes the
+imaginary part of ``c``'s diagonal.
+
+C order and cuBLAS's column-major order
+---------------------------------------
+A C-ordered ``m x n`` matrix with row stride ``ld`` is, read column-major, the ``n x m`` matrix
+``X^T`` with leading dimension ``ld``. So every call is made on transposes:
+
+* GEMM: ``C^T = op(B)^T op(A)^T``: swap the operands and the dimensions, keep the op characters.
+* SYRK/HERK, SYR2K/HER2K: ``C^T`` is the same update with ``'N' <-> 'T'`` (``'N' <-> 'C'`` for the
+  Hermitian ones) and the other triangle; HER2K also swaps ``a`` and ``b``.
+* TRMM/TRSM: ``op(A) B = (B^T op(A)^T)^T``: the other side and the other triangle, same op.
+
+Views whose rows are not unit-stride (or whose row stride is not a whole number of elements)
+are copied into a contiguous temporary on the stream (and, for outputs, copied back).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cupy
+import numpy as np
+from nvmath.bindings import cublas
+
+__all__ = ["CublasKernels"]
+
+_OP = {"N": int(cublas.Operation.N), "T": int(cublas.Operation.T), "C": int(cublas.Operation.C)}
+_FILL = {"L": int(cublas.FillMode.LOWER), "U": int(cublas.FillMode.UPPER)}
+_SIDE = {"L": int(cublas.SideMode.LEFT), "R": int(cublas.SideMode.RIGHT)}
+_DIAG = {"N": int(cublas.DiagType.NON_UNIT), "U": int(cublas.DiagType.UNIT)}
+_OTHER = {"L": "U", "U": "L"}
+_OTHER_SIDE = {"L": "R", "R": "L"}
+_PREFIX = {
+    np.dtype(np.float32): "s",
+    np.dtype(np.float64): "d",
+    np.dtype(np.complex64): "c",
+    np.dtype(np.complex128): "z",
+}
+
+
+def _check(name: str, value: str, allowed: str) -> str:
+    if not isinstance(value, str) or value.upper() not in allowed:
+        raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
+    return value.upper()
+
+
+def _scalar(value: Any, dtype: np.dtype) -> Any:
+    """``value`` as a scalar of ``dtype`` (a complex value with an imaginary part cannot scale a
+    real matrix), as the CPU backend does."""
+    if dtype.kind != "c":
+        value = complex(value)
+        if value.imag != 0:
+            raise TypeError(f"a complex scalar {value} cannot scale a {dtype} matrix")
+        return dtype.type(value.real)
+    return dtype.type(value)
+
+
+def _real_dtype(dtype: np.dtype) -> np.dtype:
+    return np.dtype(np.float32) if dtype in (np.float32, np.complex64) else np.dtype(np.float64)
+
+
+def _blas_layout(x: cupy.ndarray) -> int | None:
+    """The row stride in elements if ``x`` is usable by cuBLAS as a C-ordered matrix, else None."""
+    item = x.itemsize
+    m, n = x.shape
+    s0, s1 = x.strides
+    if n > 1 and s1 != item:
+        return None
+    if m <= 1:
+        return max(1, n)
+    if s0 <= 0 or s0 % item or s0 // item < n:
+        return None
+    if x.data.ptr % item:
+        return None
+    return s0 // item
+
+
+def _operand(x: cupy.ndarray) -> tuple[cupy.ndarray, int]:
+    """``x`` (or a contiguous copy, made on the current stream) and its leading dimension."""
+    ld = _blas_layout(x)
+    if ld is None:
+        x = cupy.ascontiguousarray(x)
+        ld = max(1, x.shape[1])
+    return x, ld
+
+
+class _Output:
+    """An output matrix as cuBLAS sees it; copies back into a non-BLAS view on ``done()``."""
+
+    def __init__(self, c: cupy.ndarray) -> None:
+        self.view = c
+        ld = _blas_layout(c)
+        if ld is None:
+            self.work = cupy.ascontiguousarray(c)  # keeps the values that must survive
+            self.ld = max(1, c.shape[1])
+        else:
+            self.work = c
+            self.ld = ld
+
+    def done(self) -> None:
+        if self.work is not self.view:
+            self.view[...] = self.work
+
+
+class CublasKernels:
+    """cuBLAS handles (one per CUDA stream) and the five BLAS3 kernels on C-ordered views.
+
+    Every method must be called with ``stream`` as CuPy's current stream (temporaries are then
+    allocated and copied in stream order).
+    """
+
+    def __init__(self) -> None:
+        self._handles: dict[int, int] = {}
+
+    def handle(self, stream: cupy.cuda.Stream) -> int:
+        h = self._handles.get(stream.ptr)
+        if h is None:
+            h = int(cublas.create())
+            cublas.set_stream(h, stream.ptr)
+            self._handles[stream.ptr] = h
+        return h
+
+    def destroy(self) -> None:
+        for h in self._handles.values():
+            cublas.destroy(h)
+        self._handles.clear()
+
+    @staticmethod
+    def _fn(dtype: np.dtype, name: str) -> Any:
+        prefix = _PREFIX.get(np.dtype(dtype))
+        if prefix is None:
+            raise TypeError(
+                f"dtype {dtype} is not supported; use float32, float64, complex64 or complex128"
+            )
+        return getattr(cublas, prefix + name)
+
+    @staticmethod
+    def _ptr(value: Any, dtype: np.dtype) -> tuple[np.ndarray, int]:
+        # cuBLAS reads host-pointer-mode scalars before the call returns
+        arr = np.array(value, dtype=dtype)
+        return arr, arr.ctypes.data
+
+    # -- GEMM ----------------------------------------------------------------------------
+    def gemm(self, stream, alpha, a, b, beta, c, trans_a, trans_b) -> None:  # type: ignore[no-untyped-def]
+        """``c := alpha op(a) op(b) + beta c``."""
+        ta = _check("trans_a", trans_a, "NTC")
+        tb = _check("trans_b", trans_b, "NTC")
+        am, ak = a.shape if ta == "N" else a.shape[::-1]
+        bk, bn = b.shape if tb == "N" else b.shape[::-1]
+        if (
+            c.ndim != 2
+            or a.ndim != 2
+            or b.ndim != 2
+            or am != c.shape[0]
+            or bn != c.shape[1]
+            or ak != bk
+        ):
+            raise ValueError(
+                f"gemm shapes: op(a) {(am, ak)} @ op(b) {(bk, bn)} does not fit c {tuple(c.shape)}"
+            )
+        dt = np.dtype(c.dtype)
+        if a.dtype != dt or b.dtype != dt:
+            raise TypeError(f"gemm dtypes differ: a {a.dtype}, b {b.dtype}, c {dt}")
+        m, n, k = c.shape[0], c.shape[1], ak
+        if m == 0 or n == 0:
+            return
+        alpha, beta = _scalar(alpha, dt), _scalar(beta, dt)
+        if alpha == 0 or k == 0:
+            _scale(c, beta)
+            return
+        if dt.kind != "c":
+            ta, tb = ta.replace("C", "T"), tb.replace("C", "T")
+        a, lda = _operand(a)
+        b, ldb = _operand(b)
+        out = _Output(c)
+        _al, pal = self._ptr(alpha, dt)
+        _be, pbe = self._ptr(beta, dt)
+        self._fn(dt, "gemm")(
+            self.handle(stream),
+            _OP[tb],
+            _OP[ta],
+            n,
+            m,
+            k,
+            pal,
+            b.data.ptr,
+            ldb,
+            a.data.ptr,
+            lda,
+            pbe,
+            out.work.data.ptr,
+            out.ld,
+        )
+        out.done()
+
+    # -- SYRK / HERK ---------------------------------------------------------------------
+    def syrk(self, stream, alpha, a, beta, c, uplo, trans) -> None:  # type: ignore[no-untyped-def]
+        """``c := alpha op(a) op(a)^T + beta c`` on the ``uplo`` triangle ('C': HERK)."""
+        uplo = _check("uplo", uplo, "LU")
+        trans = _check("trans", trans, "NTC")
+        dt = np.dtype(c.dtype)
+        herm = trans == "C" and dt.kind == "c"
+        n = c.shape[0] if c.ndim == 2 else -1
+        on, k = a.shape if trans == "N" else a.shape[::-1]
+        if c.ndim != 2 or a.ndim != 2 or c.shape[1] != n or on != n:
+            raise ValueError(f"syrk shapes: op(a) {(on, k)} does not fit square c {tuple(c.shape)}")
+        if a.dtype != dt:
+            raise TypeError(f"syrk dtypes differ: a {a.dtype}, c {dt}")
+        if n == 0:
+            return
+        alpha, beta = _scalar(alpha, dt), _scalar(beta, dt)
+        if alpha == 0 or k == 0:
+            _scale_triangle(c, beta, uplo, herm)
+            return
+        if herm and (alpha.imag != 0 or beta.imag != 0):
+            _fallback_rank_k(c, alpha, a, None, beta, uplo, trans)  # not a Hermitian update
+            return
+        ftrans = ("N" if trans == "C" else "C") if herm else ("N" if trans != "N" else "T")
+        a, lda = _operand(a)
+        out = _Output(c)
+        sdt = _real_dtype(dt) if herm else dt
+        _al, pal = self._ptr(alpha.real if herm else alpha, sdt)
+        _be, pbe = self._ptr(beta.real if herm else beta, sdt)
+        self._fn(dt, "herk" if herm else "syrk")(
+            self.handle(stream),
+            _FILL[_OTHER[uplo]],
+            _OP[ftrans],
+            n,
+            k,
+            pal,
+            a.data.ptr,
+            lda,
+            pbe,
+            out.work.data.ptr,
+            out.ld,
+        )
+        out.done()
+
+    # -- SYR2K / HER2K -------------------------------------------------------------------
+    def syr2k(self, stream, alpha, a, b, beta, c, uplo, trans) -> None:  # type: ignore[no-untyped-def]
+        """``c := alpha op(a) op(b)^T + alpha op(b) op(a)^T + beta c`` on ``uplo`` ('C': HER2K)."""
+        uplo = _check("uplo", uplo, "LU")
+        trans = _check("trans", trans, "NTC")
+        dt = np.dtype(c.dtype)
+        herm = trans == "C" and dt.kind == "c"
+        n = c.shape[0] if c.ndim == 2 else -1
+        on, k = a.shape if trans == "N" else a.shape[::-1]
+        if (
+            c.ndim != 2
+            or a.ndim != 2
+            or b.ndim != 2
+            or c.shape[1] != n
+            or on != n
+            or b.shape != a.shape
+        ):
+            raise ValueError(
+                f"syr2k shapes: a {tuple(a.shape)}, b {tuple(b.shape)} (trans {trans!r}) do not "
+                f"fit square c {tuple(c.shape)}"
+            )
+        if a.dtype != dt or b.dtype != dt:
+            raise TypeError(f"syr2k dtypes differ: a {a.dtype}, b {b.dtype}, c {dt}")
+        if n == 0:
+            return
+        alpha, beta = _scalar(alpha, dt), _scalar(beta, dt)
+        if alpha == 0 or k == 0:
+            _scale_triangle(c, beta, uplo, herm)
+            return
+        if herm and beta.imag != 0:
+            _fallback_rank_k(c, alpha, a, b, beta, uplo, trans)
+            return
+        ftrans = ("N" if trans == "C" else "C") if herm else ("N" if trans != "N" else "T")
+        a, lda = _operand(a)
+        b, ldb = _operand(b)
+        out = _Output(c)
+        _al, pal = self._ptr(alpha, dt)
+        _be, pbe = self._ptr(beta.real if herm else beta, _real_dtype(dt) if herm else dt)
+        # C^T = alpha B^T conj(A) + conj(alpha) A^T conj(B): HER2K 'N' with the operands swapped
+        self._fn(dt, "her2k" if herm else "syr2k")(
+            self.handle(stream),
+            _FILL[_OTHER[uplo]],
+            _OP[ftrans],
+            n,
+            k,
+            pal,
+            b.data.ptr,
+            ldb,
+            a.data.ptr,
+            lda,
+            pbe,
+            out.work.data.ptr,
+            out.ld,
+        )
+        out.done()
+
+    # -- TRMM / TRSM ---------------------------------------------------------------------
+    def _tri_args(self, name, a, b, side, uplo, trans, diag):  # type: ignore[no-untyped-def]
+        side = _check("side", side, "LR")
+        uplo = _check("uplo", uplo, "LU")
+        trans = _check("trans", trans, "NTC")
+        diag = _check("diag", diag, "NU")
+        if a.ndim != 2 or b.ndim != 2:
+            raise ValueError(f"{name}: a and b must be 2-D")
+        n = b.shape[0] if side == "L" else b.shape[1]
+        if tuple(a.shape) != (n, n):
+            raise ValueError(
+                f"{name} shapes: a {tuple(a.shape)} must be {n}x{n} for b {tuple(b.shape)}, "
+                f"side {side}"
+            )
+        if a.dtype != b.dtype:
+            raise TypeError(f"{name} dtypes differ: a {a.dtype}, b {b.dtype}")
+        if np.dtype(b.dtype).kind != "c":
+            trans = trans.replace("C", "T")
+        return side, uplo, trans, diag
+
+    def trmm(self, stream, alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
+        """``b := alpha op(a) b`` (side 'L') or ``b := alpha b op(a)`` (side 'R')."""
+        side, uplo, trans, diag = self._tri_args("trmm", a, b, side, uplo, trans, diag)
+        if b.size == 0:
+            return
+        dt = np.dtype(b.dtype)
+        alpha = _scalar(alpha, dt)
+        if alpha == 0:
+            b.fill(0)
+            return
+        a, lda = _operand(a)
+        out = _Output(b)
+        _al, pal = self._ptr(alpha, dt)
+        p = out.work.data.ptr
+        self._fn(dt, "trmm")(
+            self.handle(stream),
+            _SIDE[_OTHER_SIDE[side]],
+            _FILL[_OTHER[uplo]],
+            _OP[trans],
+            _DIAG[diag],
+            b.shape[1],
+            b.shape[0],
+            pal,
+            a.data.ptr,
+            lda,
+            p,
+            out.ld,
+            p,
+            out.ld,
+        )
+        out.done()
+
+    def trsm(self, stream, alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
+        """Solve ``op(a) x = alpha b`` (side 'L') or ``x op(a) = alpha b`` (side 'R'); x -> b."""
+        side, uplo, trans, diag = self._tri_args("trsm", a, b, side, uplo, trans, diag)
+        if b.size == 0:
+            return
+        dt = np.dtype(b.dtype)
+        alpha = _scalar(alpha, dt)
+        if alpha == 0:
+            b.fill(0)
+            return
+        a, lda = _operand(a)
+        out = _Output(b)
+        _al, pal = self._ptr(alpha, dt)
+        self._fn(dt, "trsm")(
+            self.handle(stream),
+            _SIDE[_OTHER_SIDE[side]],
+            _FILL[_OTHER[uplo]],
+            _OP[trans],
+            _DIAG[diag],
+            b.shape[1],
+            b.shape[0],
+            pal,
+            a.data.ptr,
+            lda,
+            out.work.data.ptr,
+            out.ld,
+        )
+        out.done()
+
+
+# -- element-wise helpers (CuPy kernels on the current stream) ------------------------------
+
+
+def _scale(c: cupy.ndarray, beta: Any) -> None:
+    """``c := beta c`` without reading ``c`` when ``beta == 0`` (reference BLAS)."""
+    if beta == 0:
+        c.fill(0)
+    elif beta != 1:
+        c *= beta
+
+
+def _tri_mask(n: int, uplo: str) -> cupy.ndarray:
+    i = cupy.arange(n)
+    return (i[:, None] >= i[None, :]) if uplo == "L" else (i[:, None] <= i[None, :])
+
+
+def _write_triangle(c: cupy.ndarray, new: cupy.ndarray, uplo: str, hermitian: bool) -> None:
+    if hermitian:
+        d = cupy.arange(c.shape[0])
+        new[d, d] = new[d, d].real
+    cupy.copyto(c, new, where=_tri_mask(c.shape[0], uplo))
+
+
+def _scale_triangle(c: cupy.ndarray, beta: Any, uplo: str, hermitian: bool) -> None:
+    new = cupy.zeros(c.shape, c.dtype) if beta == 0 else beta * c
+    _write_triangle(c, new, uplo, hermitian)
+
+
+def _fallback_rank_k(c, alpha, a, b, beta, uplo, trans) -> None:  # type: ignore[no-untyped-def]
+    """HERK/HER2K with scalars that BLAS's Hermitian updates cannot take (complex alpha for
+    HERK, complex beta): the CPU backend's formula with matmul on the full square."""
+    opa = a.conj().T if trans == "C" else (a.T if trans == "T" else a)
+    if b is None:
+        prod = alpha * (opa @ opa.conj().T)
+    else:
+        opb = b.conj().T if trans == "C" else (b.T if trans == "T" else b)
+        x = opa @ opb.conj().T
+        prod = alpha * x + np.conj(alpha) * x.conj().T
+    if beta != 0:
+        prod += beta * c
+    _write_triangle(c, prod, uplo, True)

@@ -1,0 +1,746 @@
+"""The GPU backend: CuPy arrays, cuBLAS, and NVSHMEM's stream-ordered one-sided transport.
+
+Set-up (collective, once per process; see ``_nvshmem_runtime``): each rank binds GPU
+``local_rank % device_count`` and NVSHMEM is initialised through nvshmem4py with a UID bootstrap
+over mpi4py. When the ranks of a node outnumber its GPUs, CUDA MPS must run (NVSHMEM's
+``signal_wait`` needs it with several processes per GPU); otherwise the constructor raises a
+``RuntimeError`` that says how to start it (``tools/node-run.sh`` does).
+
+Streams and ordering
+--------------------
+``compute`` and ``comm_stream`` are non-blocking CUDA streams. Every stream-ordered method
+enqueues on its stream and returns; puts, signals and waits are NVSHMEM's ``*_on_stream``
+host API (``putmem[_signal]_on_stream``, ``signal_op_on_stream``,
+``signal_wait_until_on_stream`` with ``>=``, ``quiet_on_stream``); local BLAS3 is cuBLAS with the
+handle bound to the stream; ``launch`` runs its function on the host with the stream as CuPy's
+current stream, so the CuPy kernels it starts go to that stream. Work enqueued on the current
+(default) stream before a call is ordered before it (an event, ``auto_order``), so arrays that
+host code filled with CuPy are ready when a stream reads them.
+
+Errors and timeouts
+-------------------
+An exception raised while enqueuing (bad arguments, a failing ``launch`` function) is kept and
+re-raised by ``synchronize()``; later work of that stream is dropped until then, as on the CPU
+backend. A GPU-side wait cannot time out by itself, so the host keeps a record of the waits it
+enqueued (with an event before and after each) and ``synchronize()`` polls the streams: a wait
+that has been running longer than ``signal_timeout`` seconds raises
+:class:`~.base.SignalTimeoutError` naming the wait (``what``, signal, index, value, value seen,
+peer). The stuck waits are then released (their local signal words set) so that the streams
+drain and the process can go on to report and abort.
+
+Symmetric memory
+----------------
+``empty``, ``alloc_symmetric`` and ``alloc_signals`` allocate from NVSHMEM's symmetric heap; the
+size is the maximum over all ranks (NVSHMEM needs equal sizes). Each allocation has an id, equal
+on all ranks. Explicit ``free`` is collective. An array whose last reference dies only queues its
+id (a weakref finaliser, never a collective in ``__del__``); queued ids that are dead on every
+rank are freed, in id order, at the next allocation (one ``allgather`` agrees on them) or at exit.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import math
+import os
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import cupy
+import numpy as np
+
+from .. import _abort
+from ._cublas import CublasKernels
+from ._nvshmem_runtime import ensure_runtime
+from .base import (
+    DEFAULT_SIGNAL_TIMEOUT,
+    Backend,
+    Event,
+    SignalSet,
+    SignalTimeoutError,
+    Stream,
+    SymmetricBuffer,
+)
+
+__all__ = ["GPUBackend", "GPUStream", "GPUEvent", "StreamError"]
+
+_ERROR_ORDER = itertools.count()
+_ALIGN = 512  # bytes; every symmetric allocation is a multiple of this
+_MEMORY_MARGIN = 256 << 20  # bytes of device memory left for cuBLAS workspaces and CuPy
+
+_MPI_OPS = {
+    "sum": "SUM",
+    "max": "MAX",
+    "min": "MIN",
+    "prod": "PROD",
+    "land": "LAND",
+    "lor": "LOR",
+    "band": "BAND",
+    "bor": "BOR",
+}
+
+
+class StreamError(RuntimeError):
+    """Work was not run because its stream failed earlier."""
+
+
+class GPUEvent(Event):
+    """A CUDA event (``cupy.cuda.Event``, no timing)."""
+
+    def __init__(self) -> None:
+        self.event = cupy.cuda.Event(disable_timing=True)
+
+    def query(self) -> bool:
+        return bool(self.event.done)
+
+
+class _Wait:
+    """Host-side record of a ``signal_wait`` enqueued on a stream."""
+
+    __slots__ = ("sig", "index", "value", "what", "peer", "before", "after", "started")
+
+    def __init__(
+        self,
+        sig: SignalSet,
+        index: int,
+        value: int,
+        what: str,
+        peer: int | None,
+        before: Any,
+        after: Any,
+    ) -> None:
+        self.sig, self.index, self.value, self.what, self.peer = sig, index, value, what, peer
+        self.before, self.after = before, after
+        self.started: float | None = None
+
+    def describe(self, seen: int | str = "?") -> str:
+        return (
+            f"{self.what or 'signal_wait'}: signal {self.sig.name}[{self.index}] >= {self.value} "
+            f"(value seen: {seen}); expected from peer "
+            f"{self.peer if self.peer is not None else '(unknown)'}"
+        )
+
+
+class GPUStream(Stream):
+    """A non-blocking CUDA stream plus the host-side state the backend keeps for it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.cupy = cupy.cuda.Stream(non_blocking=True)
+        self.ptr = int(self.cupy.ptr)
+        self.error: tuple[int, BaseException] | None = None
+        self.waits: collections.deque[_Wait] = collections.deque()
+        # (event, object) pairs: sources of enqueued puts, kept alive until the event completes
+        self.keep: collections.deque[tuple[Any, Any]] = collections.deque()
+
+    def prune(self) -> None:
+        while self.waits and self.waits[0].after.done:
+            self.waits.popleft()
+        while self.keep and self.keep[0][0].done:
+            self.keep.popleft()
+
+    def __repr__(self) -> str:
+        return f"GPUStream({self.name!r})"
+
+
+class _Alloc:
+    """One NVSHMEM allocation (a ``cuda.core.Buffer``) with its collective id."""
+
+    __slots__ = ("id", "buffer", "nbytes", "freed")
+
+    def __init__(self, id_: int, buffer: Any, nbytes: int) -> None:
+        self.id, self.buffer, self.nbytes, self.freed = id_, buffer, nbytes, False
+
+    @property
+    def ptr(self) -> int:
+        return int(self.buffer.handle)
+
+
+class _Token:
+    """Owner object of the CuPy memory of one allocation: it dies with the last array view."""
+
+    __slots__ = ("id", "__weakref__")
+
+    def __init__(self, id_: int) -> None:
+        self.id = id_
+
+
+def _parse_bytes(text: str) -> int | None:
+    text = text.strip().upper().rstrip("B")
+    mult = 1
+    for suffix, m in (("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40)):
+        if text.endswith(suffix):
+            text, mult = text[:-1], m
+            break
+    try:
+        return int(float(text) * mult)
+    except ValueError:
+        return None
+
+
+class GPUBackend(Backend):
+    """CuPy + cuBLAS + NVSHMEM backend over the communicator ``comm`` (collective).
+
+    Attributes
+    ----------
+    signal_timeout : float
+        Seconds a running ``signal_wait`` may take before ``synchronize()`` raises
+        ``SignalTimeoutError`` (``$BLASMP_SIGNAL_TIMEOUT``, default 60).
+    max_message_elements : int
+        Largest element count of one MPI message in :meth:`alltoallv`.
+    auto_order : bool
+        Order each enqueued operation after the work already on the current CuPy stream
+        (default True).
+    """
+
+    name = "gpu"
+    xp = cupy
+
+    def __init__(self, comm: Any) -> None:
+        from mpi4py import MPI
+
+        if os.environ.get("BLASMP_NO_ABORT", "") not in ("1", "true", "yes"):
+            _abort.install()
+        self._MPI = MPI
+        self._rt = ensure_runtime(comm)
+        import nvshmem.bindings as nvb
+        import nvshmem.core as nvshmem
+
+        self._nvshmem = nvshmem
+        self._nvb = nvb
+        self._SIG = {"set": int(nvb.Signal_op.SIGNAL_SET), "add": int(nvb.Signal_op.SIGNAL_ADD)}
+        self._GE = int(nvb.Cmp_type.CMP_GE)
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self._pcomm = comm.Dup()  # host collectives on a private communicator
+        self.signal_timeout = float(
+            os.environ.get("BLASMP_SIGNAL_TIMEOUT", "") or DEFAULT_SIGNAL_TIMEOUT
+        )
+        self.max_message_elements = 2**31 - 1
+        self.auto_order = True
+        self.device_id = self._rt.device_id
+        self.compute = GPUStream("compute")
+        self.comm_stream = GPUStream("comm")
+        self._streams = (self.compute, self.comm_stream)
+        self._side = cupy.cuda.Stream(non_blocking=True)  # reads/releases signals on timeout
+        self._blas = CublasKernels()
+        self._allocs: dict[int, _Alloc] = {}
+        self._ids = itertools.count()
+        self._dead: list[int] = []
+        self._names = itertools.count()
+        self._stamps: list[tuple[Any, Callable[[float], Any]]] = []
+        self._node_key = (MPI.Get_processor_name(), self.device_id)
+        self._rt.at_exit.append(self.free_all)
+
+    # -- symmetric memory -----------------------------------------------------------------
+    def _allocate(self, nbytes: int) -> tuple[_Alloc, Any]:
+        """Collectively allocate ``max over ranks of nbytes`` from the symmetric heap; also frees
+        the queued allocations that are dead on every rank. Returns the allocation and a CuPy
+        ``UnownedMemory`` over it whose owner token queues the id when it dies."""
+        free_dev = int(cupy.cuda.runtime.memGetInfo()[0])
+        if nbytes * self._rt.ranks_on_node > free_dev:
+            cupy.get_default_memory_pool().free_all_blocks()  # cached blocks count as used
+            free_dev = int(cupy.cuda.runtime.memGetInfo()[0])
+        dead = sorted({i for i in self._dead if i in self._allocs})
+        info = self._pcomm.allgather((int(nbytes), dead, free_dev, self._node_key))
+        common = set.intersection(*(set(x[1]) for x in info))
+        if common:
+            self._free_ids(sorted(common))
+        need = max(x[0] for x in info)
+        need = max(_ALIGN, -(-need // _ALIGN) * _ALIGN)
+        per_device = collections.Counter(x[3] for x in info)
+        for key, count in per_device.items():
+            avail = min(x[2] for x in info if x[3] == key)
+            if count * need > avail - _MEMORY_MARGIN:
+                raise MemoryError(
+                    self._heap_message(
+                        need,
+                        f"{count} PE(s) on GPU {key[1]} of "
+                        f"{key[0]} have {avail / 2**30:.2f} GiB free",
+                    )
+                )
+        limit = _parse_bytes(os.environ.get("NVSHMEM_SYMMETRIC_SIZE", ""))
+        vmm_off = os.environ.get("NVSHMEM_DISABLE_CUDA_VMM", "") in ("1", "true", "yes")
+        live = sum(a.nbytes for a in self._allocs.values())
+        if vmm_off and limit is not None and live + need > limit:
+            raise MemoryError(self._heap_message(need, f"{live} bytes already allocated"))
+        try:
+            buf = self._nvshmem.buffer(need)
+        except Exception as exc:  # noqa: BLE001 - re-raised with what to do
+            raise MemoryError(self._heap_message(need, str(exc))) from exc
+        alloc = _Alloc(next(self._ids), buf, need)
+        self._allocs[alloc.id] = alloc
+        token = _Token(alloc.id)
+        fin = weakref.finalize(token, self._dead.append, alloc.id)
+        fin.atexit = False
+        mem = cupy.cuda.UnownedMemory(alloc.ptr, need, token, self.device_id)
+        return alloc, mem
+
+    def _heap_message(self, need: int, detail: str) -> str:
+        return (
+            f"rank {self.rank}: cannot allocate {need} bytes per PE on NVSHMEM's symmetric heap "
+            f"({detail}). Free arrays you no longer need, run fewer ranks per GPU, or enlarge the "
+            "heap: set NVSHMEM_SYMMETRIC_SIZE (e.g. NVSHMEM_SYMMETRIC_SIZE=32G, on every rank) "
+            "and, where the heap cannot grow on demand, NVSHMEM_MAX_MEMORY_PER_GPU."
+        )
+
+    def _free_ids(self, ids: Sequence[int]) -> None:
+        """Free allocations (collective: every rank passes the same ids in the same order)."""
+        self._drain(self._streams)
+        cupy.cuda.get_current_stream().synchronize()
+        for i in ids:
+            alloc = self._allocs.pop(i, None)
+            if alloc is None or alloc.freed:
+                continue
+            alloc.freed = True
+            self._nvshmem.free(alloc.buffer)
+        self._dead[:] = [i for i in self._dead if i in self._allocs]
+
+    def empty(self, shape: tuple[int, ...] | int, dtype: Any) -> cupy.ndarray:
+        """Uninitialised C-ordered local array on the symmetric heap (collective)."""
+        shape = (
+            (int(shape),) if isinstance(shape, int | np.integer) else tuple(int(s) for s in shape)
+        )
+        if any(s < 0 for s in shape):
+            raise ValueError(f"negative dimension in shape {shape}")
+        dtype = np.dtype(dtype)
+        _, mem = self._allocate(math.prod(shape) * dtype.itemsize)
+        return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(mem, 0))
+
+    def alloc_symmetric(self, size: int, dtype: Any, name: str = "") -> SymmetricBuffer:
+        dtype = np.dtype(dtype)
+        size = int(size)
+        if size < 0:
+            raise ValueError(f"size must be >= 0, got {size}")
+        alloc, mem = self._allocate(size * dtype.itemsize)
+        arr = cupy.ndarray((size,), dtype, cupy.cuda.MemoryPointer(mem, 0))
+        return SymmetricBuffer(arr, alloc, name or f"sym{next(self._names)}")
+
+    def alloc_signals(self, count: int, name: str = "") -> SignalSet:
+        count = int(count)
+        if count < 0:
+            raise ValueError(f"count must be >= 0, got {count}")
+        alloc, mem = self._allocate(count * 8)
+        arr = cupy.ndarray((count,), np.uint64, cupy.cuda.MemoryPointer(mem, 0))
+        with self._side:
+            arr.fill(0)
+        self._side.synchronize()
+        self._pcomm.Barrier()  # nobody signals before everyone has zeroed
+        return SignalSet(count, arr, alloc, name or f"sig{next(self._names)}")
+
+    def free(self, obj: SymmetricBuffer | SignalSet) -> None:
+        alloc = obj.handle
+        if not isinstance(alloc, _Alloc) or alloc.freed:
+            return
+        self.quiet(self.comm_stream)
+        self.quiet(self.compute)
+        self.synchronize()
+        self._pcomm.Barrier()  # no peer still writes into it
+        self._allocs.pop(alloc.id, None)
+        alloc.freed = True
+        self._nvshmem.free(alloc.buffer)
+        obj.handle = None
+
+    def free_all(self) -> None:
+        """Free every symmetric allocation of this backend (collective; at exit)."""
+        self._drain(self._streams)
+        self._free_ids(sorted(self._allocs))
+        self._blas.destroy()
+
+    def asnumpy(self, a: Any) -> np.ndarray:
+        if not isinstance(a, cupy.ndarray):
+            return np.asarray(a)
+        cur = cupy.cuda.get_current_stream()
+        ours = self._stream_of(cur)
+        if ours is not None:  # inside launch(): wait (with the timeout) for the stream
+            exc = self._drain((ours,))
+            if exc is not None:
+                raise exc
+        return a.get(stream=cur)
+
+    def asarray(self, a: Any, dtype: Any = None) -> cupy.ndarray:
+        return cupy.asarray(a, dtype=dtype)
+
+    # -- streams and events ---------------------------------------------------------------
+    def _stream_of(self, cur: Any) -> GPUStream | None:
+        for s in self._streams:
+            if s.ptr == cur.ptr:
+                return s
+        return None
+
+    def _order_after_current(self, stream: GPUStream) -> None:
+        cur = cupy.cuda.get_current_stream()
+        if self._stream_of(cur) is not None:
+            return
+        ev = cupy.cuda.Event(disable_timing=True)
+        ev.record(cur)
+        stream.cupy.wait_event(ev)
+
+    def _enqueue(self, stream: Stream, fn: Callable[..., Any], *args: Any) -> None:
+        assert isinstance(stream, GPUStream), stream
+        if stream.error is not None:
+            return  # dropped: an earlier item of this stream failed
+        if self.auto_order:
+            self._order_after_current(stream)
+        try:
+            with stream.cupy:
+                fn(*args)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - re-raised by synchronize()
+            stream.error = (next(_ERROR_ORDER), exc)
+
+    def record_event(self, stream: Stream) -> GPUEvent:
+        assert isinstance(stream, GPUStream), stream
+        ev = GPUEvent()
+        ev.event.record(stream.cupy)
+        return ev
+
+    def wait_event(self, stream: Stream, event: Event) -> None:
+        assert isinstance(stream, GPUStream) and isinstance(event, GPUEvent)
+        stream.cupy.wait_event(event.event)
+
+    def launch(self, stream: Stream, fn: Callable[..., Any], *args: Any) -> None:
+        self._enqueue(stream, fn, *args)
+
+    def begin(self) -> None:
+        """Order both streams after the work already enqueued on the current CuPy stream."""
+        for s in self._streams:
+            self._order_after_current(s)
+
+    # -- tracing ------------------------------------------------------------------------
+    def stamp(self, stream: Stream, callback: Callable[[float], Any]) -> None:
+        """Record a timing event on ``stream``; :meth:`flush_stamps` converts it to
+        ``time.perf_counter()`` seconds and calls ``callback``."""
+        assert isinstance(stream, GPUStream), stream
+        ev = cupy.cuda.Event()
+        ev.record(stream.cupy)
+        self._stamps.append((ev, callback))
+
+    def flush_stamps(self) -> None:
+        if not self._stamps:
+            return
+        ref = cupy.cuda.Event()
+        ref.record(self._side)  # an idle stream: completes at once
+        ref.synchronize()
+        t_ref = time.perf_counter()
+        stamps, self._stamps = self._stamps, []
+        for ev, callback in stamps:
+            ev.synchronize()
+            callback(t_ref - cupy.cuda.get_elapsed_time(ev, ref) / 1e3)
+
+    def _drain(self, streams: Sequence[GPUStream]) -> SignalTimeoutError | None:
+        """Wait until ``streams`` are idle; a wait running longer than ``signal_timeout`` is
+        recorded as its stream's error, released, and returned."""
+        pause = 2e-5
+        while True:
+            busy = [s for s in streams if not s.cupy.done]
+            if not busy:
+                break
+            stuck = self._stuck_wait(busy, time.monotonic())
+            if stuck is not None:
+                return self._time_out(*stuck)
+            time.sleep(pause)
+            pause = min(2 * pause, 1e-3)
+        for s in streams:
+            s.cupy.synchronize()  # raises a CUDA error the stream hit
+            s.prune()
+        return None
+
+    def _stuck_wait(self, busy: Sequence[GPUStream], now: float) -> tuple[GPUStream, _Wait] | None:
+        for s in busy:
+            s.prune()
+            for w in s.waits:
+                if w.after.done:
+                    continue
+                if not w.before.done:
+                    break  # not reached yet: the stream is busy with earlier work
+                if w.started is None:
+                    w.started = now
+                elif now - w.started > self.signal_timeout:
+                    return s, w
+                break
+        return None
+
+    def _time_out(self, stream: GPUStream, wait: _Wait) -> SignalTimeoutError:
+        def seen(w: _Wait) -> int | str:
+            try:
+                word = w.sig.array[w.index : w.index + 1].get(stream=self._side)
+                return int(word[0])
+            except Exception:  # noqa: BLE001 - only for the message
+                return "?"
+
+        others = [
+            f"{s.name} stream: {w.describe(seen(w))}"
+            for s in self._streams
+            for w in s.waits
+            if w is not wait and not w.after.done
+        ]
+        msg = (
+            f"rank {self.rank}: {wait.what or 'signal_wait'}: timed out after "
+            f"{self.signal_timeout:g} s on the {stream.name} stream waiting for signal "
+            f"{wait.sig.name}[{wait.index}] >= {wait.value} (value seen: {seen(wait)}); expected "
+            f"from peer {wait.peer if wait.peer is not None else '(unknown)'}. A peer failed, "
+            "deadlocked or never sent it; raise BLASMP_SIGNAL_TIMEOUT if it is only slow."
+        )
+        if others:
+            msg += " Other pending waits: " + "; ".join(others)
+        # release every pending wait (set its local word) so that the streams drain
+        for s in self._streams:
+            for w in s.waits:
+                if not w.after.done and w.index < w.sig.count and w.sig.handle is not None:
+                    addr = int(w.sig.array.data.ptr) + 8 * w.index
+                    self._nvb.signal_op_on_stream(
+                        addr, w.value, self._SIG["set"], self.rank, self._side.ptr
+                    )
+        self._side.synchronize()
+        deadline = time.monotonic() + max(10.0, self.signal_timeout)
+        while not all(s.cupy.done for s in self._streams) and time.monotonic() < deadline:
+            time.sleep(1e-3)
+        if not all(s.cupy.done for s in self._streams):
+            msg += " (the streams are still blocked after releasing the waits)"
+        for s in self._streams:
+            s.waits.clear()
+        exc = SignalTimeoutError(msg)
+        if stream.error is None:
+            stream.error = (next(_ERROR_ORDER), exc)
+        return exc
+
+    def synchronize(self) -> None:
+        self._drain(self._streams)
+        cur = cupy.cuda.get_current_stream()
+        if self._stream_of(cur) is None:
+            cur.synchronize()
+        errors = [s.error for s in self._streams if s.error is not None]
+        for s in self._streams:
+            s.error = None
+            s.keep.clear()
+        if errors:
+            raise min(errors, key=lambda e: e[0])[1]
+
+    # -- one-sided transport --------------------------------------------------------------
+    def _source(self, dst: SymmetricBuffer, offset: int, src: Any) -> cupy.ndarray:
+        src = cupy.ascontiguousarray(cupy.asarray(src, dtype=dst.dtype)).reshape(-1)
+        if offset < 0 or offset + src.size > dst.size:
+            raise ValueError(
+                f"put of {src.size} elements at offset {offset} overflows {dst.name!r} "
+                f"({dst.size} elements)"
+            )
+        if not isinstance(dst.handle, _Alloc) or dst.handle.freed:
+            raise ValueError(f"put into {dst.name!r}, which is not a live symmetric buffer")
+        return src
+
+    def _sig_addr(self, sig: SignalSet, index: int) -> int:
+        if not 0 <= index < sig.count:
+            raise IndexError(f"signal index {index} out of range for {sig.name!r} ({sig.count})")
+        if not isinstance(sig.handle, _Alloc) or sig.handle.freed:
+            raise ValueError(f"signal set {sig.name!r} was freed")
+        return int(sig.array.data.ptr) + 8 * index
+
+    def _keep(self, stream: GPUStream, obj: Any) -> None:
+        ev = cupy.cuda.Event(disable_timing=True)
+        ev.record(stream.cupy)
+        stream.keep.append((ev, obj))
+        if len(stream.keep) > 32:
+            stream.prune()
+
+    def _put(
+        self,
+        dst: SymmetricBuffer,
+        offset: int,
+        src: Any,
+        pe: int,
+        stream: GPUStream,
+        signal: tuple[SignalSet, int, int, str] | None,
+    ) -> None:
+        src = self._source(dst, offset, src)
+        if not 0 <= pe < self.size:
+            raise ValueError(f"pe {pe} out of range for {self.size} processes")
+        nbytes = src.size * src.itemsize
+        dptr = int(dst.array.data.ptr) + offset * src.itemsize
+        if signal is None:
+            if nbytes:
+                self._nvb.putmem_on_stream(dptr, src.data.ptr, nbytes, pe, stream.ptr)
+        else:
+            sig, index, value, op = signal
+            addr = self._sig_addr(sig, index)
+            if nbytes:
+                self._nvb.putmem_signal_on_stream(
+                    dptr, src.data.ptr, nbytes, addr, value, self._SIG[op], pe, stream.ptr
+                )
+            else:
+                self._nvb.signal_op_on_stream(addr, value, self._SIG[op], pe, stream.ptr)
+        if nbytes:
+            self._keep(stream, src)
+
+    @staticmethod
+    def _check_op(op: str) -> None:
+        if op not in ("set", "add"):
+            raise ValueError(f"signal op must be 'set' or 'add', got {op!r}")
+
+    def put(self, dst: SymmetricBuffer, dst_offset: int, src: Any, pe: int, stream: Stream) -> None:
+        self._enqueue(stream, self._put, dst, int(dst_offset), src, int(pe), stream, None)
+
+    def put_signal(
+        self,
+        dst: SymmetricBuffer,
+        dst_offset: int,
+        src: Any,
+        pe: int,
+        sig: SignalSet,
+        index: int,
+        value: int,
+        op: str,
+        stream: Stream,
+    ) -> None:
+        self._check_op(op)
+        self._enqueue(
+            stream,
+            self._put,
+            dst,
+            int(dst_offset),
+            src,
+            int(pe),
+            stream,
+            (sig, int(index), int(value), op),
+        )
+
+    def _signal(
+        self, sig: SignalSet, index: int, value: int, pe: int, op: str, stream: GPUStream
+    ) -> None:
+        if not 0 <= pe < self.size:
+            raise ValueError(f"pe {pe} out of range for {self.size} processes")
+        addr = self._sig_addr(sig, index)
+        self._nvb.signal_op_on_stream(addr, value, self._SIG[op], pe, stream.ptr)
+
+    def signal_op(
+        self, sig: SignalSet, index: int, value: int, pe: int, op: str, stream: Stream
+    ) -> None:
+        self._check_op(op)
+        self._enqueue(stream, self._signal, sig, int(index), int(value), int(pe), op, stream)
+
+    def signal_wait(
+        self,
+        sig: SignalSet,
+        index: int,
+        value: int,
+        stream: Stream,
+        what: str = "",
+        peer: int | None = None,
+    ) -> None:
+        self._enqueue(stream, self._signal_wait, sig, int(index), int(value), what, peer, stream)
+
+    def _signal_wait(
+        self, sig: SignalSet, index: int, value: int, what: str, peer: int | None, stream: GPUStream
+    ) -> None:
+        addr = self._sig_addr(sig, index)
+        if value <= 0:
+            return  # a uint64 word is always >= 0
+        before = cupy.cuda.Event(disable_timing=True)
+        before.record(stream.cupy)
+        self._nvb.signal_wait_until_on_stream(addr, self._GE, value, stream.ptr)
+        after = cupy.cuda.Event(disable_timing=True)
+        after.record(stream.cupy)
+        stream.prune()
+        stream.waits.append(_Wait(sig, index, value, what, peer, before, after))
+
+    def quiet(self, stream: Stream) -> None:
+        assert isinstance(stream, GPUStream), stream
+        self._enqueue(stream, self._nvb.quiet_on_stream, stream.ptr)
+
+    def barrier(self) -> None:
+        self.quiet(self.comm_stream)
+        self.quiet(self.compute)
+        self.synchronize()
+        self._pcomm.Barrier()
+
+    # -- host collectives -----------------------------------------------------------------
+    def allreduce(self, value: Any, op: str = "sum") -> Any:
+        MPI = self._MPI
+        if op not in _MPI_OPS:
+            raise ValueError(f"op must be one of {sorted(_MPI_OPS)}, got {op!r}")
+        mop = getattr(MPI, _MPI_OPS[op])
+        if isinstance(value, cupy.ndarray):
+            value = self.asnumpy(value)
+        if isinstance(value, np.ndarray):
+            send = np.ascontiguousarray(value)
+            if send.dtype == np.bool_ and op in ("sum", "prod"):
+                send = send.astype(np.int64)
+            out = np.empty_like(send)
+            self._pcomm.Allreduce(send, out, op=mop)
+            return out.reshape(value.shape)
+        return self._pcomm.allreduce(value, op=mop)
+
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        return self._pcomm.bcast(obj, root=root)
+
+    def allgather(self, obj: Any) -> list[Any]:
+        return self._pcomm.allgather(obj)
+
+    def alltoallv(self, send: Sequence[Any], recv: Sequence[Any]) -> None:
+        """Staged through host memory (CUDA-aware MPI is not assumed)."""
+        MPI = self._MPI
+        p = self.size
+        if len(send) != p or len(recv) != p:
+            raise ValueError(f"send and recv need one array per process ({p})")
+        self._drain(self._streams)  # the device data may come from the streams
+        limit = max(1, int(self.max_message_elements))
+        host_recv: list[np.ndarray | None] = [None] * p
+        reqs = []
+        for src in range(p):
+            buf = recv[src]
+            if src == self.rank or buf.size == 0:
+                continue
+            tmp = np.empty(buf.size, dtype=buf.dtype)
+            host_recv[src] = tmp
+            for j, s in enumerate(range(0, tmp.size, limit)):
+                reqs.append(self._pcomm.Irecv(tmp[s : s + limit], source=src, tag=j))
+        keep = []
+        for dst in range(p):
+            data = send[dst]
+            if dst == self.rank:
+                if data.size:
+                    local = recv[dst]
+                    if isinstance(local, cupy.ndarray):
+                        local[...] = cupy.asarray(data).reshape(local.shape)
+                    else:
+                        local[...] = self.asnumpy(data).reshape(local.shape)
+                continue
+            if data.size == 0:
+                continue
+            flat = np.ascontiguousarray(self.asnumpy(data)).reshape(-1)
+            keep.append(flat)
+            for j, s in enumerate(range(0, flat.size, limit)):
+                reqs.append(self._pcomm.Isend(flat[s : s + limit], dest=dst, tag=j))
+        MPI.Request.Waitall(reqs)
+        for src, tmp in enumerate(host_recv):
+            if tmp is None:
+                continue
+            buf = recv[src]
+            if isinstance(buf, cupy.ndarray):
+                buf[...] = cupy.asarray(tmp).reshape(buf.shape)
+            else:
+                buf[...] = tmp.reshape(buf.shape)
+        cupy.cuda.get_current_stream().synchronize()
+
+    # -- local BLAS3 (cuBLAS on the stream) -----------------------------------------------
+    def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, stream):  # type: ignore[override]
+        self._enqueue(stream, self._blas.gemm, stream.cupy, alpha, a, b, beta, c, trans_a, trans_b)
+
+    def syrk(self, alpha, a, beta, c, uplo, trans, stream):  # type: ignore[override]
+        self._enqueue(stream, self._blas.syrk, stream.cupy, alpha, a, beta, c, uplo, trans)
+
+    def syr2k(self, alpha, a, b, beta, c, uplo, trans, stream):  # type: ignore[override]
+        self._enqueue(stream, self._blas.syr2k, stream.cupy, alpha, a, b, beta, c, uplo, trans)
+
+    def trmm(self, alpha, a, b, side, uplo, trans, diag, stream):  # type: ignore[override]
+        self._enqueue(stream, self._blas.trmm, stream.cupy, alpha, a, b, side, uplo, trans, diag)
+
+    def trsm(self, alpha, a, b, side, uplo, trans, diag, stream):  # type: ignore[override]
+        self._enqueue(stream, self._blas.trsm, stream.cupy, alpha, a, b, side, uplo, trans, diag)
+
+    def __repr__(self) -> str:
+        return f"GPUBackend(rank={self.rank}, size={self.size}, device={self.device_id})"

@@ -1,0 +1,306 @@
+"""GPU-backend specifics: symmetric-heap padding, the deferred free queue, NVSHMEM transport on
+CUDA streams, cuBLAS kernels against the CPU backend's kernels, and the MPS check.
+
+The GPU tests are marked ``gpu`` and skipped unless ``BLASMP_BACKEND=gpu`` and a GPU is usable
+(the same on every rank). The generic transport and operator tests run on the GPU backend too
+when ``BLASMP_BACKEND=gpu``. The MPS-check tests need no GPU and run everywhere.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import os
+import time
+import zlib
+
+import numpy as np
+import pytest
+
+import blasmp_array as bm
+from blasmp_array.backends import gpu_available
+from blasmp_array.backends._nvshmem_runtime import MPS_PID_FILE, mps_problem, mps_running
+
+ON_GPU = os.environ.get("BLASMP_BACKEND") == "gpu" and gpu_available()
+gpu = pytest.mark.skipif(not ON_GPU, reason="needs BLASMP_BACKEND=gpu and a usable GPU")
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+
+
+# -- MPS check (no GPU needed) --------------------------------------------------------------
+
+
+def test_mps_problem_message():
+    msg = mps_problem(4, 1, running=False)
+    assert msg is not None
+    assert "4 MPI ranks share 1 GPU" in msg
+    assert "nvidia-cuda-mps-control -d" in msg and "CUDA_MPS_PIPE_DIRECTORY" in msg
+    assert "tools/node-run.sh" in msg
+    assert mps_problem(4, 1, running=True) is None
+    assert mps_problem(2, 2, running=False) is None
+    assert mps_problem(1, 8, running=False) is None
+
+
+def test_mps_running_reads_the_pid_file(tmp_path):
+    env = {"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)}
+    (tmp_path / "control").touch()  # left behind by a daemon that quit: not running
+    assert not mps_running(env)
+    (tmp_path / MPS_PID_FILE).write_text(str(os.getpid()))
+    assert mps_running(env)
+    (tmp_path / MPS_PID_FILE).write_text("999999999")  # no such process
+    assert not mps_running(env)
+    assert mps_running(dict(env, BLASMP_ASSUME_MPS="1"))
+
+
+# -- GPU backend ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def be():
+    if not ON_GPU:
+        pytest.skip("needs BLASMP_BACKEND=gpu and a usable GPU")
+    return bm.ProcessGrid(backend="gpu").backend
+
+
+def _alloc_of(be, arr):
+    ptr = arr.data.mem.ptr
+    found = [a for a in be._allocs.values() if a.ptr == ptr]
+    assert len(found) == 1
+    return found[0]
+
+
+@pytest.mark.gpu
+@gpu
+def test_empty_pads_to_the_largest_rank(be):
+    import cupy
+
+    r = be.rank
+    x = be.empty((r + 1, 3), np.complex64)
+    assert isinstance(x, cupy.ndarray) and x.shape == (r + 1, 3) and x.flags.c_contiguous
+    alloc = _alloc_of(be, x)
+    largest = be.size * 3 * 8
+    expect = max(512, -(-largest // 512) * 512)
+    assert alloc.nbytes == expect
+    assert be.allgather(alloc.nbytes) == [expect] * be.size
+    assert len(set(be.allgather(alloc.id))) == 1  # the same collective id everywhere
+    z = be.empty((0, 5), np.float64)  # empty tiles still take part
+    assert z.shape == (0, 5)
+    x[...] = 1
+    assert float(abs(x).sum().get()) == (r + 1) * 3
+
+
+@pytest.mark.gpu
+@gpu
+def test_free_queue_frees_only_what_is_dead_everywhere(be):
+    r = be.rank
+    x = be.empty((100,), np.float64)
+    xid = _alloc_of(be, x).id
+    view = x[10:20]
+    del x
+    gc.collect()
+    assert xid not in be._dead  # a view keeps the allocation alive
+    del view
+    gc.collect()
+    assert xid in be._dead and xid in be._allocs  # queued, not freed: no collective in __del__
+    # the next allocation frees it (dead on every rank)
+    y = be.empty((7,), np.float64)
+    assert xid not in be._allocs
+    # dead on some ranks only: stays until every rank has dropped it
+    yid = _alloc_of(be, y).id
+    keep = y if r == 0 else None
+    del y
+    gc.collect()
+    w = be.empty((3,), np.float64)
+    assert yid in be._allocs  # rank 0 still holds it
+    del keep
+    gc.collect()
+    w2 = be.empty((3,), np.float64)
+    assert yid not in be._allocs
+    # an explicitly freed buffer is not freed again when its arrays die
+    buf = be.alloc_symmetric(10, np.float32, name="explicit")
+    bid = buf.handle.id
+    be.free(buf)
+    assert bid not in be._allocs
+    del buf
+    gc.collect()
+    w3 = be.empty((3,), np.float64)
+    del w, w2, w3
+
+
+@pytest.mark.gpu
+@gpu
+def test_too_large_allocation_names_the_heap_size(be):
+    import cupy
+
+    total = cupy.cuda.runtime.memGetInfo()[1]
+    with pytest.raises(MemoryError, match="NVSHMEM_SYMMETRIC_SIZE"):
+        be.empty((int(total) // 8 + 1,), np.float64)
+    x = be.empty((4,), np.float64)  # still usable afterwards
+    del x
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_put_sources_and_auto_order(be, dtype):
+    """Sources: a fresh device array filled on the default stream (ordered by auto_order), a
+    strided device view, a host array; every put lands at its offset on the right PE."""
+    import cupy
+
+    r, p = be.rank, be.size
+    n = 33
+    buf = be.alloc_symmetric(3 * n, dtype, name="sources")
+    sig = be.alloc_signals(1, name="sources_sig")
+    buf.array.fill(np.nan)
+    be.barrier()
+    right, left = (r + 1) % p, (r - 1) % p
+    fresh = cupy.full(n, r + 1, dtype=dtype)  # default stream, not synchronised
+    strided = (cupy.arange(2 * n, dtype=dtype) + 1000 * r)[::2]
+    assert not strided.flags.c_contiguous
+    host = (np.arange(n) - 7 * r).astype(dtype)
+    be.put(buf, 0, fresh, right, be.comm_stream)
+    be.put(buf, n, strided, right, be.comm_stream)
+    be.quiet(be.comm_stream)  # the plain puts are complete before the signal of the next one
+    be.put_signal(buf, 2 * n, host, right, sig, 0, 1, "add", be.comm_stream)
+    be.signal_wait(sig, 0, 1, be.compute, what="sources", peer=left)
+    got = []
+    be.launch(be.compute, lambda: got.append(be.asnumpy(buf.array)))
+    be.synchronize()
+    want = np.concatenate(
+        [np.full(n, left + 1), np.arange(0, 2 * n, 2) + 1000 * left, np.arange(n) - 7 * left]
+    ).astype(dtype)
+    np.testing.assert_array_equal(got[0], want)
+    be.barrier()
+    be.free(buf)
+    be.free(sig)
+
+
+@pytest.mark.gpu
+@gpu
+def test_waits_block_the_stream_not_the_host(be):
+    import cupy
+
+    r = be.rank
+    sig = be.alloc_signals(2, name="async")
+    c = cupy.full((64, 64), np.nan)
+    a = cupy.eye(64)
+    be.signal_wait(sig, 1, 3, be.compute, what="async", peer=r)
+    be.gemm(1.0, a, a, 0.0, c, "N", "N", be.compute)  # queued behind the wait
+    t0 = time.monotonic()
+    time.sleep(0.2)
+    assert time.monotonic() - t0 < 1.0  # the host was not blocked by the enqueues
+    assert not be.compute.cupy.done
+    assert np.isnan(float(c[0, 0].get(stream=be._side)))
+    be.signal_op(sig, 1, 3, r, "set", be.comm_stream)
+    be.synchronize()
+    np.testing.assert_array_equal(be.asnumpy(c), np.eye(64))
+    be.barrier()
+    be.free(sig)
+
+
+@pytest.mark.gpu
+@gpu
+def test_put_signal_ring_many_rounds_both_ops(be):
+    """Every rank streams ``rounds`` chunks to every other rank; 'add' counts arrivals."""
+    r, p = be.rank, be.size
+    n, rounds = 257, 4
+    buf = be.alloc_symmetric(p * rounds * n, np.float64, name="a2a")
+    sig = be.alloc_signals(p, name="a2a_sig")
+    for k in range(rounds):
+        for q in range(p):
+            src = be.asarray(np.full(n, 100.0 * r + k))
+            off = (r * rounds + k) * n
+            be.put_signal(buf, off, src, q, sig, r, 1, "add", be.comm_stream)
+    for q in range(p):
+        be.signal_wait(sig, q, rounds, be.compute, what=f"from {q}", peer=q)
+    be.synchronize()
+    got = be.asnumpy(buf.array).reshape(p, rounds, n)
+    want = 100.0 * np.arange(p)[:, None, None] + np.arange(rounds)[None, :, None]
+    np.testing.assert_array_equal(got, np.broadcast_to(want, got.shape))
+    assert be.asnumpy(sig.array).tolist() == [rounds] * p
+    be.barrier()
+    be.free(buf)
+    be.free(sig)
+
+
+# -- local BLAS3: cuBLAS against the CPU backend's kernels ----------------------------------
+
+
+def _rand(rng, shape, dtype):
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def _cases(seed: int, count: int):
+    rng = np.random.default_rng(seed)
+    combos = list(itertools.product(DTYPES, "LU", "NTC", "LR", "NU"))
+    picks = rng.choice(len(combos), size=count, replace=False)
+    return [combos[i] for i in sorted(picks)]
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("dtype,uplo,trans,side,diag", _cases(5, 24))
+def test_kernels_match_cpu_kernels(be, dtype, uplo, trans, side, diag):
+    """The same calls on the CPU kernels (NumPy) and cuBLAS agree to rounding, including the
+    fallbacks (complex alpha in HERK, complex beta in HER2K) and Fortran-ordered inputs."""
+    from blasmp_array.backends import _cpu_kernels as cpu
+
+    rng = np.random.default_rng(
+        zlib.crc32(f"{np.dtype(dtype).name}{uplo}{trans}{side}{diag}".encode())
+    )
+    eps = np.finfo(dtype).eps
+    cplx = np.dtype(dtype).kind == "c"
+    m, n, k = 40, 33, 27
+    al = (0.7 - 0.4j) if cplx else 0.7
+    bt = (0.3 + 0.2j) if cplx else 0.3
+
+    def run(fn_gpu, fn_cpu, args_np, out_index):
+        dev = [be.asarray(x) if isinstance(x, np.ndarray) else x for x in args_np]
+        fn_gpu(*dev, be.compute)
+        be.synchronize()
+        ref = [x.copy() if isinstance(x, np.ndarray) else x for x in args_np]
+        fn_cpu(*ref)
+        got = be.asnumpy(dev[out_index])
+        scale = np.abs(ref[out_index][np.isfinite(ref[out_index])]).max() + 1
+        ok = np.isfinite(ref[out_index])
+        assert np.array_equal(np.isfinite(got), ok)
+        assert np.abs(got[ok] - ref[out_index][ok]).max() <= 64 * k * eps * scale
+
+    # GEMM with Fortran-ordered a (a C-ordered array's transpose)
+    a = np.asfortranarray(_rand(rng, (m, k) if trans == "N" else (k, m), dtype))
+    b = _rand(rng, (k, n) if trans == "N" else (n, k), dtype)
+    c = _rand(rng, (m, n), dtype)
+    run(be.gemm, cpu.gemm, [al, a, b, bt, c, trans, trans], 4)
+    # SYRK/HERK and SYR2K/HER2K, complex scalars included
+    a = _rand(rng, (m, k) if trans == "N" else (k, m), dtype)
+    b = _rand(rng, a.shape, dtype)
+    c = _rand(rng, (m, m), dtype)
+    c[~(np.tril(np.ones((m, m), bool)) if uplo == "L" else np.triu(np.ones((m, m), bool)))] = np.nan
+    run(be.syrk, cpu.syrk, [al, a, bt, c, uplo, trans], 3)
+    run(be.syr2k, cpu.syr2k, [al, a, b, bt, c, uplo, trans], 4)
+    # TRMM / TRSM
+    nn = m if side == "L" else n
+    t = _rand(rng, (nn, nn), dtype) / nn + 2 * np.eye(nn, dtype=dtype)
+    b = _rand(rng, (m, n), dtype)
+    run(be.trmm, cpu.trmm, [al, t, b, side, uplo, trans, diag], 2)
+    run(be.trsm, cpu.trsm, [al, t, b, side, uplo, trans, diag], 2)
+
+
+@pytest.mark.gpu
+@gpu
+def test_kernel_errors_are_raised_by_synchronize(be):
+    import cupy
+
+    a = cupy.ones((3, 4))
+    c = cupy.zeros((3, 3))
+    be.gemm(1.0, a, a, 0.0, c, "N", "N", be.compute)  # 3x4 @ 3x4: wrong shapes
+    with pytest.raises(ValueError, match="gemm shapes"):
+        be.synchronize()
+    be.gemm(1.0, a, a, 0.0, c, "N", "T", be.compute)
+    be.synchronize()
+    np.testing.assert_array_equal(be.asnumpy(c), np.full((3, 3), 4.0))
+    with pytest.raises(TypeError):
+        be.gemm(1j, a, a, 0.0, c, "N", "T", be.compute)
+        be.synchronize()

@@ -1,0 +1,52 @@
+#!/bin/bash
+# Run a command as N MPI ranks on one GPU node, sharing its GPUs; CUDA MPS is started when the
+# ranks outnumber the GPUs (NVSHMEM needs MPS for signal_wait with several PEs per GPU) and
+# stopped at the end.
+#
+# Usage (from the repository root):  tools/node-run.sh N COMMAND [ARGS...]
+#   e.g. tools/node-run.sh 4 python3 -m pytest tests/mpi -m "not full_sweep"
+# Wheels in .whl/ (downloaded on a machine with network by ../shared/gpu/fetch-wheels.sh or
+# pip download) are installed once into /tmp/site, without network. The package itself is used
+# from the checkout (PYTHONPATH=$PWD). NVLink multicast stays off (NVSHMEM_DISABLE_NVLS=1,
+# NCCL_NVLS_ENABLE=0). Environment variables named BLASMP_* and NVSHMEM_* are passed to every rank.
+set -u
+n=${1:?usage: tools/node-run.sh N COMMAND [ARGS...]}; shift
+[ $# -gt 0 ] || { echo "node-run.sh: no command given" >&2; exit 2; }
+site=${BLASMP_SITE:-/tmp/site}
+if [ -d .whl ] && [ ! -e "$site/.blasmp-installed" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .whl/*.whl \
+    || { echo "node-run.sh: installing .whl/*.whl into $site failed" >&2; exit 1; }
+  touch "$site/.blasmp-installed"
+fi
+export PYTHONPATH=$site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$gpus" -gt 0 ] || { echo "node-run.sh: nvidia-smi lists no GPU" >&2; exit 1; }
+mps=0
+if [ "$n" -gt "$gpus" ]; then
+  export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/mps-pipe}
+  export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/mps-log}
+  export NVSHMEM_IGNORE_CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=1
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ]; then
+    echo "node-run.sh: MPS already running ($CUDA_MPS_PIPE_DIRECTORY)" >&2
+  elif nvidia-cuda-mps-control -d; then
+    mps=1
+    for _ in $(seq 50); do [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ] && break; sleep 0.1; done
+  else
+    echo "node-run.sh: could not start CUDA MPS (nvidia-cuda-mps-control -d)" >&2
+  fi
+fi
+stop_mps() { [ "$mps" = 1 ] && echo quit | nvidia-cuda-mps-control; mps=0; }
+trap stop_mps EXIT
+vars=(); declare -A seen=()
+for v in PYTHONPATH OMP_NUM_THREADS NVSHMEM_DISABLE_NVLS NCCL_NVLS_ENABLE TORCH_SYMM_MEM_DISABLE_MULTICAST \
+         PYTHONUNBUFFERED CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY \
+         $(compgen -e | grep -E '^(BLASMP_|NVSHMEM_|CUPY_)' || true); do
+  [ -n "${!v+x}" ] && [ -z "${seen[$v]:-}" ] && { vars+=(-x "$v"); seen[$v]=1; }
+done
+mpirun --allow-run-as-root --oversubscribe --bind-to none "${vars[@]}" -np "$n" "$@"
+rc=$?
+stop_mps
+exit $rc
