@@ -1,1 +1,19 @@
-"""The check/profile command line (``python -m blasmp_array.bench``)."""
+"""The check/profile command line (``python -m blasmp_array.bench``).
+
+``python -m blasmp_array.bench OP [--check] [--profile] [--compare] ...`` builds grid-independent
+random operands for OP (gemm, symm, syrk, syr2k, trmm, trsm, redistribute, from_numpy), checks
+the result against NumPy/SciPy in units of machine epsilon, times warm-up + repeats (median,
+min, max, GFLOP/s per rank and in total) and optionally measures reference libraries in the
+same run. Modules: :mod:`.operators` (what runs and how it is checked), :mod:`.compare`
+(baselines), :mod:`.report` (environment, tables, JSON/CSV/plot), :mod:`.cli` (the command).
+"""
+
+from __future__ import annotations
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .cli import main as _main
+
+    return _main(argv)

@@ -1,0 +1,299 @@
+"""Reference libraries measured on the same work in the same run (``--compare``).
+
+Each baseline runs on rank 0 only, on the gathered matrices, while the other ranks wait without
+spinning (a sleeping poll on a non-blocking barrier, so the baseline gets every core). A library
+that is not installed or not usable is skipped with a note; nothing is ever estimated.
+
+* ``numpy/scipy``: NumPy's ``matmul`` for GEMM, SciPy's BLAS wrappers (``?symm``, ``?syrk``,
+  ``?syr2k``, ``?trmm``, ``?trsm``) for the others, on Fortran-ordered copies so that the
+  wrappers do not copy; with ``threads`` BLAS threads (threadpoolctl).
+* ``dask.array``: the same product with the threaded scheduler and ``threads`` workers, one BLAS
+  thread each; SYRK/SYR2K/SYMM/TRMM are computed as full products (Dask has no structured BLAS3),
+  TRSM with ``dask.array.linalg.solve_triangular``.
+* ``cupy``: the same on one GPU (``matmul``; ``cupyx.scipy.linalg.solve_triangular``).
+* ``heat`` and ``scalapack4py``: reported as installed-but-not-measured (no adapter yet) or
+  missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .operators import DATA_OPERATORS, Case
+
+__all__ = ["run_baselines", "quiet_barrier", "blas_threads"]
+
+
+def quiet_barrier(comm: Any, poll: float = 0.005) -> None:
+    """A barrier that sleeps while it waits (MPI barriers spin and would steal a core)."""
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(poll)
+
+
+def blas_threads(n: int | None) -> Any:
+    """A context limiting BLAS threads to ``n`` (threadpoolctl), or ``None`` if unavailable."""
+    if n is None:
+        return None
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return None
+    return threadpool_limits(limits=n, user_api="blas")
+
+
+def _time(fn: Callable[[], Any], warmup: int, repeat: int, sync: Callable[[], None]) -> list[float]:
+    for _ in range(warmup):
+        fn()
+        sync()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _blas(name: str, *arrays: np.ndarray) -> Callable[..., Any]:
+    from scipy.linalg import blas
+
+    return blas.get_blas_funcs(name, arrays)
+
+
+def _numpy_call(case: Case, g: dict[str, np.ndarray]) -> Callable[[], Any]:
+    op, left, low = case.op, case.side == "left", int(case.lower)
+    trans = {"N": 0, "T": 1, "C": 2}[case.trans]
+    a = np.asfortranarray(g["A"])
+    b: Any = np.asfortranarray(g["B"]) if "B" in g else None
+    if op == "gemm":
+        ac, bc = np.ascontiguousarray(g["A"]), np.ascontiguousarray(g["B"])
+        if case.trans == "N":
+            return lambda: np.matmul(ac, bc)
+        at = ac.T if case.trans == "T" else ac.conj().T
+        return lambda: np.matmul(at, bc)
+    if op == "symm":
+        f = _blas("symm", a, b)
+        return lambda: f(1.0, a, b, side=0 if left else 1, lower=low)
+    if op == "syrk":
+        f = _blas("herk" if case.trans == "C" else "syrk", a)
+        return lambda: f(1.0, a, trans=min(trans, 1) if case.trans != "C" else 2, lower=low)
+    if op == "syr2k":
+        f = _blas("her2k" if case.trans == "C" else "syr2k", a, b)
+        return lambda: f(1.0, a, b, trans=min(trans, 1) if case.trans != "C" else 2, lower=low)
+    if op in ("trmm", "trsm"):
+        f = _blas(op, a, b)
+        return lambda: f(1.0, a, b, side=0 if left else 1, lower=low, trans_a=trans, diag=0)
+    raise ValueError(op)
+
+
+def _dask_call(case: Case, g: dict[str, np.ndarray], chunk: int) -> Callable[[], Any]:
+    import dask.array as da
+
+    op, left = case.op, case.side == "left"
+    a = da.from_array(g["A"], chunks=chunk)
+    b = da.from_array(g["B"], chunks=chunk) if "B" in g else None
+
+    def opx(x: Any) -> Any:
+        return x if case.trans == "N" else (x.T if case.trans == "T" else x.conj().T)
+
+    if op == "gemm":
+        expr = opx(a) @ b
+    elif op == "symm":
+        tri = da.tril(a) if case.lower else da.triu(a)
+        strict = da.tril(a, -1) if case.lower else da.triu(a, 1)
+        sym = tri + strict.T
+        expr = sym @ b if left else b @ sym
+    elif op == "syrk":
+        expr = opx(a) @ opx(a).T
+    elif op == "syr2k":
+        expr = opx(a) @ opx(b).T + opx(b) @ opx(a).T
+    elif op == "trmm":
+        t = opx(da.tril(a) if case.lower else da.triu(a))
+        expr = t @ b if left else b @ t
+    elif op == "trsm":
+        if not left or case.trans != "N":
+            raise NotImplementedError("dask baseline of TRSM: side='left', trans='N' only")
+        expr = da.linalg.solve_triangular(a, b, lower=case.lower)
+    else:
+        raise ValueError(op)
+    return lambda: expr.compute()
+
+
+def _cupy_call(
+    case: Case, g: dict[str, np.ndarray]
+) -> tuple[Callable[[], Any], Callable[[], None]]:
+    import cupy as cp
+
+    op, left = case.op, case.side == "left"
+    a = cp.asarray(g["A"])
+    b = cp.asarray(g["B"]) if "B" in g else None
+
+    def opx(x: Any) -> Any:
+        return x if case.trans == "N" else (x.T if case.trans == "T" else x.conj().T)
+
+    if op == "gemm":
+        fn = lambda: opx(a) @ b  # noqa: E731
+    elif op == "symm":
+        sym = cp.tril(a) + cp.tril(a, -1).T if case.lower else cp.triu(a) + cp.triu(a, 1).T
+        fn = (lambda: sym @ b) if left else (lambda: b @ sym)
+    elif op == "syrk":
+        fn = lambda: opx(a) @ opx(a).T  # noqa: E731
+    elif op == "syr2k":
+        fn = lambda: opx(a) @ opx(b).T + opx(b) @ opx(a).T  # noqa: E731
+    elif op == "trmm":
+        t = opx(cp.tril(a) if case.lower else cp.triu(a))
+        fn = (lambda: t @ b) if left else (lambda: b @ t)
+    elif op == "trsm":
+        from cupyx.scipy.linalg import solve_triangular
+
+        if not left:
+            raise NotImplementedError("cupy baseline of TRSM: side='left' only")
+        fn = lambda: solve_triangular(a, b, lower=case.lower, trans=case.trans)  # noqa: E731
+    else:
+        raise ValueError(op)
+    return fn, lambda: cp.cuda.get_current_stream().synchronize()
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _cupy_usable() -> str | None:
+    """None when CuPy sees a GPU, else why not."""
+    if not _installed("cupy"):
+        return "not installed"
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "no GPU visible"
+    except Exception as exc:  # noqa: BLE001 - any failure means: not usable here
+        return f"not usable: {type(exc).__name__}: {exc}"
+    return None
+
+
+def _entry(library: str, **fields: Any) -> dict[str, Any]:
+    out = {
+        "library": library,
+        "median_s": None,
+        "min_s": None,
+        "max_s": None,
+        "gflops": None,
+        "gbytes_per_s": None,
+        "threads": None,
+        "note": "",
+    }
+    out.update(fields)
+    return out
+
+
+def run_baselines(
+    case: Case,
+    gathered: dict[str, np.ndarray] | None,
+    comm: Any,
+    threads: int,
+    warmup: int,
+    repeat: int,
+    flops: float,
+) -> list[dict[str, Any]]:
+    """Measure the baselines on rank 0 (collective: every rank calls it; only rank 0's
+    ``gathered`` is used). Returns the same list on every rank."""
+    results: list[dict[str, Any]] | None = None
+    if comm.Get_rank() == 0:
+        assert gathered is not None
+        results = _measure_all(case, gathered, threads, warmup, repeat, flops)
+    quiet_barrier(comm)
+    return comm.bcast(results, root=0)
+
+
+def _summary(times: list[float], flops: float) -> dict[str, Any]:
+    med = float(np.median(times))
+    return {
+        "median_s": med,
+        "min_s": float(min(times)),
+        "max_s": float(max(times)),
+        "gflops": flops / med / 1e9 if flops else None,
+    }
+
+
+def _measure_all(
+    case: Case, g: dict[str, np.ndarray], threads: int, warmup: int, repeat: int, flops: float
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if case.op in DATA_OPERATORS:
+        return [_entry("numpy/scipy", note=f"{case.op}: no single-process equivalent; skipped")]
+    # NumPy / SciPy with `threads` BLAS threads
+    limiter = blas_threads(threads)
+    try:
+        if limiter is None:
+            note = "threadpoolctl not installed: BLAS thread count as the environment set it"
+        else:
+            note = ""
+        fn = _numpy_call(case, g)
+        times = _time(fn, warmup, repeat, lambda: None)
+        used = _blas_thread_count()
+        out.append(_entry("numpy/scipy", threads=used, note=note, **_summary(times, flops)))
+    except Exception as exc:  # noqa: BLE001 - reported, never faked
+        out.append(_entry("numpy/scipy", note=f"failed: {type(exc).__name__}: {exc}"))
+    finally:
+        if limiter is not None:
+            limiter.restore_original_limits()
+    # dask.array, threaded scheduler
+    if not _installed("dask"):
+        out.append(_entry("dask.array", note="not installed; skipped"))
+    else:
+        limiter = blas_threads(1)
+        try:
+            import dask
+
+            chunk = max(case.block[0], -(-max(case.m, case.n, case.k) // max(threads, 1)))
+            fn = _dask_call(case, g, chunk)
+            with dask.config.set(scheduler="threads", num_workers=threads):
+                times = _time(fn, warmup, repeat, lambda: None)
+            out.append(
+                _entry(
+                    "dask.array",
+                    threads=threads,
+                    note=f"threaded scheduler, chunks {chunk}, 1 BLAS thread/worker",
+                    **_summary(times, flops),
+                )
+            )
+        except Exception as exc:  # noqa: BLE001
+            out.append(_entry("dask.array", note=f"failed: {type(exc).__name__}: {exc}"))
+        finally:
+            if limiter is not None:
+                limiter.restore_original_limits()
+    # CuPy on one GPU
+    why = _cupy_usable()
+    if why is not None:
+        out.append(_entry("cupy", note=f"{why}; skipped"))
+    else:
+        try:
+            fn, sync = _cupy_call(case, g)
+            times = _time(fn, warmup, repeat, sync)
+            out.append(_entry("cupy", note="one GPU", **_summary(times, flops)))
+        except Exception as exc:  # noqa: BLE001
+            out.append(_entry("cupy", note=f"failed: {type(exc).__name__}: {exc}"))
+    for lib, module in (("heat", "heat"), ("scalapack4py", "scalapack4py")):
+        if _installed(module):
+            out.append(
+                _entry(lib, note="installed, but the bench has no adapter for it yet; not measured")
+            )
+        else:
+            out.append(_entry(lib, note="not installed; skipped"))
+    return out
+
+
+def _blas_thread_count() -> int | None:
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    counts = [int(i["num_threads"]) for i in threadpool_info() if i.get("user_api") == "blas"]
+    return max(counts) if counts else None

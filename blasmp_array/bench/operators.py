@@ -1,0 +1,352 @@
+"""What the bench command runs: for each operator, how to build its inputs, call it, count its
+flops (or bytes) and check its result against NumPy/SciPy.
+
+Every case uses grid-independent random inputs (``bm.random.standard_normal`` with fixed seeds),
+so the same command gives the same matrices on any grid. Checks gather the operands and the
+result on rank 0 only and report the error in units of machine epsilon against a bound derived
+from the standard rounding-error analysis (Higham, *Accuracy and Stability of Numerical
+Algorithms*, ch. 3 and 8):
+
+* products (GEMM, SYMM, SYRK, SYR2K, TRMM): ``max_ij |C - C_ref|_ij / (eps (|A| |B|)_ij)``
+  against ``c (k + 2)`` where ``k`` is the inner dimension (``c = 1`` real, ``2`` complex; both
+  the tested and the reference product may be off by ``gamma_k |A||B|``);
+* TRSM: the normwise backward error ``||op(A) X - alpha B|| / ((||A|| ||X|| + ||alpha B||) eps)``
+  (infinity norms) against ``c (m + 2)``;
+* construction and redistribution move data only: the result must equal the input exactly.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import blasmp_array as bm
+
+__all__ = ["OPERATORS", "Case", "Prepared", "prepare", "check_result", "flop_count"]
+
+OPERATORS = ("gemm", "symm", "syrk", "syr2k", "trmm", "trsm", "redistribute", "from_numpy")
+#: operators that only move data: measured in GB/s, checked for exact equality
+DATA_OPERATORS = ("redistribute", "from_numpy")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark configuration."""
+
+    op: str
+    m: int
+    n: int
+    k: int
+    dtype: str = "float64"
+    block: tuple[int, int] = (256, 256)
+    grid: tuple[int, int] | None = None  # None: the most square grid of the ranks
+    num_stages: int | None = None  # None: the operator's default
+    backend: str | None = None
+    side: str = "left"
+    lower: bool = True
+    trans: str = "N"
+    to_grid: tuple[int, int] | None = None  # redistribute: target grid (default: transposed)
+    to_block: tuple[int, int] | None = None  # redistribute: target block (default: halved)
+    root: int | None = None  # from_numpy: rank holding the matrix (None: every rank)
+
+    @property
+    def is_complex(self) -> bool:
+        return np.dtype(self.dtype).kind == "c"
+
+    def label(self) -> str:
+        return f"{self.op} {self.m}x{self.n}x{self.k} {self.dtype} block {self.block}"
+
+
+def flop_count(case: Case) -> float:
+    """Floating-point operations of one call (LAPACK working note 41 counts; complex x4)."""
+    m, n, k = case.m, case.n, case.k
+    left = case.side == "left"
+    counts = {
+        "gemm": 2.0 * m * n * k,
+        "symm": 2.0 * (m * m * n if left else m * n * n),
+        "syrk": 1.0 * n * (n + 1) * k,
+        "syr2k": 2.0 * n * (n + 1) * k,
+        "trmm": 1.0 * (m * m * n if left else m * n * n),
+        "trsm": 1.0 * (m * m * n if left else m * n * n),
+    }
+    flops = counts.get(case.op, 0.0)
+    return flops * (4.0 if case.is_complex else 1.0)
+
+
+def byte_count(case: Case) -> float:
+    """Bytes of the matrix a data-movement operator moves."""
+    return float(case.m * case.n * np.dtype(case.dtype).itemsize)
+
+
+@dataclass
+class Prepared:
+    """A case made concrete on a grid: inputs, and the call to time."""
+
+    case: Case
+    grid: Any
+    inputs: dict[str, Any]
+    call: Callable[[], Any]
+    #: inputs the call overwrites, restored from a copy before each timed call
+    in_place: tuple[str, ...] = ()
+    notes: list[str] = field(default_factory=list)
+    result: Any = None
+
+    def run(self) -> Any:
+        self.result = self.call()
+        return self.result
+
+
+def _grid(shape: tuple[int, int] | None, backend: str | None) -> Any:
+    if shape is None:
+        return bm.ProcessGrid(backend=backend)
+    return bm.ProcessGrid(*shape, backend=backend)
+
+
+def _op_kwargs(fn: Callable[..., Any], case: Case, **kwargs: Any) -> dict[str, Any]:
+    """``kwargs`` plus ``num_stages`` when the operator accepts it."""
+    if case.num_stages is not None:
+        params = inspect.signature(fn).parameters
+        if "num_stages" not in params:
+            raise ValueError(f"{case.op} does not take num_stages; leave --num-stages out")
+        kwargs["num_stages"] = case.num_stages
+    return kwargs
+
+
+def _linalg(name: str) -> Callable[..., Any]:
+    fn = getattr(bm.linalg, name, None)
+    if fn is None:
+        raise RuntimeError(f"blasmp_array.linalg.{name} is not available in this version")
+    return fn
+
+
+def prepare(case: Case) -> Prepared:
+    """Build the inputs of ``case`` (collective) and the call to time."""
+    if case.op not in OPERATORS:
+        raise ValueError(f"unknown operator {case.op!r}; choose one of {', '.join(OPERATORS)}")
+    grid = _grid(case.grid, case.backend)
+    dt, blk = np.dtype(case.dtype), case.block
+    m, n, k = case.m, case.n, case.k
+    left = case.side == "left"
+
+    def normal(shape: tuple[int, int], seed: int) -> Any:
+        return bm.random.standard_normal(shape, seed=seed, block=blk, grid=grid, dtype=dt)
+
+    op = case.op
+    inputs: dict[str, Any] = {}
+    if op == "gemm":
+        fn = _linalg("gemm")
+        a_shape = (m, k) if case.trans == "N" else (k, m)
+        inputs = {"A": normal(a_shape, 0), "B": normal((k, n), 1)}
+        kw = _op_kwargs(fn, case, trans_a=case.trans)
+        return Prepared(case, grid, inputs, lambda: fn(inputs["A"], inputs["B"], **kw))
+    if op == "symm":
+        fn = _linalg("symm")
+        na = m if left else n
+        inputs = {"A": normal((na, na), 0), "B": normal((m, n), 1)}
+        kw = _op_kwargs(fn, case, side=case.side, lower=case.lower)
+        return Prepared(case, grid, inputs, lambda: fn(inputs["A"], inputs["B"], **kw))
+    if op in ("syrk", "syr2k"):
+        fn = _linalg(op)
+        a_shape = (n, k) if case.trans == "N" else (k, n)
+        inputs = {"A": normal(a_shape, 0)}
+        if op == "syr2k":
+            inputs["B"] = normal(a_shape, 1)
+        kw = _op_kwargs(fn, case, trans=case.trans, lower=case.lower)
+        if op == "syrk":
+            return Prepared(case, grid, inputs, lambda: fn(inputs["A"], **kw))
+        return Prepared(case, grid, inputs, lambda: fn(inputs["A"], inputs["B"], **kw))
+    if op in ("trmm", "trsm"):
+        fn = _linalg(op)
+        na = m if left else n
+        a = normal((na, na), 0)
+        if op == "trsm":
+            # diagonally dominant triangle: a well-conditioned solve
+            a = a + na * bm.eye(na, dtype=dt, block=blk, grid=grid)
+        inputs = {"A": a, "B": normal((m, n), 1)}
+        kw = _op_kwargs(fn, case, side=case.side, lower=case.lower, trans=case.trans)
+        prepared = Prepared(case, grid, inputs, lambda: fn(inputs["A"], inputs["B"], **kw))
+        return prepared
+    if op == "redistribute":
+        inputs = {"A": normal((m, n), 0)}
+        to_grid = _grid(case.to_grid or (grid.npcol, grid.nprow), case.backend)
+        to_block = case.to_block or (max(1, blk[0] // 2), max(1, blk[1] // 2))
+        return Prepared(
+            case,
+            grid,
+            inputs,
+            lambda: inputs["A"].redistribute(grid=to_grid, block=to_block),
+            notes=[f"to grid {to_grid.nprow}x{to_grid.npcol}, block {to_block}"],
+        )
+    # from_numpy: the matrix on every rank (root=None) or on one
+    host = np.random.default_rng(0).standard_normal((m, n)).astype(dt)
+    if case.root is not None and grid.rank != case.root:
+        host_arg = None
+    else:
+        host_arg = host
+    inputs = {"host": host}
+    return Prepared(
+        case,
+        grid,
+        inputs,
+        lambda: bm.from_numpy(host_arg, block=blk, grid=grid, root=case.root),
+    )
+
+
+def snapshot_in_place(p: Prepared) -> Callable[[], None]:
+    """Detect whether the call overwrote an input; return a function restoring the inputs.
+
+    TRMM and TRSM may work in place on ``B`` (PBLAS semantics); timed repeats must start from
+    the same data.
+    """
+    saved = {name: x.copy() for name, x in p.inputs.items() if isinstance(x, bm.BlockCyclicArray)}
+
+    def restore() -> None:
+        for name, x in saved.items():
+            p.inputs[name] = x.copy()
+
+    return restore
+
+
+# -- checks --------------------------------------------------------------------------------
+def _eps(dtype: Any) -> float:
+    return float(np.finfo(np.dtype(dtype)).eps)
+
+
+def _ref_dtype(dtype: Any) -> np.dtype:
+    """Reference precision: float32/complex64 are checked against float64/complex128."""
+    dt = np.dtype(dtype)
+    return np.dtype(np.complex128) if dt.kind == "c" else np.dtype(np.float64)
+
+
+def _op(x: np.ndarray, trans: str) -> np.ndarray:
+    if trans == "N":
+        return x
+    return x.T if trans == "T" else x.conj().T
+
+
+def _product_error(c: np.ndarray, ref: np.ndarray, absprod: np.ndarray, mask: Any = None) -> float:
+    diff = np.abs(c.astype(ref.dtype) - ref)
+    scale = absprod * _eps(c.dtype)
+    if mask is not None:
+        diff, scale = diff[mask], scale[mask]
+    tiny = np.finfo(np.float64).tiny
+    ratio = diff / np.maximum(scale, tiny)
+    return float(ratio.max()) if ratio.size else 0.0
+
+
+def check_result(p: Prepared) -> dict[str, Any]:
+    """Compare ``p.result`` with NumPy/SciPy on rank 0 (collective: gathers to rank 0).
+
+    Returns the same dictionary on every rank: ``error_eps``, ``bound_eps``, ``passed``,
+    ``measure``.
+    """
+    case, grid = p.case, p.grid
+    gathered = {name: _gather(x) for name, x in p.inputs.items() if name != "host"}
+    result = _gather(p.result)
+    verdict: dict[str, Any] | None = None
+    if grid.rank == 0:
+        try:
+            verdict = _verdict(case, gathered, result, p.inputs.get("host"))
+        except Exception as exc:  # noqa: BLE001 - reported as a failed check on every rank
+            verdict = {
+                "measure": "error",
+                "error_eps": float("nan"),
+                "bound_eps": 0.0,
+                "passed": False,
+                "note": f"check raised {type(exc).__name__}: {exc}",
+            }
+    return grid.backend.bcast(verdict, root=0)
+
+
+def _gather(x: Any) -> np.ndarray | None:
+    if isinstance(x, bm.BlockCyclicArray):
+        return x.to_numpy(root=0)
+    return None
+
+
+def _verdict(case: Case, g: dict[str, Any], result: Any, host: Any) -> dict[str, Any]:
+    op = case.op
+    c = 2.0 if case.is_complex else 1.0
+    if op in DATA_OPERATORS:
+        expected = g["A"] if op == "redistribute" else host
+        same = result.shape == expected.shape and bool(np.array_equal(result, expected))
+        return {
+            "measure": "exact equality",
+            "error_eps": 0.0 if same else float("inf"),
+            "bound_eps": 0.0,
+            "passed": same,
+        }
+    rd = _ref_dtype(case.dtype)
+    a = g["A"].astype(rd)
+    left = case.side == "left"
+    if op == "gemm":
+        b = g["B"].astype(rd)
+        opa = _op(a, case.trans)
+        ref, absprod = opa @ b, np.abs(opa) @ np.abs(b)
+        err = _product_error(result, ref, absprod)
+        bound = c * (case.k + 2)
+    elif op == "symm":
+        b = g["B"].astype(rd)
+        tri = np.tril(a) if case.lower else np.triu(a)
+        sym = tri + (np.tril(a, -1) if case.lower else np.triu(a, 1)).T
+        if left:
+            ref, absprod = sym @ b, np.abs(sym) @ np.abs(b)
+        else:
+            ref, absprod = b @ sym, np.abs(b) @ np.abs(sym)
+        err = _product_error(result, ref, absprod)
+        bound = c * (sym.shape[0] + 2)
+    elif op in ("syrk", "syr2k"):
+        opa = _op(a, case.trans)
+        if case.trans == "C":  # HERK / HER2K
+            if op == "syrk":
+                ref, absprod = opa @ opa.conj().T, np.abs(opa) @ np.abs(opa).T
+            else:
+                opb = _op(g["B"].astype(rd), case.trans)
+                ref = opa @ opb.conj().T + opb @ opa.conj().T
+                absprod = np.abs(opa) @ np.abs(opb).T + np.abs(opb) @ np.abs(opa).T
+        elif op == "syrk":
+            ref, absprod = opa @ opa.T, np.abs(opa) @ np.abs(opa).T
+        else:
+            opb = _op(g["B"].astype(rd), case.trans)
+            ref = opa @ opb.T + opb @ opa.T
+            absprod = np.abs(opa) @ np.abs(opb).T + np.abs(opb) @ np.abs(opa).T
+        n = ref.shape[0]
+        mask = np.tril(np.ones((n, n), bool)) if case.lower else np.triu(np.ones((n, n), bool))
+        err = _product_error(result, ref, absprod, mask)
+        bound = c * (case.k + 2) * (2 if op == "syr2k" else 1)
+    elif op == "trmm":
+        b = g["B"].astype(rd)
+        t = _op(np.tril(a) if case.lower else np.triu(a), case.trans)
+        if left:
+            ref, absprod = t @ b, np.abs(t) @ np.abs(b)
+        else:
+            ref, absprod = b @ t, np.abs(b) @ np.abs(t)
+        err = _product_error(result, ref, absprod)
+        bound = c * (t.shape[0] + 2)
+    elif op == "trsm":
+        b = g["B"].astype(rd)
+        t = _op(np.tril(a) if case.lower else np.triu(a), case.trans)
+        x = result.astype(rd)
+        residual = t @ x - b if left else x @ t - b
+        norm = lambda z: float(np.linalg.norm(z, np.inf))  # noqa: E731
+        denom = (norm(t) * norm(x) + norm(b)) * _eps(case.dtype)
+        err = norm(residual) / max(denom, np.finfo(np.float64).tiny)
+        bound = c * (t.shape[0] + 2)
+        return {
+            "measure": "normwise backward error",
+            "error_eps": err,
+            "bound_eps": bound,
+            "passed": bool(err <= bound),
+        }
+    else:  # pragma: no cover - guarded by prepare()
+        raise ValueError(op)
+    return {
+        "measure": "max componentwise error / (eps |A||B|)",
+        "error_eps": err,
+        "bound_eps": bound,
+        "passed": bool(err <= bound),
+    }
