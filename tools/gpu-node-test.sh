@@ -7,6 +7,7 @@
 #   (default arguments: tests/mpi -m "not full_sweep")
 #   BLASMP_GPU_TEST_RANKS="1 2 4"   rank counts
 #   BLASMP_GPU_TEST_TIMEOUT=900      seconds allowed for one rank count (the whole mpirun)
+#   BLASMP_GPU_TEST_PER_TEST_TIMEOUT=300   pytest-timeout of one test
 #   OUT=/some/dir                    where the logs go (default: gpu-test-logs/)
 # Each rank writes its pytest output to $OUT/gpu-npN.rankR.log (rank 0's is also printed);
 # a summary of the last pytest line of every rank ends the output. Exit status: 0 when every
@@ -17,6 +18,7 @@ out=${OUT:-gpu-test-logs}
 mkdir -p "$out"
 ranks=${BLASMP_GPU_TEST_RANKS:-1 2 4}
 limit=${BLASMP_GPU_TEST_TIMEOUT:-900}
+per_test=${BLASMP_GPU_TEST_PER_TEST_TIMEOUT:-300}
 export BLASMP_BACKEND=gpu BLASMP_UNDER_MPIEXEC=1 OMP_NUM_THREADS=1
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(tests/mpi -m "not full_sweep")
@@ -27,13 +29,13 @@ for n in $ranks; do
   start=$(date +%s)
   # shellcheck disable=SC2016
   timeout -k 10 "$limit" tools/node-run.sh "$n" bash -c '
-    log="$0/gpu-np$1.rank${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}.log"; shift 1
+    log="$0/gpu-np$1.rank${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}.log"; t=$2; shift 2
     if [ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}" = 0 ]; then
-      python3 -m pytest -q -p no:cacheprovider -o addopts= --timeout=300 -rfE "$@" 2>&1 | tee "$log"
+      python3 -m pytest -q -p no:cacheprovider -o addopts= --timeout="$t" -rfE "$@" 2>&1 | tee "$log"
       exit "${PIPESTATUS[0]}"
     else
-      exec python3 -m pytest -q -p no:cacheprovider -o addopts= --timeout=300 -rfE "$@" >"$log" 2>&1
-    fi' "$out" "$n" "${args[@]}"
+      exec python3 -m pytest -q -p no:cacheprovider -o addopts= --timeout="$t" -rfE "$@" >"$log" 2>&1
+    fi' "$out" "$n" "$per_test" "${args[@]}"
   rc=$?
   secs=$(( $(date +%s) - start ))
   [ $rc -eq 0 ] || status=1
