@@ -6,8 +6,10 @@ without its diagonal when ``diag == 'U'``). ``trans == 'C'`` on a complex SYRK/S
 HERK/HER2K (``a^H a``, ``alpha a^H b + conj(alpha) b^H a``), with the imaginary part of the
 diagonal of ``c`` set to zero.
 
-These implementations use ``numpy.matmul`` and ufuncs, which release the GIL, so that they
-overlap with a communication thread; see ``cpu.py``'s docstring for the measurements.
+Each kernel calls CBLAS through ``ctypes`` (see :mod:`._cblas`; the GIL is released, views with
+a unit column stride are passed without a copy) and falls back to ``numpy.matmul`` + ufuncs
+(which also release the GIL) and ``scipy.linalg.solve_triangular`` where no CBLAS library is
+found (or ``$BLASMP_CPU_BLAS=numpy``). See ``cpu.py``'s docstring for the measurements.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+from . import _cblas
 
 __all__ = ["gemm", "syrk", "syr2k", "trmm", "trsm"]
 
@@ -33,13 +37,80 @@ def _op(x: np.ndarray, trans: str) -> np.ndarray:
     return x.conj().T
 
 
-def _scalar(value: Any, dtype: np.dtype) -> Any:
-    if dtype.kind != "c":
-        value = complex(value)
-        if value.imag != 0:
-            raise TypeError(f"a complex scalar {value} cannot scale a {dtype} matrix")
-        return dtype.type(value.real)
+def _scalar(value: Any, dtype: np.dtype, real: bool = False, what: str = "") -> Any:
+    if dtype.kind != "c" or real:
+        v = complex(value)
+        if v.imag != 0:
+            need = what if real else f"a {dtype} matrix"
+            raise TypeError(f"{need} needs a real scalar, got {value!r}")
+        return dtype.type(v.real)
     return dtype.type(value)
+
+
+def _blas_trans(trans: str, dtype: np.dtype) -> str:
+    return "T" if trans == "C" and dtype.kind != "c" else trans
+
+
+# -- row-major operands for CBLAS ----------------------------------------------------------
+
+
+def _row_major(x: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """``(x, ld)`` when ``x`` can be passed as a row-major matrix without a copy, else None."""
+    item = x.itemsize
+    rows, cols = x.shape
+    s0, s1 = x.strides
+    if not x.flags.aligned:
+        return None
+    if cols > 1 and s1 != item:
+        return None
+    if rows <= 1:
+        return x, max(1, cols)
+    if s0 % item or s0 // item < max(1, cols):
+        return None
+    return x, s0 // item
+
+
+def _operand(x: np.ndarray) -> tuple[np.ndarray, int]:
+    rm = _row_major(x)
+    if rm is not None:
+        return rm
+    y = np.ascontiguousarray(x)
+    return y, max(1, y.shape[1])
+
+
+def _operand_trans(x: np.ndarray, trans: str) -> tuple[np.ndarray, int, str]:
+    """Like :func:`_operand`, but a column-major ``x`` (e.g. ``y.T``) is passed as its
+    row-major transpose with the trans flag flipped, when the flag allows it."""
+    rm = _row_major(x)
+    if rm is not None:
+        return rm[0], rm[1], trans
+    if trans in "NT":
+        rt = _row_major(x.T)
+        if rt is not None:
+            return rt[0], rt[1], "T" if trans == "N" else "N"
+    y = np.ascontiguousarray(x)
+    return y, max(1, y.shape[1]), trans
+
+
+class _Output:
+    """A row-major target for an in-place result: ``c`` itself, or a contiguous copy written
+    back by :meth:`done`."""
+
+    def __init__(self, c: np.ndarray, read: bool = True) -> None:
+        self.c = c
+        rm = _row_major(c)
+        if rm is not None:
+            self.array, self.ld = rm
+        else:
+            self.array = np.ascontiguousarray(c) if read else np.empty(c.shape, c.dtype)
+            self.ld = max(1, c.shape[1])
+
+    def done(self) -> None:
+        if self.array is not self.c:
+            self.c[...] = self.array
+
+
+# -- reference fallbacks (NumPy) -----------------------------------------------------------
 
 
 def _axpby(alpha: Any, prod: np.ndarray, beta: Any, c: np.ndarray) -> None:
@@ -54,89 +125,12 @@ def _axpby(alpha: Any, prod: np.ndarray, beta: Any, c: np.ndarray) -> None:
     np.add(c, prod, out=c)
 
 
-def _tri_mask(n: int, uplo: str) -> np.ndarray:
-    i = np.arange(n)
-    return (i[:, None] >= i[None, :]) if uplo == "L" else (i[:, None] <= i[None, :])
-
-
 def _write_triangle(c: np.ndarray, new: np.ndarray, uplo: str, hermitian: bool) -> None:
-    mask = _tri_mask(c.shape[0], uplo)
+    i = np.arange(c.shape[0])
+    mask = (i[:, None] >= i[None, :]) if uplo == "L" else (i[:, None] <= i[None, :])
     if hermitian:
-        d = np.arange(c.shape[0])
-        new[d, d] = new[d, d].real
+        new[i, i] = new[i, i].real
     np.copyto(c, new, where=mask)
-
-
-def gemm(alpha, a, b, beta, c, trans_a, trans_b) -> None:  # type: ignore[no-untyped-def]
-    """``c := alpha op(a) op(b) + beta c``."""
-    ta = _check("trans_a", trans_a, "NTC")
-    tb = _check("trans_b", trans_b, "NTC")
-    opa, opb = _op(a, ta), _op(b, tb)
-    if (
-        c.ndim != 2
-        or opa.shape[0] != c.shape[0]
-        or opb.shape[1] != c.shape[1]
-        or (opa.shape[1] != opb.shape[0])
-    ):
-        raise ValueError(
-            f"gemm shapes: op(a) {opa.shape} @ op(b) {opb.shape} does not fit c {c.shape}"
-        )
-    if c.size == 0:
-        return
-    alpha, beta = _scalar(alpha, c.dtype), _scalar(beta, c.dtype)
-    if alpha == 0 or opa.shape[1] == 0:
-        _axpby(0, np.zeros(c.shape, c.dtype), beta, c)
-        return
-    prod = np.matmul(opa, opb).astype(c.dtype, copy=False)
-    _axpby(alpha, prod, beta, c)
-
-
-def syrk(alpha, a, beta, c, uplo, trans) -> None:  # type: ignore[no-untyped-def]
-    """``c := alpha op(a) op(a)^T + beta c`` on the ``uplo`` triangle ('C': HERK, a^H a)."""
-    uplo = _check("uplo", uplo, "LU")
-    trans = _check("trans", trans, "NTC")
-    herm = trans == "C" and c.dtype.kind == "c"
-    opa = _op(a, trans)
-    n = c.shape[0]
-    if c.ndim != 2 or c.shape[1] != n or opa.shape[0] != n:
-        raise ValueError(f"syrk shapes: op(a) {opa.shape} does not fit square c {c.shape}")
-    if n == 0:
-        return
-    alpha, beta = _scalar(alpha, c.dtype), _scalar(beta, c.dtype)
-    if alpha == 0 or opa.shape[1] == 0:
-        prod = np.zeros(c.shape, c.dtype)
-    else:
-        prod = np.matmul(opa, opa.conj().T if herm else opa.T).astype(c.dtype, copy=False)
-        prod *= alpha
-    if beta != 0:
-        prod += beta * c
-    _write_triangle(c, prod, uplo, herm)
-
-
-def syr2k(alpha, a, b, beta, c, uplo, trans) -> None:  # type: ignore[no-untyped-def]
-    """``c := alpha op(a) op(b)^T + alpha op(b) op(a)^T + beta c`` on ``uplo`` ('C': HER2K)."""
-    uplo = _check("uplo", uplo, "LU")
-    trans = _check("trans", trans, "NTC")
-    herm = trans == "C" and c.dtype.kind == "c"
-    opa, opb = _op(a, trans), _op(b, trans)
-    n = c.shape[0]
-    if c.ndim != 2 or c.shape[1] != n or opa.shape[0] != n or opb.shape != opa.shape:
-        raise ValueError(
-            f"syr2k shapes: op(a) {opa.shape}, op(b) {opb.shape} do not fit square c {c.shape}"
-        )
-    if n == 0:
-        return
-    alpha, beta = _scalar(alpha, c.dtype), _scalar(beta, c.dtype)
-    if alpha == 0 or opa.shape[1] == 0:
-        prod = np.zeros(c.shape, c.dtype)
-    else:
-        # op(b) op(a)^T is the (conjugate) transpose of x = op(a) op(b)^T: one product
-        x = np.matmul(opa, opb.conj().T if herm else opb.T).astype(c.dtype, copy=False)
-        prod = alpha * x
-        prod += (np.conj(alpha) * x.conj().T) if herm else (alpha * x.T)
-    if beta != 0:
-        prod += beta * c
-    _write_triangle(c, prod, uplo, herm)
 
 
 def _triangle(a: np.ndarray, uplo: str, diag: str) -> np.ndarray:
@@ -146,57 +140,243 @@ def _triangle(a: np.ndarray, uplo: str, diag: str) -> np.ndarray:
     return t
 
 
+# -- kernels -------------------------------------------------------------------------------
+
+
+def gemm(alpha, a, b, beta, c, trans_a, trans_b) -> None:  # type: ignore[no-untyped-def]
+    """``c := alpha op(a) op(b) + beta c`` (2mnk flops)."""
+    ta = _check("trans_a", trans_a, "NTC")
+    tb = _check("trans_b", trans_b, "NTC")
+    opa, opb = _op(a, ta), _op(b, tb)
+    if (
+        c.ndim != 2
+        or opa.shape[0] != c.shape[0]
+        or opb.shape[1] != c.shape[1]
+        or opa.shape[1] != opb.shape[0]
+    ):
+        raise ValueError(
+            f"gemm shapes: op(a) {opa.shape} @ op(b) {opb.shape} does not fit c {c.shape}"
+        )
+    if c.size == 0:
+        return
+    dt = c.dtype
+    alpha, beta = _scalar(alpha, dt), _scalar(beta, dt)
+    k = opa.shape[1]
+    lib = _cblas.load()
+    if lib is not None and a.dtype == dt and b.dtype == dt:
+        a_, lda, ta = _operand_trans(a, _blas_trans(ta, dt))
+        b_, ldb, tb = _operand_trans(b, _blas_trans(tb, dt))
+        out = _Output(c, read=beta != 0)
+        m, n = c.shape
+        lib.routine(dt, "gemm")(
+            _cblas.ROW_MAJOR,
+            _cblas.TRANS[ta],
+            _cblas.TRANS[tb],
+            lib.int(m),
+            lib.int(n),
+            lib.int(k),
+            lib.scalar(alpha, dt),
+            lib.ptr(a_),
+            lib.int(lda),
+            lib.ptr(b_),
+            lib.int(ldb),
+            lib.scalar(beta, dt),
+            lib.ptr(out.array),
+            lib.int(out.ld),
+        )
+        out.done()
+        return
+    if alpha == 0 or k == 0:
+        _axpby(0, np.zeros(c.shape, dt), beta, c)
+        return
+    prod = np.matmul(opa, opb).astype(dt, copy=False)
+    _axpby(alpha, prod, beta, c)
+
+
+def syrk(alpha, a, beta, c, uplo, trans) -> None:  # type: ignore[no-untyped-def]
+    """``c := alpha op(a) op(a)^T + beta c`` on the ``uplo`` triangle (n(n+1)k flops).
+
+    ``trans='C'`` on complex data is HERK: ``c := alpha a^H a + beta c`` with real scalars.
+    """
+    uplo = _check("uplo", uplo, "LU")
+    trans = _check("trans", trans, "NTC")
+    dt = c.dtype
+    herm = trans == "C" and dt.kind == "c"
+    opa = _op(a, trans)
+    n = c.shape[0]
+    if c.ndim != 2 or c.shape[1] != n or opa.shape[0] != n:
+        raise ValueError(f"syrk shapes: op(a) {opa.shape} does not fit square c {c.shape}")
+    if n == 0:
+        return
+    alpha = _scalar(alpha, dt, real=herm, what="HERK (trans='C')")
+    beta = _scalar(beta, dt, real=herm, what="HERK (trans='C')")
+    k = opa.shape[1]
+    lib = _cblas.load()
+    if lib is not None and a.dtype == dt:
+        a_, lda = _operand(a)
+        out = _Output(c)
+        t = _blas_trans(trans, dt)
+        if herm:
+            fn, al, be = lib.routine(dt, "herk"), lib.real(alpha, dt), lib.real(beta, dt)
+        else:
+            fn, al, be = lib.routine(dt, "syrk"), lib.scalar(alpha, dt), lib.scalar(beta, dt)
+        fn(
+            _cblas.ROW_MAJOR,
+            _cblas.UPLO[uplo],
+            _cblas.TRANS[t],
+            lib.int(n),
+            lib.int(k),
+            al,
+            lib.ptr(a_),
+            lib.int(lda),
+            be,
+            lib.ptr(out.array),
+            lib.int(out.ld),
+        )
+        out.done()
+        return
+    if alpha == 0 or k == 0:
+        prod = np.zeros(c.shape, dt)
+    else:
+        prod = np.matmul(opa, opa.conj().T if herm else opa.T).astype(dt, copy=False)
+        prod *= alpha
+    if beta != 0:
+        prod += beta * c
+    _write_triangle(c, prod, uplo, herm)
+
+
+def syr2k(alpha, a, b, beta, c, uplo, trans) -> None:  # type: ignore[no-untyped-def]
+    """``c := alpha op(a) op(b)^T + alpha op(b) op(a)^T + beta c`` on ``uplo`` (2n(n+1)k flops).
+
+    ``trans='C'`` on complex data is HER2K:
+    ``c := alpha a^H b + conj(alpha) b^H a + beta c`` with a real ``beta``.
+    """
+    uplo = _check("uplo", uplo, "LU")
+    trans = _check("trans", trans, "NTC")
+    dt = c.dtype
+    herm = trans == "C" and dt.kind == "c"
+    opa, opb = _op(a, trans), _op(b, trans)
+    n = c.shape[0]
+    if c.ndim != 2 or c.shape[1] != n or opa.shape[0] != n or opb.shape != opa.shape:
+        raise ValueError(
+            f"syr2k shapes: op(a) {opa.shape}, op(b) {opb.shape} do not fit square c {c.shape}"
+        )
+    if n == 0:
+        return
+    alpha = _scalar(alpha, dt)
+    beta = _scalar(beta, dt, real=herm, what="HER2K (trans='C')")
+    k = opa.shape[1]
+    lib = _cblas.load()
+    if lib is not None and a.dtype == dt and b.dtype == dt:
+        a_, lda = _operand(a)
+        b_, ldb = _operand(b)
+        out = _Output(c)
+        t = _blas_trans(trans, dt)
+        if herm:
+            fn, be = lib.routine(dt, "her2k"), lib.real(beta, dt)
+        else:
+            fn, be = lib.routine(dt, "syr2k"), lib.scalar(beta, dt)
+        fn(
+            _cblas.ROW_MAJOR,
+            _cblas.UPLO[uplo],
+            _cblas.TRANS[t],
+            lib.int(n),
+            lib.int(k),
+            lib.scalar(alpha, dt),
+            lib.ptr(a_),
+            lib.int(lda),
+            lib.ptr(b_),
+            lib.int(ldb),
+            be,
+            lib.ptr(out.array),
+            lib.int(out.ld),
+        )
+        out.done()
+        return
+    if alpha == 0 or k == 0:
+        prod = np.zeros(c.shape, dt)
+    else:
+        # op(b) op(a)^T is the (conjugate) transpose of x = op(a) op(b)^T: one product
+        x = np.matmul(opa, opb.conj().T if herm else opb.T).astype(dt, copy=False)
+        prod = alpha * x
+        prod += (np.conj(alpha) * x.conj().T) if herm else (alpha * x.T)
+    if beta != 0:
+        prod += beta * c
+    _write_triangle(c, prod, uplo, herm)
+
+
 def _check_tri(name: str, a: np.ndarray, b: np.ndarray, side: str) -> None:
     n = b.shape[0] if side == "L" else b.shape[1]
     if a.ndim != 2 or b.ndim != 2 or a.shape != (n, n):
         raise ValueError(f"{name} shapes: a {a.shape} must be {n}x{n} for b {b.shape}, side {side}")
 
 
-def trmm(alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
-    """``b := alpha op(a) b`` (side 'L') or ``b := alpha b op(a)`` (side 'R'), a triangular."""
+def _blas_tri(name: str, alpha, a, b, side, uplo, trans, diag) -> bool:  # type: ignore[no-untyped-def]
+    lib = _cblas.load()
+    dt = b.dtype
+    if lib is None or a.dtype != dt:
+        return False
+    a_, lda = _operand(a)
+    out = _Output(b)
+    m, n = b.shape
+    lib.routine(dt, name)(
+        _cblas.ROW_MAJOR,
+        _cblas.SIDE[side],
+        _cblas.UPLO[uplo],
+        _cblas.TRANS[_blas_trans(trans, dt)],
+        _cblas.DIAG[diag],
+        lib.int(m),
+        lib.int(n),
+        lib.scalar(alpha, dt),
+        lib.ptr(a_),
+        lib.int(lda),
+        lib.ptr(out.array),
+        lib.int(out.ld),
+    )
+    out.done()
+    return True
+
+
+def _tri_args(name, a, b, side, uplo, trans, diag):  # type: ignore[no-untyped-def]
     side = _check("side", side, "LR")
     uplo = _check("uplo", uplo, "LU")
     trans = _check("trans", trans, "NTC")
     diag = _check("diag", diag, "NU")
-    _check_tri("trmm", a, b, side)
+    _check_tri(name, a, b, side)
+    return side, uplo, trans, diag
+
+
+def trmm(alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
+    """``b := alpha op(a) b`` (side 'L', m^2 n flops) or ``alpha b op(a)`` (side 'R', m n^2)."""
+    side, uplo, trans, diag = _tri_args("trmm", a, b, side, uplo, trans, diag)
     if b.size == 0:
         return
     alpha = _scalar(alpha, b.dtype)
+    if _blas_tri("trmm", alpha, a, b, side, uplo, trans, diag):
+        return
     t = _op(_triangle(a, uplo, diag), trans)
     prod = np.matmul(t, b) if side == "L" else np.matmul(b, t)
     _axpby(alpha, prod.astype(b.dtype, copy=False), 0, b)
 
 
 def trsm(alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
-    """Solve ``op(a) x = alpha b`` (side 'L') or ``x op(a) = alpha b`` (side 'R'); x -> b."""
-    from scipy.linalg import solve_triangular
-
-    side = _check("side", side, "LR")
-    uplo = _check("uplo", uplo, "LU")
-    trans = _check("trans", trans, "NTC")
-    diag = _check("diag", diag, "NU")
-    _check_tri("trsm", a, b, side)
+    """Solve ``op(a) x = alpha b`` (side 'L', m^2 n flops) or ``x op(a) = alpha b`` (side 'R',
+    m n^2 flops) for ``x``, which overwrites ``b``."""
+    side, uplo, trans, diag = _tri_args("trsm", a, b, side, uplo, trans, diag)
     if b.size == 0:
         return
     alpha = _scalar(alpha, b.dtype)
-    lower = uplo == "L"
-    unit = diag == "U"
+    if _blas_tri("trsm", alpha, a, b, side, uplo, trans, diag):
+        return
+    from scipy.linalg import solve_triangular
+
+    kw = dict(lower=uplo == "L", unit_diagonal=diag == "U", check_finite=False)
     if side == "L":
-        x = solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit, check_finite=False)
+        x = solve_triangular(a, b, trans=trans, **kw)
     elif trans == "N":  # x a = b  <=>  a^T x^T = b^T
-        x = solve_triangular(
-            a, b.T, trans="T", lower=lower, unit_diagonal=unit, check_finite=False
-        ).T
+        x = solve_triangular(a, b.T, trans="T", **kw).T
     elif trans == "T":  # x a^T = b  <=>  a x^T = b^T
-        x = solve_triangular(
-            a, b.T, trans="N", lower=lower, unit_diagonal=unit, check_finite=False
-        ).T
+        x = solve_triangular(a, b.T, trans="N", **kw).T
     else:  # x a^H = b  <=>  a x^H = b^H
-        x = (
-            solve_triangular(
-                a, b.conj().T, trans="N", lower=lower, unit_diagonal=unit, check_finite=False
-            )
-            .conj()
-            .T
-        )
+        x = solve_triangular(a, b.conj().T, trans="N", **kw).conj().T
     _axpby(alpha, np.asarray(x, dtype=b.dtype), 0, b)

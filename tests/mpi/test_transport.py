@@ -307,19 +307,38 @@ def _eps(dtype):
     return float(np.finfo(dtype).eps)
 
 
-def _embed(be, x, rng, dtype):
-    """Place ``x`` as a strided view inside a larger C-ordered NaN-filled array (on device)."""
+LAYOUTS = ("strided", "rows", "transposed")
+
+
+def _view(big, m, n, layout):
+    if layout == "strided":  # every 2nd row, every 3rd column
+        return big[1 : 1 + 2 * m : 2, 2 : 2 + 3 * n : 3]
+    if layout == "rows":  # a sub-block: unit column stride, leading dimension > n
+        return big[1 : 1 + m, 2 : 2 + n]
+    return big[2 : 2 + n, 1 : 1 + m].T  # column-major: the transpose of a sub-block
+
+
+def _embed(be, x, layout):
+    """Place ``x`` as a ``layout`` view inside a larger C-ordered NaN-filled array (on the
+    backend); return ``(big, view)``."""
     m, n = x.shape
-    big = np.full((2 * m + 3, 3 * n + 2), np.nan, dtype=dtype)
-    big[1 : 1 + 2 * m : 2, 2 : 2 + 3 * n : 3] = x
+    big = np.full((2 * max(m, n) + 3, 3 * max(m, n) + 2), np.nan, dtype=x.dtype)
+    _view(big, m, n, layout)[...] = x
     dev = be.asarray(big)
-    return dev, dev[1 : 1 + 2 * m : 2, 2 : 2 + 3 * n : 3]
+    return dev, _view(dev, m, n, layout)
 
 
-def _check_outside(be, big, m, n, where):
+def _check_outside(be, big, shape, layout, where):
     host = be.asnumpy(big).copy()
-    host[1 : 1 + 2 * m : 2, 2 : 2 + 3 * n : 3] = 0
-    assert np.isnan(host).sum() == host.size - m * n, f"{where}: wrote outside the view"
+    _view(host, *shape, layout)[...] = 0
+    assert np.isnan(host).sum() == host.size - shape[0] * shape[1], (
+        f"{where}: wrote outside the {layout} view"
+    )
+
+
+def _layouts():
+    """Three rotations, so each operand is seen in each layout."""
+    return [tuple(LAYOUTS[(i + j) % 3] for j in range(3)) for i in range(3)]
 
 
 def _tri(x, uplo, k=0):
@@ -343,99 +362,75 @@ def _assert_within(got, ref, bound, what):
     assert not bad.any(), f"{what}: max err {err.max():.3g}, bound {bound[bad].min():.3g}"
 
 
+def _scalars(dtype, herm=False):
+    if herm:
+        return 1.5, 0.5  # HERK/HER2K need a real beta (and HERK a real alpha)
+    if np.dtype(dtype).kind == "c":
+        return 1.5 - 0.5j, 0.5 + 0.25j
+    return 1.5, 0.5
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("trans_a,trans_b", list(itertools.product("NTC", "NTC")))
 def test_gemm_kernel(backend, dtype, trans_a, trans_b):
     be = backend
     rng = np.random.default_rng(7)
     m, n, k = 9, 7, 11
+    eps = _eps(dtype)
     am, bm_ = _rand(rng, (m, k), dtype), _rand(rng, (k, n), dtype)
     # stored so that op(a) == am and op(b) == bm_
-    a = am.T.conj() if trans_a == "C" else (am.T if trans_a == "T" else am)
-    b = bm_.T.conj() if trans_b == "C" else (bm_.T if trans_b == "T" else bm_)
+    a = _op(am, trans_a).copy()
+    b = _op(bm_, trans_b).copy()
     c0 = _rand(rng, (m, n), dtype)
-    alpha, beta = (1.5 - 0.5j, 0.5 + 0.25j) if np.dtype(dtype).kind == "c" else (1.5, 0.5)
-    _, a_dev = _embed(be, np.ascontiguousarray(a), rng, dtype)
-    _, b_dev = _embed(be, np.ascontiguousarray(b), rng, dtype)
-    big, c_dev = _embed(be, c0, rng, dtype)
-    be.gemm(alpha, a_dev, b_dev, beta, c_dev, trans_a, trans_b, be.compute)
-    be.synchronize()
-    ref = alpha * (am.astype(np.complex128) @ bm_) + beta * c0.astype(np.complex128)
-    bound = (
-        4
-        * (k + 2)
-        * _eps(dtype)
-        * (abs(alpha) * (np.abs(am) @ np.abs(bm_)) + abs(beta) * np.abs(c0))
-    )
-    _assert_within(be.asnumpy(c_dev), ref, bound, f"gemm {trans_a}{trans_b}")
-    _check_outside(be, big, m, n, "gemm")
-    # beta == 0: c is not read (NaN in c must not leak)
-    c_dev[...] = np.nan
-    be.gemm(alpha, a_dev, b_dev, 0, c_dev, trans_a, trans_b, be.compute)
-    be.synchronize()
-    _assert_within(
-        be.asnumpy(c_dev),
-        alpha * (am.astype(np.complex128) @ bm_),
-        4 * (k + 2) * _eps(dtype) * abs(alpha) * (np.abs(am) @ np.abs(bm_)),
-        "gemm beta=0",
-    )
-
-
-def _sym_variants():
-    return list(itertools.product("LU", "NTC"))
+    alpha, beta = _scalars(dtype)
+    prod = am.astype(np.complex128) @ bm_
+    absprod = np.abs(am).astype(np.float64) @ np.abs(bm_)
+    for lc, la, lb in _layouts():
+        _, a_dev = _embed(be, a, la)
+        _, b_dev = _embed(be, b, lb)
+        big, c_dev = _embed(be, c0, lc)
+        be.gemm(alpha, a_dev, b_dev, beta, c_dev, trans_a, trans_b, be.compute)
+        be.synchronize()
+        where = f"gemm {trans_a}{trans_b} c:{lc} a:{la} b:{lb}"
+        bound = 4 * (k + 2) * eps * (abs(alpha) * absprod + abs(beta) * np.abs(c0))
+        _assert_within(be.asnumpy(c_dev), alpha * prod + beta * c0, bound, where)
+        _check_outside(be, big, (m, n), lc, where)
+        # beta == 0: c is not read (NaN in c must not leak)
+        c_dev[...] = np.nan
+        be.gemm(alpha, a_dev, b_dev, 0, c_dev, trans_a, trans_b, be.compute)
+        be.synchronize()
+        bound = 4 * (k + 2) * eps * abs(alpha) * absprod
+        _assert_within(be.asnumpy(c_dev), alpha * prod, bound, where + " beta=0")
+        _check_outside(be, big, (m, n), lc, where + " beta=0")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("uplo,trans", _sym_variants())
+@pytest.mark.parametrize("uplo,trans", list(itertools.product("LU", "NTC")))
 def test_syrk_syr2k_kernels(backend, dtype, uplo, trans):
     be = backend
     rng = np.random.default_rng(11)
     n, k = 8, 5
+    eps = _eps(dtype)
     herm = trans == "C" and np.dtype(dtype).kind == "c"
     shape = (n, k) if trans == "N" else (k, n)
     a, b = _rand(rng, shape, dtype), _rand(rng, shape, dtype)
     c0 = _rand(rng, (n, n), dtype)
     tri = np.tril(np.ones((n, n), bool)) if uplo == "L" else np.triu(np.ones((n, n), bool))
-    if herm:
-        alpha, beta = 1.5, 0.5  # HERK: real scalars
-        alpha2 = 1.5 - 0.5j  # HER2K: complex alpha, real beta
-    elif np.dtype(dtype).kind == "c":
-        alpha, beta, alpha2 = 1.5 - 0.5j, 0.5 + 0.25j, 1.5 - 0.5j
-    else:
-        alpha, beta, alpha2 = 1.5, 0.5, 1.5
-    oa, ob = _op(a, trans).astype(np.complex128), _op(b, trans).astype(np.complex128)
-    ta = (lambda x: x.conj().T) if herm else (lambda x: x.T)
-    eps = _eps(dtype)
-
-    # SYRK / HERK
     c_in = c0.copy()
     c_in[~tri] = np.nan  # the other triangle is neither read nor written
-    big, c_dev = _embed(be, c_in, rng, dtype)
-    _, a_dev = _embed(be, a, rng, dtype)
-    be.syrk(alpha, a_dev, beta, c_dev, uplo, trans, be.compute)
-    be.synchronize()
-    ref = alpha * (oa @ ta(oa)) + beta * c0
+    alpha, beta = _scalars(dtype, herm)
+    alpha2 = 1.5 - 0.5j if np.dtype(dtype).kind == "c" else 1.5  # HER2K: complex alpha
+    oa, ob = _op(a, trans).astype(np.complex128), _op(b, trans).astype(np.complex128)
+    ta = (lambda x: x.conj().T) if herm else (lambda x: x.T)
+    syrk_ref = alpha * (oa @ ta(oa)) + beta * c0
+    syrk_bound = (
+        4 * (k + 2) * eps * (abs(alpha) * (np.abs(oa) @ np.abs(oa).T) + abs(beta) * np.abs(c0))
+    )
     if herm:
-        np.fill_diagonal(ref, ref.diagonal().real)
-    bound = 4 * (k + 2) * eps * (abs(alpha) * (np.abs(oa) @ np.abs(oa).T) + abs(beta) * np.abs(c0))
-    got = be.asnumpy(c_dev)
-    _assert_within(got[tri], ref[tri], bound[tri], f"syrk {uplo}{trans}")
-    assert np.isnan(got[~tri]).all(), "syrk wrote the other triangle"
-    if herm:
-        assert np.all(got.diagonal().imag == 0)
-    _check_outside(be, big, n, n, "syrk")
-
-    # SYR2K / HER2K
-    big, c_dev = _embed(be, c_in, rng, dtype)
-    _, b_dev = _embed(be, b, rng, dtype)
-    be.syr2k(alpha2, a_dev, b_dev, beta, c_dev, uplo, trans, be.compute)
-    be.synchronize()
-    if herm:
-        ref = alpha2 * (oa @ ta(ob)) + np.conj(alpha2) * (ob @ ta(oa)) + beta * c0
-        np.fill_diagonal(ref, ref.diagonal().real)
+        syr2k_ref = alpha2 * (oa @ ta(ob)) + np.conj(alpha2) * (ob @ ta(oa)) + beta * c0
     else:
-        ref = alpha2 * (oa @ ob.T + ob @ oa.T) + beta * c0
-    bound = (
+        syr2k_ref = alpha2 * (oa @ ob.T + ob @ oa.T) + beta * c0
+    syr2k_bound = (
         4
         * (k + 2)
         * eps
@@ -444,10 +439,28 @@ def test_syrk_syr2k_kernels(backend, dtype, uplo, trans):
             + abs(beta) * np.abs(c0)
         )
     )
-    got = be.asnumpy(c_dev)
-    _assert_within(got[tri], ref[tri], bound[tri], f"syr2k {uplo}{trans}")
-    assert np.isnan(got[~tri]).all(), "syr2k wrote the other triangle"
-    _check_outside(be, big, n, n, "syr2k")
+    if herm:  # HERK/HER2K: the diagonal is real
+        np.fill_diagonal(syrk_ref, syrk_ref.diagonal().real)
+        np.fill_diagonal(syr2k_ref, syr2k_ref.diagonal().real)
+    for lc, la, lb in _layouts():
+        for name in ("syrk", "syr2k"):
+            where = f"{name} {uplo}{trans} c:{lc} a:{la} b:{lb}"
+            big, c_dev = _embed(be, c_in, lc)
+            _, a_dev = _embed(be, a, la)
+            if name == "syrk":
+                be.syrk(alpha, a_dev, beta, c_dev, uplo, trans, be.compute)
+                ref, bound = syrk_ref, syrk_bound
+            else:
+                _, b_dev = _embed(be, b, lb)
+                be.syr2k(alpha2, a_dev, b_dev, beta, c_dev, uplo, trans, be.compute)
+                ref, bound = syr2k_ref, syr2k_bound
+            be.synchronize()
+            got = be.asnumpy(c_dev)
+            _assert_within(got[tri], ref[tri], bound[tri], where)
+            assert np.isnan(got[~tri]).all(), f"{where}: wrote the other triangle"
+            if herm:
+                assert np.all(got.diagonal().imag == 0), f"{where}: complex diagonal"
+            _check_outside(be, big, (n, n), lc, where)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
@@ -456,44 +469,54 @@ def test_trmm_trsm_kernels(backend, dtype, side, uplo, trans, diag):
     be = backend
     rng = np.random.default_rng(13)
     n, m = 7, 6
+    eps = _eps(dtype)
     bshape = (n, m) if side == "L" else (m, n)
-    # well-conditioned triangle: unit-ish diagonal, small off-diagonal
-    a = _rand(rng, (n, n), dtype) / n + (2 + 0.5j if np.dtype(dtype).kind == "c" else 2) * np.eye(
-        n, dtype=dtype
-    )
+    # well-conditioned triangle: dominant diagonal, small off-diagonal
+    shift = (2 + 0.5j) if np.dtype(dtype).kind == "c" else 2
+    a = (_rand(rng, (n, n), dtype) / n + shift * np.eye(n)).astype(dtype)
     t = _tri(a.astype(np.complex128), uplo)
     if diag == "U":
         np.fill_diagonal(t, 1)
     opt = _op(t, trans)
     b0 = _rand(rng, bshape, dtype)
     alpha = (0.75 + 0.5j) if np.dtype(dtype).kind == "c" else 0.75
-    eps = _eps(dtype)
-    _, a_dev = _embed(be, _poison_triangle(a, uplo, diag), rng, dtype)
+    a_poisoned = _poison_triangle(a, uplo, diag)
+    mul = (lambda x, y: x @ y) if side == "L" else (lambda x, y: y @ x)
+    for lb, la, _ in _layouts():
+        where = f"{side}{uplo}{trans}{diag} b:{lb} a:{la}"
+        _, a_dev = _embed(be, a_poisoned, la)
 
-    # TRMM
-    big, b_dev = _embed(be, b0, rng, dtype)
-    be.trmm(alpha, a_dev, b_dev, side, uplo, trans, diag, be.compute)
-    be.synchronize()
-    ref = alpha * (opt @ b0 if side == "L" else b0 @ opt)
-    absprod = np.abs(opt) @ np.abs(b0) if side == "L" else np.abs(b0) @ np.abs(opt)
-    _assert_within(
-        be.asnumpy(b_dev),
-        ref,
-        4 * (n + 2) * eps * abs(alpha) * absprod,
-        f"trmm {side}{uplo}{trans}{diag}",
-    )
-    _check_outside(be, big, *bshape, "trmm")
+        big, b_dev = _embed(be, b0, lb)
+        be.trmm(alpha, a_dev, b_dev, side, uplo, trans, diag, be.compute)
+        be.synchronize()
+        bound = 4 * (n + 2) * eps * abs(alpha) * mul(np.abs(opt), np.abs(b0))
+        _assert_within(be.asnumpy(b_dev), alpha * mul(opt, b0), bound, "trmm " + where)
+        _check_outside(be, big, bshape, lb, "trmm " + where)
 
-    # TRSM: residual |op(T) X - alpha B| <= c n eps |op(T)| |X| (+ rounding of alpha B)
-    big, b_dev = _embed(be, b0, rng, dtype)
-    be.trsm(alpha, a_dev, b_dev, side, uplo, trans, diag, be.compute)
-    be.synchronize()
-    x = be.asnumpy(b_dev).astype(np.complex128)
-    assert np.all(np.isfinite(x)), "trsm produced non-finite values (read the poisoned part?)"
-    resid = opt @ x if side == "L" else x @ opt
-    absprod = np.abs(opt) @ np.abs(x) if side == "L" else np.abs(x) @ np.abs(opt)
-    bound = 4 * (n + 2) * eps * (absprod + abs(alpha) * np.abs(b0))
-    _assert_within(
-        resid, alpha * b0.astype(np.complex128), bound, f"trsm {side}{uplo}{trans}{diag}"
+        # TRSM: residual |op(T) X - alpha B| <= c n eps (|op(T)| |X| + |alpha B|)
+        big, b_dev = _embed(be, b0, lb)
+        be.trsm(alpha, a_dev, b_dev, side, uplo, trans, diag, be.compute)
+        be.synchronize()
+        x = be.asnumpy(b_dev).astype(np.complex128)
+        assert np.all(np.isfinite(x)), f"trsm {where}: non-finite (read the poisoned part?)"
+        bound = 4 * (n + 2) * eps * (mul(np.abs(opt), np.abs(x)) + abs(alpha) * np.abs(b0))
+        _assert_within(mul(opt, x), alpha * b0.astype(np.complex128), bound, "trsm " + where)
+        _check_outside(be, big, bshape, lb, "trsm " + where)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_kernels_degenerate_shapes(backend, dtype):
+    """k == 0 (beta scaling only) and empty outputs."""
+    be = backend
+    c0 = np.arange(12, dtype=dtype).reshape(3, 4)
+    c = be.asarray(c0.copy())
+    be.gemm(2, be.xp.zeros((3, 0), dtype), be.xp.zeros((0, 4), dtype), 0.5, c, "N", "N", be.compute)
+    be.syrk(2, be.xp.zeros((3, 0), dtype), 0.5, c[:, :3], "L", "N", be.compute)
+    be.gemm(
+        1, be.xp.zeros((0, 5), dtype), be.xp.zeros((5, 4), dtype), 0, c[:0], "N", "N", be.compute
     )
-    _check_outside(be, big, *bshape, "trsm")
+    be.trsm(1, be.xp.eye(0, dtype=dtype), c[:0], "L", "L", "N", "N", be.compute)
+    be.synchronize()
+    expect = 0.5 * c0
+    expect[np.tril_indices(3)] *= 0.5
+    np.testing.assert_array_equal(be.asnumpy(c), expect)
