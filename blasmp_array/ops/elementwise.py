@@ -104,11 +104,14 @@ def _weak_dtype(x: Any) -> Any:
     """What ``ufunc.resolve_dtypes`` takes for ``x`` (Python scalars stay weak)."""
     if isinstance(x, BlockCyclicArray):
         return x.dtype
+    if isinstance(x, np.generic):  # before the Python types: np.float64 subclasses float
+        return x.dtype
     if isinstance(x, bool):
         return np.dtype(np.bool_)
-    if isinstance(x, int | float | complex):
-        return type(x)
-    return np.dtype(type(x)) if isinstance(x, np.generic) else np.result_type(x)
+    for t in (int, float, complex):
+        if isinstance(x, t):
+            return t
+    return np.result_type(x)
 
 
 def _check_same_shape(arrays: list[BlockCyclicArray], what: str) -> None:
