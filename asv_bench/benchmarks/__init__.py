@@ -1,0 +1,1 @@
+"""asv benchmarks of blasmp_array (see ``asv_bench/asv.conf.json``)."""
