@@ -1,0 +1,143 @@
+"""Argument checks and layout reconciliation shared by the BLAS3 operators.
+
+Every function here is either pure (the same decision on every rank, from arguments every rank
+holds identically) or a collective redistribution that every rank reaches in the same order.
+All errors are raised before any communication.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from ..array import BlockCyclicArray, check_dtype
+
+__all__ = [
+    "check_trans",
+    "check_side",
+    "check_uplo",
+    "check_array",
+    "check_output",
+    "split_view",
+    "result_dtype",
+    "cast_scalar",
+    "cast_storage",
+    "move",
+    "flip_uplo",
+]
+
+_TRANS = ("N", "T", "C")
+
+
+def _check_choice(
+    value: Any, name: str, op: str, choices: dict[str, str], shown: tuple[str, ...]
+) -> str:
+    if isinstance(value, str) and value.lower() in choices:
+        return choices[value.lower()]
+    valid = ", ".join(repr(c) for c in shown)
+    raise ValueError(f"{op}: {name} must be one of {valid} (any case), got {value!r}")
+
+
+def check_trans(value: Any, name: str, op: str) -> str:
+    """Normalise a BLAS ``trans`` argument to 'N', 'T' or 'C' (case-insensitive)."""
+    return _check_choice(value, name, op, {"n": "N", "t": "T", "c": "C"}, ("N", "T", "C"))
+
+
+def check_side(value: Any, op: str) -> str:
+    """'left'/'right' (or 'L'/'R', any case) -> 'L'/'R'."""
+    choices = {"left": "L", "right": "R", "l": "L", "r": "R"}
+    return _check_choice(value, "side", op, choices, ("left", "right", "L", "R"))
+
+
+def check_uplo(lower: Any, op: str) -> str:
+    """The ``lower`` flag (bool) -> 'L'/'U'."""
+    if not isinstance(lower, bool | np.bool_):
+        raise TypeError(f"{op}: lower must be True or False, got {lower!r}")
+    return "L" if lower else "U"
+
+
+def flip_uplo(uplo: str) -> str:
+    return "U" if uplo == "L" else "L"
+
+
+def check_array(x: Any, name: str, op: str) -> BlockCyclicArray:
+    if not isinstance(x, BlockCyclicArray):
+        raise TypeError(
+            f"{op}: {name} must be a BlockCyclicArray, got {type(x).__name__}; "
+            "distribute it with blasmp_array.from_numpy"
+        )
+    return x
+
+
+def check_output(c: Any, op: str) -> BlockCyclicArray | None:
+    if c is None:
+        return None
+    check_array(c, "C", op)
+    if c.is_view:
+        raise ValueError(
+            f"{op}: C must be a stored array, not a lazy view (A.T / A.conj()); "
+            "pass C.copy() and use the result"
+        )
+    return c
+
+
+def split_view(x: BlockCyclicArray) -> tuple[BlockCyclicArray, str]:
+    """``(storage, op)`` with ``x == op(storage)``, op in 'N', 'T', 'C', 'R' (R: conjugate)."""
+    t, c = x._transposed, x._conjugated
+    op = {(False, False): "N", (True, False): "T", (True, True): "C", (False, True): "R"}[(t, c)]
+    return x.storage, op
+
+
+def result_dtype(op: str, *arrays: BlockCyclicArray | None, out: BlockCyclicArray | None = None):
+    """NumPy's promotion of the operands' dtypes; C's dtype must hold it."""
+    dt = np.result_type(*[a.dtype for a in arrays if a is not None])
+    check_dtype(dt)
+    if out is not None and np.result_type(dt, out.dtype) != out.dtype:
+        names = ", ".join(str(a.dtype) for a in arrays if a is not None)
+        raise TypeError(
+            f"{op}: C has dtype {out.dtype} but the product of {names} needs {dt}; "
+            f"pass C with dtype {dt}"
+        )
+    return np.dtype(out.dtype if out is not None else dt)
+
+
+def cast_scalar(value: Any, dtype: np.dtype, name: str, op: str, real: bool = False) -> Any:
+    """``value`` as a scalar of ``dtype`` (a complex value for a real dtype is an error)."""
+    try:
+        z = complex(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: {name} must be a number, got {value!r}") from None
+    if z.imag != 0 and (dtype.kind != "c" or real):
+        what = "a Hermitian update" if real and dtype.kind == "c" else f"a {dtype} result"
+        raise TypeError(f"{op}: {name}={value!r} is complex but {what} needs a real {name}")
+    return dtype.type(z.real) if dtype.kind != "c" else dtype.type(z)
+
+
+def cast_storage(x: BlockCyclicArray, dtype: np.dtype) -> BlockCyclicArray:
+    """The stored array ``x`` cast (locally) to ``dtype``; ``x`` itself when it already is."""
+    if x.dtype == dtype:
+        return x
+    return BlockCyclicArray(x._data.astype(dtype), x.layout, x.grid)
+
+
+def move(
+    x: BlockCyclicArray, grid: Any, block: tuple[int, int], name: str, op: str, why: str
+) -> BlockCyclicArray:
+    """Redistribute the stored array ``x`` to ``block`` on ``grid`` if it is not there already,
+    warning about the cost (every rank warns identically)."""
+    if x.grid.same_as(grid) and tuple(x.block) == tuple(block):
+        return x
+    from .redistribute import redistribute
+
+    nbytes = x.shape[0] * x.shape[1] * x.dtype.itemsize
+    where = "" if x.grid.same_as(grid) else f" from a {x.grid.nprow}x{x.grid.npcol} grid"
+    warnings.warn(
+        f"{op}: {why}; redistributing {name} ({x.shape[0]}x{x.shape[1]} {x.dtype}, "
+        f"{nbytes / 1e6:.3g} MB all-to-all){where} to block {tuple(block)} on a "
+        f"{grid.nprow}x{grid.npcol} grid. Create {name} with block={tuple(block)} on the same "
+        "grid to avoid this copy.",
+        stacklevel=4,
+    )
+    return redistribute(x, grid=grid, block=tuple(block))

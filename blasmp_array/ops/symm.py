@@ -1,0 +1,150 @@
+"""Distributed SYMM (PBLAS ``pxsymm``): ``C := alpha A B + beta C`` (side 'left') or
+``alpha B A + beta C`` (side 'right') with ``A`` symmetric, only one triangle of ``A`` read.
+
+A GEMM pipeline (``gemm.summa_product``) whose ``A`` panel pieces come from the referenced
+triangle: blocks of the other triangle are their mirror blocks transposed (packed by their
+owner, so the transposed panel is still sent once per receiver), diagonal blocks are
+symmetrised from their referenced triangle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..array import BlockCyclicArray
+from . import _checks as ck
+from .gemm import check_method, check_stages, new_result, scale_local, summa_product
+from .panels import Source, compose_op
+
+__all__ = ["symm", "sym_source"]
+
+
+def sym_source(XA: BlockCyclicArray, view: str, uplo: str) -> Source:
+    """The symmetric matrix ``view(X)`` whose ``uplo`` triangle (of the view) is referenced."""
+    transposed = view in ("T", "C")
+    conj = view in ("C", "R")
+    stored_uplo = ck.flip_uplo(uplo) if transposed else uplo
+    # a symmetric matrix equals its transpose: only the conjugation of the view remains
+    return Source(XA.layout, "R" if conj else "N", "sym", stored_uplo)
+
+
+def symm(
+    A: BlockCyclicArray,
+    B: BlockCyclicArray,
+    C: BlockCyclicArray | None = None,
+    side: str = "left",
+    lower: bool = True,
+    alpha: Any = 1,
+    beta: Any = 0,
+    num_stages: int = 2,
+    *,
+    method: str = "auto",
+    step_width: int | None = None,
+) -> BlockCyclicArray:
+    """Symmetric matrix product (PBLAS ``pxsymm``): ``C := alpha A B + beta C`` (``side='left'``)
+    or ``C := alpha B A + beta C`` (``side='right'``), ``A`` symmetric (complex symmetric, not
+    Hermitian, for complex dtypes).
+
+    Parameters
+    ----------
+    A : BlockCyclicArray
+        Square; only its ``lower`` (or upper) triangle is read (the other may hold anything,
+        NaN included). Needs square blocks (else redistributed with a warning).
+    B : BlockCyclicArray
+        ``m x n``.
+    C : BlockCyclicArray, optional
+        ``m x n``, updated in place and returned; else a new array.
+    side : {'left', 'right'}
+    lower : bool
+    alpha, beta : scalar
+    num_stages : int
+    method : {'auto', 'summa'}
+    step_width : int, optional
+
+    Returns
+    -------
+    BlockCyclicArray
+
+    Notes
+    -----
+    ``2 m^2 n`` flops (left; ``2 m n^2`` right).
+    """
+    name = "symm"
+    ck.check_array(A, "A", name)
+    ck.check_array(B, "B", name)
+    C = ck.check_output(C, name)
+    sd = ck.check_side(side, name)
+    uplo = ck.check_uplo(lower, name)
+    stages = check_stages(num_stages, name)
+    XA, va = ck.split_view(A)
+    XB, vb = ck.split_view(B)
+    m, n = B.shape
+    na = m if sd == "L" else n
+    if A.shape != (na, na) or (C is not None and C.shape != (m, n)):
+        cs = f", C {C.shape}" if C is not None else ""
+        raise ValueError(
+            f"symm: shapes do not conform: A {A.shape} must be {na}x{na} for B {B.shape} "
+            f"with side={side!r}{cs} (C must be {m}x{n})"
+        )
+    dtype = ck.result_dtype(name, A, B, out=C)
+    alpha = ck.cast_scalar(alpha, dtype, "alpha", name)
+    beta = ck.cast_scalar(beta, dtype, "beta", name)
+    grid = A.grid
+    check_method(method, grid, name)
+    sb = Source(XB.layout, vb)
+
+    # -- layouts: A square blocks a, equal to C's (or B's) blocking of A's dimension ---------
+    axis = 0 if sd == "L" else 1
+    if C is not None:
+        blk_c = C.block
+    else:
+        blk_c = sb.block
+    a = blk_c[axis]
+    XA = ck.move(
+        XA, grid, (a, a), "A", name, f"A has blocks {A.block} but needs square {a}x{a} blocks"
+    )
+    XB = ck.move(
+        XB,
+        grid,
+        blk_c[::-1] if sb.transposed else blk_c,
+        "B",
+        name,
+        f"B has blocks {B.block} but C and A need {blk_c}",
+    )
+    XA, XB = ck.cast_storage(XA, dtype), ck.cast_storage(XB, dtype)
+    Cw = C
+    if C is not None and not C.grid.same_as(grid):
+        Cw = ck.move(C, grid, C.block, "C", name, "C lives on another grid than A")
+    if Cw is None:
+        Cw = new_result((m, n), blk_c, grid, dtype)
+        beta = dtype.type(0)
+
+    b = grid.backend
+    b.begin()
+    if m and n:
+        scale_local(b, Cw._data, beta)
+        if alpha != 0:
+            sym = sym_source(XA, va, uplo)
+            width = step_width if grid.size > 1 or method == "summa" else max(na, 1)
+            if sd == "L":
+                # row panel: A_sym[my rows, k]; column panel: B^T[my cols, k]
+                summa_product(
+                    name,
+                    sym,
+                    XA,
+                    Source(XB.layout, compose_op(vb, "T")),
+                    XB,
+                    Cw,
+                    alpha,
+                    stages,
+                    width,
+                )
+            else:
+                # row panel: B[my rows, k]; column panel: A_sym^T = A_sym[my cols, k]
+                summa_product(name, Source(XB.layout, vb), XB, sym, XA, Cw, alpha, stages, width)
+    b.synchronize()
+    if C is not None and Cw is not C:
+        back = ck.move(Cw, C.grid, C.block, "C", name, "C lives on another grid than A")
+        C._data[...] = back._data
+        return C
+    return Cw

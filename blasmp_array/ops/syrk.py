@@ -1,0 +1,346 @@
+"""Distributed SYRK/HERK (PBLAS ``pxsyrk``/``pxherk``) and the triangle-restricted rank-k
+pipeline that SYR2K shares.
+
+``C := alpha op(A) op(A)^T + beta C`` (``^H`` for HERK) on one triangle of ``C``. The SUMMA
+pipeline of ``panels.py`` brings, at step ``k``, the row panel ``op(A)[my C-rows, k]`` and the
+column panel ``op(A)[my C-cols, k]`` (the same K-columns of ``op(A)`` distributed the other
+way); the local update touches only blocks of the triangle: per local block column one GEMM on
+the contiguous run of local rows inside the triangle, and the diagonal block through a small
+GEMM whose triangle is added in place (the other triangle of ``C`` is never written).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..array import BlockCyclicArray
+from . import _checks as ck
+from .gemm import check_method, check_stages, new_result, scale_local
+from .panels import PanelSpec, Source, compose_op, default_step_width, make_steps, run_pipeline
+
+__all__ = ["syrk", "rank_k", "triangle_update", "triangle_mask"]
+
+
+def triangle_mask(C: BlockCyclicArray, uplo: str) -> Any:
+    """Boolean mask of the local elements of ``C`` in the ``uplo`` triangle (diagonal included)."""
+    g = C.grid
+    rows = C.layout.local_rows(g.myrow)[:, None]
+    cols = C.layout.local_cols(g.mycol)[None, :]
+    mask = rows >= cols if uplo == "L" else rows <= cols
+    return g.backend.asarray(mask)
+
+
+def _local_diagonal(C: BlockCyclicArray) -> tuple[Any, Any]:
+    g = C.grid
+    rows = C.layout.local_rows(g.myrow)
+    cols = C.layout.local_cols(g.mycol)
+    common, ri, ci = np.intersect1d(rows, cols, assume_unique=True, return_indices=True)
+    return g.backend.asarray(ri), g.backend.asarray(ci)
+
+
+def _zero_diag_imag(c: Any, ri: Any, ci: Any) -> None:
+    c[ri, ci] = c[ri, ci].real
+
+
+def _diag_add(c_blk: Any, t: Any, uplo: str) -> None:
+    # only the uplo triangle of the diagonal block is written
+    xp_tri = np.tril_indices if uplo == "L" else np.triu_indices
+    i, j = xp_tri(c_blk.shape[0])
+    c_blk[i, j] += t[i, j]
+
+
+class _LocalTriangle:
+    """For each local block column of ``C``: its columns, the local rows strictly inside the
+    triangle (one contiguous run) and the local rows of the diagonal block (or None)."""
+
+    def __init__(self, C: BlockCyclicArray, uplo: str) -> None:
+        g, lay = C.grid, C.layout
+        b = lay.block[0]
+        ib = list(lay.local_block_rows(g.myrow))
+        roff = [t * b for t in range(len(ib))] + [C._data.shape[0]]
+        self.cols = []
+        for t, J in enumerate(lay.local_block_cols(g.mycol)):
+            c0 = t * lay.block[1]
+            c1 = min(c0 + lay.block[1], C._data.shape[1])
+            pos = bisect.bisect_left(ib, J)
+            diag = (roff[pos], roff[pos + 1]) if pos < len(ib) and ib[pos] == J else None
+            if uplo == "L":
+                first = pos + (1 if diag else 0)
+                strict = (roff[first], roff[-1])
+            else:
+                strict = (0, roff[pos])
+            self.cols.append((c0, c1, strict, diag))
+
+
+def triangle_update(
+    name: str,
+    operands: Sequence[tuple[Source, BlockCyclicArray, int]],
+    terms: Sequence[tuple[Any, int, int]],
+    C: BlockCyclicArray,
+    uplo: str,
+    num_stages: int,
+    step_width: int | None,
+) -> None:
+    """``C[uplo triangle] += sum_t coef_t * M_{row_t} @ M_{col_t}^T`` over the pipeline.
+
+    ``operands``: ``(source, stored array, axis)``; ``terms``: ``(coef, row operand index,
+    col operand index)``. ``C`` has square blocks. Collective.
+    """
+    grid, b = C.grid, C.grid.backend
+    src0 = operands[0][0]
+    kdim, kb = src0.shape[1], src0.block[1]
+    width = default_step_width(b) if step_width is None else step_width
+    steps = make_steps(kdim, kb, width)
+    specs = [PanelSpec(src, C.layout, axis) for src, _, axis in operands]
+    locals_ = [x._data for _, x, _ in operands]
+    tri = _LocalTriangle(C, uplo)
+    c_loc = C._data
+    one, zero = C.dtype.type(1), C.dtype.type(0)
+    bsz = C.layout.block[0]
+    tmp = b.empty((bsz, bsz), C.dtype)
+
+    def update(k: int, panels: list[Any]) -> None:
+        for c0, c1, (r0, r1), diag in tri.cols:
+            for coef, li, ri in terms:
+                left, right = panels[li], panels[ri]
+                if left is None or right is None:
+                    continue
+                a0, a1 = max(r0, left.lo), min(r1, left.hi)
+                b0, b1 = max(c0, right.lo), min(c1, right.hi)
+                if a0 < a1 and b0 < b1:
+                    # C[rows inside the triangle, block column J] += coef * L @ R^T
+                    b.gemm(
+                        coef,
+                        left.array[a0 - left.lo : a1 - left.lo],
+                        right.array[b0 - right.lo : b1 - right.lo],
+                        one,
+                        c_loc[a0:a1, b0:b1],
+                        "N",
+                        "T",
+                        b.compute,
+                    )
+            if diag is None:
+                continue
+            d0, d1 = diag
+            n_d = d1 - d0
+            t = tmp[:n_d, :n_d]
+            first = True
+            for coef, li, ri in terms:
+                left, right = panels[li], panels[ri]
+                if left is None or right is None:
+                    continue
+                if not (left.lo <= d0 and d1 <= left.hi and right.lo <= c0 and c1 <= right.hi):
+                    continue
+                # diagonal block: full n_d x n_d product, then only its triangle is added
+                b.gemm(
+                    coef,
+                    left.array[d0 - left.lo : d1 - left.lo],
+                    right.array[c0 - right.lo : c1 - right.lo],
+                    zero if first else one,
+                    t,
+                    "N",
+                    "T",
+                    b.compute,
+                )
+                first = False
+            if not first:
+                b.launch(b.compute, _diag_add, c_loc[d0:d1, c0:c1], t, uplo)
+
+    run_pipeline(b, name, specs, locals_, steps, C.dtype, num_stages, grid.rank, update)
+
+
+def rank_k(
+    name: str,
+    A: BlockCyclicArray,
+    B: BlockCyclicArray | None,
+    C: BlockCyclicArray | None,
+    trans: str,
+    uplo: str,
+    alpha: Any,
+    beta: Any,
+    hermitian: bool,
+    num_stages: int,
+    method: str,
+    step_width: int | None,
+) -> BlockCyclicArray:
+    """SYRK/HERK (``B is None``) or SYR2K/HER2K on the ``uplo`` triangle (checked arguments).
+
+    ``trans`` in 'N', 'T', 'C' names ``op`` in ``op(A) op(A)^T`` (``op(A) op(A)^H`` when
+    ``hermitian``; so ``trans='N', hermitian=True`` is ``A A^H``).
+    """
+    XA, va = ck.split_view(A)
+    o1a = compose_op(va, trans)
+    sa = Source(XA.layout, o1a)
+    n, kdim = sa.shape
+    if B is not None:
+        XB, vb = ck.split_view(B)
+        o1b = compose_op(vb, trans)
+        sb = Source(XB.layout, o1b)
+        if sb.shape != sa.shape:
+            raise ValueError(
+                f"{name}: op(A) is {sa.shape[0]}x{sa.shape[1]} (A {A.shape}) but op(B) is "
+                f"{sb.shape[0]}x{sb.shape[1]} (B {B.shape}), trans={trans!r}; they must match"
+            )
+    if C is not None and C.shape != (n, n):
+        raise ValueError(
+            f"{name}: C is {C.shape[0]}x{C.shape[1]} but op(A) is {n}x{kdim} (A {A.shape}, "
+            f"trans={trans!r}), so C must be {n}x{n}"
+        )
+    dtype = ck.result_dtype(name, A, B, out=C)
+    hermitian = hermitian and dtype.kind == "c"
+    alpha = ck.cast_scalar(alpha, dtype, "alpha", name, real=hermitian and B is None)
+    beta = ck.cast_scalar(beta, dtype, "beta", name, real=hermitian)
+    grid = A.grid
+    meth = check_method(method, grid, name)
+    stages = check_stages(num_stages, name)
+
+    # -- layouts: C needs square blocks b = rows of op(A) per block ---------------------------
+    if C is not None and C.block[0] == C.block[1]:
+        bsz = C.block[0]
+    else:
+        bsz = sa.block[0]
+    kblk = sa.block[1]
+    stored_blk = (kblk, bsz) if sa.transposed else (bsz, kblk)
+    XA = ck.move(
+        XA,
+        grid,
+        stored_blk,
+        "A",
+        name,
+        f"op(A) has blocks {sa.block} but C needs square {bsz}x{bsz} blocks",
+    )
+    XA = ck.cast_storage(XA, dtype)
+    if B is not None:
+        XB = ck.move(
+            XB,
+            grid,
+            (kblk, bsz) if sb.transposed else (bsz, kblk),
+            "B",
+            name,
+            f"op(B) has blocks {sb.block} but must be blocked like op(A) {(bsz, kblk)}",
+        )
+        XB = ck.cast_storage(XB, dtype)
+    Cw = C
+    if C is not None and (C.block != (bsz, bsz) or not C.grid.same_as(grid)):
+        Cw = ck.move(
+            C,
+            grid,
+            (bsz, bsz),
+            "C",
+            name,
+            f"C has blocks {C.block} but the triangle update needs square blocks",
+        )
+    if Cw is None:
+        Cw = new_result((n, n), (bsz, bsz), grid, dtype, zero=True)
+        beta = dtype.type(0)
+
+    b = grid.backend
+    b.begin()
+    if n:
+        mask = triangle_mask(Cw, uplo) if beta != 1 else None
+        scale_local(b, Cw._data, beta, mask)
+        if kdim and alpha != 0:
+            o2 = compose_op(o1a, "C" if hermitian else "T")
+            col_op = compose_op(o2, "T")
+            local_kernel = (
+                meth == "local"
+                and B is None
+                and ((not hermitian and o1a in ("N", "T")) or (hermitian and o1a == "C"))
+            )
+            if local_kernel:
+                b.syrk(alpha, XA._data, dtype.type(1), Cw._data, uplo, o1a, b.compute)
+            else:
+                if B is None:
+                    operands = [(sa, XA, 0), (Source(XA.layout, col_op), XA, 1)]
+                    terms = [(alpha, 0, 1)]
+                else:
+                    alpha2 = np.conj(alpha) if hermitian else alpha
+                    operands = [
+                        (sa, XA, 0),
+                        (Source(XB.layout, o1b), XB, 0),
+                        (Source(XA.layout, col_op), XA, 1),
+                        (
+                            Source(
+                                XB.layout,
+                                compose_op(compose_op(o1b, "C" if hermitian else "T"), "T"),
+                            ),
+                            XB,
+                            1,
+                        ),
+                    ]
+                    # alpha op(A) op(B)^T + alpha' op(B) op(A)^T
+                    terms = [(alpha, 0, 3), (alpha2, 1, 2)]
+                width = step_width if meth != "local" else max(kdim, 1)
+                triangle_update(name, operands, terms, Cw, uplo, stages, width)
+        if hermitian:
+            ri, ci = _local_diagonal(Cw)
+            b.launch(b.compute, _zero_diag_imag, Cw._data, ri, ci)
+    b.synchronize()
+    if C is not None and Cw is not C:
+        back = ck.move(Cw, C.grid, C.block, "C", name, "C's layout differs from the working one")
+        C._data[...] = back._data
+        return C
+    return Cw
+
+
+def syrk(
+    A: BlockCyclicArray,
+    C: BlockCyclicArray | None = None,
+    trans: str = "N",
+    lower: bool = True,
+    alpha: Any = 1,
+    beta: Any = 0,
+    num_stages: int = 2,
+    *,
+    method: str = "auto",
+    step_width: int | None = None,
+) -> BlockCyclicArray:
+    """Symmetric rank-k update ``C := alpha op(A) op(A)^T + beta C`` on one triangle of ``C``
+    (PBLAS ``pxsyrk``; with ``trans='C'`` and a complex dtype, HERK:
+    ``C := alpha A^H A + beta C``).
+
+    Parameters
+    ----------
+    A : BlockCyclicArray
+        ``op(A)`` is ``n x k``: ``A`` (``trans='N'``), ``A^T`` ('T') or ``A^H`` ('C').
+        Lazy views are folded into ``trans``.
+    C : BlockCyclicArray, optional
+        ``n x n``; only its ``lower`` (or upper) triangle is read and written, the other
+        triangle is left untouched. If omitted, a new array is returned whose other triangle
+        is zero.
+    trans : {'N', 'T', 'C'}
+    lower : bool
+        Which triangle of ``C`` to compute.
+    alpha, beta : scalar
+        Cast to the result dtype (real for HERK). ``beta == 0`` overwrites the triangle.
+    num_stages : int
+        Panel buffers in flight (1: single-buffered).
+    method : {'auto', 'summa', 'local'}
+        'auto': the local kernel on a 1x1 grid, the panel pipeline otherwise.
+    step_width : int, optional
+        K columns per pipeline step.
+
+    Returns
+    -------
+    BlockCyclicArray
+        ``C`` with square blocks (rows of ``op(A)`` per block, or ``C``'s own).
+
+    Notes
+    -----
+    ``n^2 k`` flops (the diagonal blocks cost a full block product each). HERK sets the
+    imaginary part of the diagonal to zero. Operands whose blocks do not conform are
+    redistributed with a warning naming the cost.
+    """
+    name = "herk" if trans in ("C", "c") else "syrk"
+    ck.check_array(A, "A", name)
+    C = ck.check_output(C, name)
+    t = ck.check_trans(trans, "trans", name)
+    uplo = ck.check_uplo(lower, name)
+    herm = t == "C"
+    if herm and np.dtype(A.dtype).kind != "c" and (C is None or C.dtype.kind != "c"):
+        t, herm = "T", False
+    return rank_k(name, A, None, C, t, uplo, alpha, beta, herm, num_stages, method, step_width)
