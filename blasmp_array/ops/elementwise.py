@@ -130,6 +130,22 @@ def local_view(a: BlockCyclicArray) -> BlockCyclicArray:
     return a.storage
 
 
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first caller outside blasmp_array and NumPy's wrappers."""
+    import os
+    import sys
+
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    npdir = os.path.dirname(os.path.abspath(np.__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None:
+        fname = os.path.abspath(frame.f_code.co_filename)
+        if not (fname.startswith(pkg + os.sep) or fname.startswith(npdir + os.sep)):
+            return level
+        frame, level = frame.f_back, level + 1
+    return 1
+
+
 def aligned(x: BlockCyclicArray, like: BlockCyclicArray, what: str) -> BlockCyclicArray:
     """``x`` (not a view) in the layout and grid of ``like`` (not a view).
 
@@ -143,7 +159,7 @@ def aligned(x: BlockCyclicArray, like: BlockCyclicArray, what: str) -> BlockCycl
         "(an all-to-all exchange of the whole operand); build operands with the same block "
         "and grid to avoid it",
         RedistributionWarning,
-        stacklevel=4,
+        stacklevel=_user_stacklevel(),
     )
     y = x.redistribute(grid=like.grid, block=like.block)
     if y.layout != like.layout:
