@@ -29,7 +29,6 @@ import os
 import queue
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -279,6 +278,12 @@ class CPUBackend(Backend):
 
     def synchronize(self) -> None:
         streams = (self.compute, self.comm_stream)
+        me = threading.current_thread()
+        if any(s._thread is me for s in streams):
+            raise RuntimeError(
+                "synchronize()/barrier()/free() called from work running on a stream would wait "
+                "for itself; call them from the host thread"
+            )
         for ev in [s.drained() for s in streams]:
             ev.wait()
         errors = [s.error for s in streams if s.error is not None]
@@ -464,7 +469,7 @@ class CPUBackend(Backend):
             data = send[dst]
             if dst == self.rank:
                 if data.size:
-                    recv[dst].reshape(-1)[...] = np.asarray(data).reshape(-1)
+                    recv[dst][...] = np.asarray(data).reshape(recv[dst].shape)
                 continue
             if data.size == 0:
                 continue
@@ -499,10 +504,6 @@ class CPUBackend(Backend):
 
     def __repr__(self) -> str:
         return f"CPUBackend(rank={self.rank}, size={self.size})"
-
-
-def _format_exc(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
 from . import _cpu_kernels as _kernels  # noqa: E402

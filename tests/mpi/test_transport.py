@@ -7,6 +7,7 @@ tests check the GPU backend: arrays are made with ``backend.xp`` and read with
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -63,6 +64,23 @@ def test_ring_put(backend, dtype):
     assert np.isnan(got[n : n + 3]).all()  # untouched gap
     np.testing.assert_array_equal(got[n + 3 :], values(n, dtype, (r - 1) % p))
     be.free(buf)
+
+
+def test_put_split_into_small_messages(backend):
+    be = backend
+    r, p = be.rank, be.size
+    old = getattr(be, "max_message_elements", None)
+    be.max_message_elements = 40  # bytes per message on the CPU backend: 2 complex128
+    try:
+        buf = be.alloc_symmetric(41, np.complex128, name="split")
+        be.put(buf, 1, be.asarray(values(37, np.complex128, r)), (r + 1) % p, be.comm_stream)
+        be.barrier()
+        got = be.asnumpy(buf.array)
+        np.testing.assert_array_equal(got[1:38], values(37, np.complex128, (r - 1) % p))
+        be.free(buf)
+    finally:
+        if old is not None:
+            be.max_message_elements = old
 
 
 def test_zero_size_allocations(backend):
@@ -336,9 +354,28 @@ def _check_outside(be, big, shape, layout, where):
     )
 
 
-def _layouts():
-    """Three rotations, so each operand is seen in each layout."""
-    return [tuple(LAYOUTS[(i + j) % 3] for j in range(3)) for i in range(3)]
+def _layouts(be):
+    """Three rotations, so each operand is seen in each layout; the local kernel tests are the
+    same on every rank, so the rotations are shared out among the ranks to save time."""
+    rotations = [tuple(LAYOUTS[(i + j) % 3] for j in range(3)) for i in range(3)]
+    share = min(be.size, 3)
+    return [rot for i, rot in enumerate(rotations) if i % share == be.rank % share]
+
+
+@contextlib.contextmanager
+def all_ranks_agree(be):
+    """Fail on every rank when the body failed on any rank (so no rank runs ahead into the next
+    test's collectives)."""
+    error = None
+    try:
+        yield
+    except Exception as exc:  # re-raised below, after the agreement
+        error = exc
+    failed_somewhere = be.allreduce(error is not None, "lor")
+    if error is not None:
+        raise error
+    if failed_somewhere:
+        pytest.fail("failed on another rank (see its report)")
 
 
 def _tri(x, uplo, k=0):
@@ -385,23 +422,24 @@ def test_gemm_kernel(backend, dtype, trans_a, trans_b):
     alpha, beta = _scalars(dtype)
     prod = am.astype(np.complex128) @ bm_
     absprod = np.abs(am).astype(np.float64) @ np.abs(bm_)
-    for lc, la, lb in _layouts():
-        _, a_dev = _embed(be, a, la)
-        _, b_dev = _embed(be, b, lb)
-        big, c_dev = _embed(be, c0, lc)
-        be.gemm(alpha, a_dev, b_dev, beta, c_dev, trans_a, trans_b, be.compute)
-        be.synchronize()
-        where = f"gemm {trans_a}{trans_b} c:{lc} a:{la} b:{lb}"
-        bound = 4 * (k + 2) * eps * (abs(alpha) * absprod + abs(beta) * np.abs(c0))
-        _assert_within(be.asnumpy(c_dev), alpha * prod + beta * c0, bound, where)
-        _check_outside(be, big, (m, n), lc, where)
-        # beta == 0: c is not read (NaN in c must not leak)
-        c_dev[...] = np.nan
-        be.gemm(alpha, a_dev, b_dev, 0, c_dev, trans_a, trans_b, be.compute)
-        be.synchronize()
-        bound = 4 * (k + 2) * eps * abs(alpha) * absprod
-        _assert_within(be.asnumpy(c_dev), alpha * prod, bound, where + " beta=0")
-        _check_outside(be, big, (m, n), lc, where + " beta=0")
+    with all_ranks_agree(be):
+        for lc, la, lb in _layouts(be):
+            _, a_dev = _embed(be, a, la)
+            _, b_dev = _embed(be, b, lb)
+            big, c_dev = _embed(be, c0, lc)
+            be.gemm(alpha, a_dev, b_dev, beta, c_dev, trans_a, trans_b, be.compute)
+            be.synchronize()
+            where = f"gemm {trans_a}{trans_b} c:{lc} a:{la} b:{lb}"
+            bound = 4 * (k + 2) * eps * (abs(alpha) * absprod + abs(beta) * np.abs(c0))
+            _assert_within(be.asnumpy(c_dev), alpha * prod + beta * c0, bound, where)
+            _check_outside(be, big, (m, n), lc, where)
+            # beta == 0: c is not read (NaN in c must not leak)
+            c_dev[...] = np.nan
+            be.gemm(alpha, a_dev, b_dev, 0, c_dev, trans_a, trans_b, be.compute)
+            be.synchronize()
+            bound = 4 * (k + 2) * eps * abs(alpha) * absprod
+            _assert_within(be.asnumpy(c_dev), alpha * prod, bound, where + " beta=0")
+            _check_outside(be, big, (m, n), lc, where + " beta=0")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
@@ -442,25 +480,26 @@ def test_syrk_syr2k_kernels(backend, dtype, uplo, trans):
     if herm:  # HERK/HER2K: the diagonal is real
         np.fill_diagonal(syrk_ref, syrk_ref.diagonal().real)
         np.fill_diagonal(syr2k_ref, syr2k_ref.diagonal().real)
-    for lc, la, lb in _layouts():
-        for name in ("syrk", "syr2k"):
-            where = f"{name} {uplo}{trans} c:{lc} a:{la} b:{lb}"
-            big, c_dev = _embed(be, c_in, lc)
-            _, a_dev = _embed(be, a, la)
-            if name == "syrk":
-                be.syrk(alpha, a_dev, beta, c_dev, uplo, trans, be.compute)
-                ref, bound = syrk_ref, syrk_bound
-            else:
-                _, b_dev = _embed(be, b, lb)
-                be.syr2k(alpha2, a_dev, b_dev, beta, c_dev, uplo, trans, be.compute)
-                ref, bound = syr2k_ref, syr2k_bound
-            be.synchronize()
-            got = be.asnumpy(c_dev)
-            _assert_within(got[tri], ref[tri], bound[tri], where)
-            assert np.isnan(got[~tri]).all(), f"{where}: wrote the other triangle"
-            if herm:
-                assert np.all(got.diagonal().imag == 0), f"{where}: complex diagonal"
-            _check_outside(be, big, (n, n), lc, where)
+    with all_ranks_agree(be):
+        for lc, la, lb in _layouts(be):
+            for name in ("syrk", "syr2k"):
+                where = f"{name} {uplo}{trans} c:{lc} a:{la} b:{lb}"
+                big, c_dev = _embed(be, c_in, lc)
+                _, a_dev = _embed(be, a, la)
+                if name == "syrk":
+                    be.syrk(alpha, a_dev, beta, c_dev, uplo, trans, be.compute)
+                    ref, bound = syrk_ref, syrk_bound
+                else:
+                    _, b_dev = _embed(be, b, lb)
+                    be.syr2k(alpha2, a_dev, b_dev, beta, c_dev, uplo, trans, be.compute)
+                    ref, bound = syr2k_ref, syr2k_bound
+                be.synchronize()
+                got = be.asnumpy(c_dev)
+                _assert_within(got[tri], ref[tri], bound[tri], where)
+                assert np.isnan(got[~tri]).all(), f"{where}: wrote the other triangle"
+                if herm:
+                    assert np.all(got.diagonal().imag == 0), f"{where}: complex diagonal"
+                _check_outside(be, big, (n, n), lc, where)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
@@ -482,26 +521,27 @@ def test_trmm_trsm_kernels(backend, dtype, side, uplo, trans, diag):
     alpha = (0.75 + 0.5j) if np.dtype(dtype).kind == "c" else 0.75
     a_poisoned = _poison_triangle(a, uplo, diag)
     mul = (lambda x, y: x @ y) if side == "L" else (lambda x, y: y @ x)
-    for lb, la, _ in _layouts():
-        where = f"{side}{uplo}{trans}{diag} b:{lb} a:{la}"
-        _, a_dev = _embed(be, a_poisoned, la)
+    with all_ranks_agree(be):
+        for lb, la, _ in _layouts(be):
+            where = f"{side}{uplo}{trans}{diag} b:{lb} a:{la}"
+            _, a_dev = _embed(be, a_poisoned, la)
 
-        big, b_dev = _embed(be, b0, lb)
-        be.trmm(alpha, a_dev, b_dev, side, uplo, trans, diag, be.compute)
-        be.synchronize()
-        bound = 4 * (n + 2) * eps * abs(alpha) * mul(np.abs(opt), np.abs(b0))
-        _assert_within(be.asnumpy(b_dev), alpha * mul(opt, b0), bound, "trmm " + where)
-        _check_outside(be, big, bshape, lb, "trmm " + where)
+            big, b_dev = _embed(be, b0, lb)
+            be.trmm(alpha, a_dev, b_dev, side, uplo, trans, diag, be.compute)
+            be.synchronize()
+            bound = 4 * (n + 2) * eps * abs(alpha) * mul(np.abs(opt), np.abs(b0))
+            _assert_within(be.asnumpy(b_dev), alpha * mul(opt, b0), bound, "trmm " + where)
+            _check_outside(be, big, bshape, lb, "trmm " + where)
 
-        # TRSM: residual |op(T) X - alpha B| <= c n eps (|op(T)| |X| + |alpha B|)
-        big, b_dev = _embed(be, b0, lb)
-        be.trsm(alpha, a_dev, b_dev, side, uplo, trans, diag, be.compute)
-        be.synchronize()
-        x = be.asnumpy(b_dev).astype(np.complex128)
-        assert np.all(np.isfinite(x)), f"trsm {where}: non-finite (read the poisoned part?)"
-        bound = 4 * (n + 2) * eps * (mul(np.abs(opt), np.abs(x)) + abs(alpha) * np.abs(b0))
-        _assert_within(mul(opt, x), alpha * b0.astype(np.complex128), bound, "trsm " + where)
-        _check_outside(be, big, bshape, lb, "trsm " + where)
+            # TRSM: residual |op(T) X - alpha B| <= c n eps (|op(T)| |X| + |alpha B|)
+            big, b_dev = _embed(be, b0, lb)
+            be.trsm(alpha, a_dev, b_dev, side, uplo, trans, diag, be.compute)
+            be.synchronize()
+            x = be.asnumpy(b_dev).astype(np.complex128)
+            assert np.all(np.isfinite(x)), f"trsm {where}: non-finite (read the poisoned part?)"
+            bound = 4 * (n + 2) * eps * (mul(np.abs(opt), np.abs(x)) + abs(alpha) * np.abs(b0))
+            _assert_within(mul(opt, x), alpha * b0.astype(np.complex128), bound, "trsm " + where)
+            _check_outside(be, big, bshape, lb, "trsm " + where)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
