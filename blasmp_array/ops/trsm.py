@@ -1,0 +1,848 @@
+"""Distributed triangular solve with many right-hand sides (PBLAS ``pxtrsm``) and SciPy's
+``solve_triangular``.
+
+``trsm`` solves ``op(A) X = alpha B`` (side 'left') or ``X op(A) = alpha B`` (side 'right') for
+``X``, where ``A`` is ``n x n`` triangular and only its named triangle is read (not its diagonal
+when ``unit_diagonal``). Cost: ``m^2 n`` flops for a left solve with ``B`` of shape ``m x n``,
+``m n^2`` for a right solve (times 4 real flops per complex multiply-add, i.e. ``4 m^2 n``).
+
+Layering: :func:`solve_triangular` / :func:`trsm` (checks, view folding, blocking) ->
+:class:`_TrsmPipeline` (one driver for all 16 side/uplo/trans/diag variants) -> one step on
+local tiles (``backend.trsm`` on the diagonal block, ``backend.gemm`` for the trailing update)
+-> :class:`_SlotChannel` (a pipelined one-sided exchange with ready/ack signals).
+
+Algorithm (blocked, right-looking, look-ahead 1)
+------------------------------------------------
+Let the *solve axis* be the axis of ``B`` that ``A`` acts on (rows for side 'left', columns for
+'right'), cut into ``K`` blocks of ``nb`` (``A.block == (nb, nb)`` and ``B``'s block along the
+solve axis is ``nb``). ``op(A)`` is lower or upper triangular; the blocks are visited forward
+(``k = 0 .. K-1``) when the solve runs from the first block (left and ``op(A)`` lower, or right
+and ``op(A)`` upper) and backward otherwise. With ``B_i`` the i-th block row (left) or block
+column (right) of the working copy ``X`` (scaled by ``alpha`` first), step ``k`` is::
+
+    X_k = op(A)_kk^{-1} B_k              (left)   /  B_k op(A)_kk^{-1}  (right)
+    B_i -= op(A)_ik X_k   for i after k   (left)   /  B_i -= X_k op(A)_ki (right)
+
+Data movement of step ``t`` (``k = order[t]``); names follow "where it lives":
+
+* ``a_panel``: the blocks of ``op(A)`` that step ``k`` needs (the diagonal block and the
+  off-diagonal blocks coupling ``k`` with the blocks after it). Each is sent *as stored*, i.e.
+  the stored block ``A[i, k]`` or ``A[k, i]``, from its owner to every process of the grid
+  row (left) or grid column (right) holding ``B_i``. ``# A[:, k] -> grid row of B_i``. A
+  receiver stacks its pieces in local order, so its whole trailing update is ONE gemm. Pieces
+  whose stored orientation is transposed with respect to the stack (left with trans 'T'/'C',
+  right with 'N') are packed transposed and read back through a ``.T`` view; the local kernels
+  then apply ``trans`` themselves (no conjugation is ever materialised).
+* ``x_row``: ``X_k`` (the solved block row/column) goes from its owners (the grid row/column
+  holding ``B_k``) to the other processes of their grid column (left) / grid row (right) that
+  still hold blocks after ``k``. ``# X[k, :] -> grid column``.
+
+Look-ahead (``num_stages >= 2``): at step ``t`` the owner of the *next* block first applies
+step ``t``'s update to that block alone, solves it and records an event; the communication
+stream then sends ``X_{t+1}`` and the panel of step ``t+2`` while the compute stream finishes the
+rest of step ``t``'s trailing update. With ``num_stages == 1`` there is no look-ahead (a slot can
+only be refilled after its receivers finished the whole step).
+
+Stream order per process (``E_t``: event after the solve of ``X_t``)::
+
+    comm:    panel(0), [wait E_0] x_row(0), panel(1), [wait E_1] x_row(1), panel(2), ...
+    compute: solve(0), E_0, step(0): wait x_row(0), panel(0); update next block; solve(1),
+             E_1; update the rest; ack(0) | step(1) ...
+
+Signal protocol (:class:`_SlotChannel`, one per exchange: ``a_panel`` and ``x_row``)
+--------------------------------------------------------------------------------------
+Each channel has a symmetric buffer of ``num_stages`` slots; step ``t`` uses slot
+``s = t mod num_stages`` on every process, and one signal set of ``num_stages + P`` words:
+
+* ``ready[s]`` (words ``0 .. num_stages-1``): written by every *sender* with
+  ``put_signal(..., op='add', value=1)`` after each message it puts into slot ``s`` of a
+  receiver; waited for by the *receiver* on its compute stream with the cumulative count of
+  messages it expects in slot ``s`` up to and including step ``t`` (all ranks derive the same
+  plan from the layouts, so the counts are known without communication). Never reset: counts
+  only grow, and a sender can only add for step ``t + num_stages`` after the receiver's ack
+  for step ``t`` (below), i.e. after the receiver's wait for step ``t``.
+* ``ack[r]`` (word ``num_stages + r``, on a *sender*): written by receiver ``r`` with
+  ``signal_op(..., op='set', value=t+1)`` on its compute stream once it has finished step
+  ``t`` (so slot ``t mod num_stages`` is free on ``r``), to every process that will send it a
+  message at step ``t + num_stages``; waited for by the sender on its comm stream
+  (``>= t - num_stages + 1``) before it puts step ``t``'s messages into ``r``. The value is a
+  step count, so it is monotone and needs no reset. An ACK is needed because slots are reused;
+  messages of the first ``num_stages`` steps need none.
+
+The sender's pack buffers rotate over ``num_stages`` stages; ``quiet`` on the comm stream after
+each step's puts makes a stage reusable by the (stream-ordered) next pack.
+
+Deadlock freedom: order messages ``a_panel(t) < x_row(t) < a_panel(t+1)``. Every wait of
+``a_panel(t)`` is on acks of step ``t - num_stages``, whose completion needs only
+``a_panel(<= t - num_stages + 1)`` and ``x_row(t - num_stages)``; every wait of ``x_row(t)``
+is on the solve of ``X_t`` (needing ``a_panel(t)``, ``x_row(t-1)``) and acks of step
+``t - num_stages``. With look-ahead, step ``t``'s completion also needs ``a_panel(t+1)``, which
+is why look-ahead requires ``num_stages >= 2``. Each comm stream issues its messages in this
+order, so every wait depends only on earlier messages.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from numbers import Integral, Number
+from typing import Any
+
+import numpy as np
+
+from ..array import SUPPORTED_DTYPES, BlockCyclicArray
+from ..layout import numroc
+
+__all__ = ["trsm", "solve_triangular", "TrsmRedistributionWarning"]
+
+_SIDES = {"left": "L", "l": "L", "right": "R", "r": "R"}
+_TRANS = {"n": "N", "t": "T", "c": "C"}
+_SCIPY_TRANS = {0: "N", 1: "T", 2: "C"}
+
+
+class TrsmRedistributionWarning(UserWarning):
+    """An operand of ``trsm`` was redistributed to a conforming blocking (costs a copy)."""
+
+
+# -- public API -------------------------------------------------------------------------------
+def trsm(
+    A: BlockCyclicArray,
+    B: BlockCyclicArray,
+    side: str = "left",
+    lower: bool = True,
+    trans: str = "N",
+    unit_diagonal: bool = False,
+    alpha: Any = 1,
+    overwrite_b: bool = False,
+    num_stages: int = 2,
+) -> BlockCyclicArray:
+    """Solve a triangular system with many right-hand sides (PBLAS ``pxtrsm``). Collective.
+
+    Solves ``op(A) X = alpha B`` (``side='left'``) or ``X op(A) = alpha B`` (``side='right'``),
+    where ``op(A)`` is ``A``, ``A.T`` or ``A.conj().T``.
+
+    Parameters
+    ----------
+    A : BlockCyclicArray
+        Square ``n x n`` triangular matrix. Only the triangle named by ``lower`` is read, and
+        not its diagonal when ``unit_diagonal``. Lazy views (``T.T``, ``T.H``) are folded into
+        ``trans``/``lower`` without moving data (``lower`` names the triangle of the view).
+        ``A.block`` must be square; otherwise ``A`` is redistributed (with a warning).
+    B : BlockCyclicArray
+        ``n x nrhs`` (left) or ``m x n`` (right), on the same grid as ``A``. Its block along
+        the solve axis must equal ``A``'s; otherwise ``B`` is redistributed (with a warning)
+        and the solution redistributed back to ``B``'s layout.
+    side : {'left', 'right'}
+    lower : bool
+        ``A`` is lower (True) or upper (False) triangular.
+    trans : {'N', 'T', 'C'}
+        ``op(A) = A``, ``A^T`` or ``A^H``.
+    unit_diagonal : bool
+        Assume ``A``'s diagonal is all ones (it is not read).
+    alpha : scalar
+        Scale of ``B``. ``alpha == 0`` gives ``X = 0`` without reading ``A``.
+    overwrite_b : bool
+        Write the solution into ``B``'s local storage and return ``B`` (when ``B`` is not a view).
+    num_stages : int
+        Pipeline depth (buffers in flight per exchange); ``>= 2`` enables look-ahead.
+
+    Returns
+    -------
+    X : BlockCyclicArray
+        The solution, with ``B``'s shape, layout and grid.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        On every rank, before solving, if a non-unit ``A`` has an exact zero on its diagonal
+        (the message names the first such index).
+    ValueError, TypeError
+        On every rank, before any communication, for invalid arguments.
+
+    Notes
+    -----
+    ``m^2 n`` flops for side 'left' (``B`` is ``m x n``), ``m n^2`` for side 'right'. The
+    algorithm and its signal protocol are described in the module docstring.
+    """
+    if not isinstance(A, BlockCyclicArray) or not isinstance(B, BlockCyclicArray):
+        raise TypeError(
+            "trsm expects BlockCyclicArray operands, got "
+            f"{type(A).__name__} and {type(B).__name__}; build them with blasmp_array.from_numpy"
+        )
+    side_c = _check_choice("side", side, _SIDES, "'left' or 'right'")
+    trans_c = _check_choice("trans", trans, _TRANS, "'N', 'T' or 'C'")
+    for name, flag in (
+        ("lower", lower),
+        ("unit_diagonal", unit_diagonal),
+        ("overwrite_b", overwrite_b),
+    ):
+        if not isinstance(flag, bool | np.bool_):
+            raise TypeError(f"{name} must be a bool, got {flag!r}")
+    if not isinstance(num_stages, Integral) or isinstance(num_stages, bool) or num_stages < 1:
+        raise ValueError(f"num_stages must be an integer >= 1, got {num_stages!r}")
+    return _trsm(
+        A,
+        B,
+        side_c,
+        bool(lower),
+        trans_c,
+        bool(unit_diagonal),
+        alpha,
+        bool(overwrite_b),
+        int(num_stages),
+        check_finite=False,
+    )
+
+
+def solve_triangular(
+    a: BlockCyclicArray,
+    b: BlockCyclicArray,
+    trans: int | str = 0,
+    lower: bool = False,
+    unit_diagonal: bool = False,
+    overwrite_b: bool = False,
+    check_finite: bool = True,
+) -> BlockCyclicArray:
+    """Solve ``op(a) x = b`` for ``x``, ``a`` triangular (SciPy's ``solve_triangular``). Collective.
+
+    Same signature and defaults as :func:`scipy.linalg.solve_triangular` (``a`` is *upper*
+    triangular unless ``lower=True``); runs the distributed :func:`trsm` (side 'left').
+
+    Parameters
+    ----------
+    a : BlockCyclicArray
+        ``n x n`` triangular matrix; only the named triangle is read.
+    b : BlockCyclicArray
+        ``n x k`` right-hand sides (a 2-D distributed matrix; for one vector use an ``(n, 1)``
+        matrix).
+    trans : {0, 1, 2, 'N', 'T', 'C'}
+        Solve ``a x = b`` (0, 'N'), ``a^T x = b`` (1, 'T') or ``a^H x = b`` (2, 'C').
+    lower : bool
+        Use the lower triangle of ``a`` (default: upper).
+    unit_diagonal : bool
+        Assume the diagonal of ``a`` is all ones (it is not read).
+    overwrite_b : bool
+        Allow the solution to be written into ``b``'s storage.
+    check_finite : bool
+        Check that ``b`` and the referenced triangle of ``a`` hold only finite numbers (one
+        reduction); raises ``ValueError`` otherwise. Unlike SciPy, the unreferenced triangle is
+        not checked.
+
+    Returns
+    -------
+    x : BlockCyclicArray
+        Shape of ``b``, same layout.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        If ``a`` is singular (a zero on the diagonal, when not ``unit_diagonal``), on every
+        rank, naming the first zero's index.
+
+    Notes
+    -----
+    ``n^2 k`` flops (see :func:`trsm`).
+    """
+    if not isinstance(b, BlockCyclicArray) or not isinstance(a, BlockCyclicArray):
+        hint = ""
+        if getattr(b, "ndim", None) == 1:
+            hint = (
+                " a 1-D right-hand side is not supported: pass an (n, 1) matrix, e.g. "
+                "bm.from_numpy(b.reshape(-1, 1), block=(a.block[0], 1), grid=a.grid)"
+            )
+        raise TypeError(
+            "solve_triangular expects BlockCyclicArray a and b, got "
+            f"{type(a).__name__} and {type(b).__name__};{hint or ' build them with '}"
+            f"{'' if hint else 'blasmp_array.from_numpy'}"
+        )
+    if isinstance(trans, Integral) and not isinstance(trans, bool):
+        if trans not in _SCIPY_TRANS:
+            raise ValueError(f"trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
+        trans_c = _SCIPY_TRANS[int(trans)]
+    else:
+        trans_c = _check_choice("trans", trans, _TRANS, "0, 1, 2, 'N', 'T' or 'C'")
+    for name, flag in (
+        ("lower", lower),
+        ("unit_diagonal", unit_diagonal),
+        ("overwrite_b", overwrite_b),
+        ("check_finite", check_finite),
+    ):
+        if not isinstance(flag, bool | np.bool_):
+            raise TypeError(f"{name} must be a bool, got {flag!r}")
+    return _trsm(
+        a,
+        b,
+        "L",
+        bool(lower),
+        trans_c,
+        bool(unit_diagonal),
+        1,
+        bool(overwrite_b),
+        2,
+        check_finite=bool(check_finite),
+    )
+
+
+# -- checks, view folding, blocking ----------------------------------------------------------
+def _check_choice(name: str, value: Any, table: dict[str, str], valid: str) -> str:
+    key = value.lower() if isinstance(value, str) else None
+    if key not in table:
+        raise ValueError(f"{name} must be one of {valid}, got {value!r}")
+    return table[key]
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """The reduced problem on stored data: every rank computes the same one."""
+
+    side: str  # 'L' or 'R'
+    uplo: str  # triangle of the *stored* A: 'L' or 'U'
+    trans: str  # 'N', 'T' or 'C' applied to the stored A ('C' only for complex dtypes)
+    diag: str  # 'N' or 'U'
+    alpha: Any
+    num_stages: int
+
+
+def _fold_view(A: BlockCyclicArray, lower: bool, trans: str) -> tuple[BlockCyclicArray, bool, str]:
+    """Fold a lazy transposed view of ``A`` into (stored A, stored lower, trans), no data moved.
+
+    A conjugated-only view, or a composition that would need ``conj(A)`` (e.g. ``trans='T'`` of
+    ``A.H``), is materialised instead (a local conjugation, or a transpose).
+    """
+    if not A.is_view:
+        return A, lower, trans
+    if A.op in ("T", "C"):
+        view = A.op
+        if trans == "N":
+            return A.storage, not lower, view
+        if trans == view:
+            return A.storage, not lower, "N"
+    return A.resolve(), lower, trans
+
+
+def _trsm(
+    A: BlockCyclicArray,
+    B: BlockCyclicArray,
+    side: str,
+    lower: bool,
+    trans: str,
+    unit: bool,
+    alpha: Any,
+    overwrite_b: bool,
+    num_stages: int,
+    check_finite: bool,
+) -> BlockCyclicArray:
+    ax = 0 if side == "L" else 1
+    if A.shape[0] != A.shape[1]:
+        raise ValueError(f"A must be square, got shape {A.shape}")
+    if B.shape[ax] != A.shape[0]:
+        what = "rows" if side == "L" else "columns"
+        raise ValueError(
+            f"side={'left' if side == 'L' else 'right'}: B must have {A.shape[0]} {what} to "
+            f"match the {A.shape[0]}x{A.shape[1]} A, got B of shape {B.shape}"
+        )
+    if not A.grid.same_as(B.grid):
+        raise ValueError(
+            f"A and B live on different grids ({A.grid} and {B.grid}); move one with "
+            "A.redistribute(grid=B.grid)"
+        )
+    dtype = np.result_type(A.dtype, B.dtype)
+    if dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"unsupported dtypes {A.dtype} and {B.dtype}")
+    if not isinstance(alpha, Number):
+        raise TypeError(f"alpha must be a number, got {type(alpha).__name__}")
+    if dtype.kind != "c" and complex(alpha).imag != 0:
+        raise TypeError(f"a complex alpha={alpha} cannot scale the real {dtype} B; cast B first")
+    alpha = dtype.type(alpha)
+
+    if dtype.kind != "c" and trans == "C":
+        trans = "T"
+    if A.dtype.kind != "c" and A.is_view and not A._transposed:
+        A = A.storage  # conj of a real matrix is itself
+    # -- from here on, collective operations only (identical decisions on every rank) --
+    A, lower, trans = _fold_view(A, lower, trans)
+    if dtype.kind != "c" and trans == "C":
+        trans = "T"
+    if A.dtype != dtype:
+        A = A.astype(dtype)
+    target = B
+    Bw = B.resolve() if B.is_view else B
+    if Bw.dtype != dtype:
+        Bw = Bw.astype(dtype)
+    A, Bw = _conform_blocks(A, Bw, ax)
+    spec = _Spec(side, "L" if lower else "U", trans, "U" if unit else "N", alpha, num_stages)
+
+    if check_finite:
+        _check_finite(A, Bw, spec)
+    if alpha == 0:
+        X = _zeros_like(Bw)
+    else:
+        if not unit:
+            _check_diagonal(A)
+        in_place = overwrite_b and Bw is B
+        X = Bw if in_place else Bw.copy()
+        if X.size:
+            _TrsmPipeline(spec, A, X).run()
+    if X.layout != target.layout and not target.is_view:
+        X = X.redistribute(block=target.block)
+    if overwrite_b and not target.is_view and X is not target:
+        target._data[...] = X._data
+        return target
+    return X
+
+
+def _conform_blocks(
+    A: BlockCyclicArray, B: BlockCyclicArray, ax: int
+) -> tuple[BlockCyclicArray, BlockCyclicArray]:
+    """Redistribute so that ``A.block == (nb, nb)`` and ``B.block[ax] == nb`` (warns)."""
+    mb, nb = A.block
+    n = A.shape[0]
+    if mb != nb:
+        nb = B.block[ax]
+        warnings.warn(
+            f"trsm: A has non-square blocks {A.block}; redistributing A to blocks ({nb}, {nb}) "
+            f"(an all-to-all moving its {n}x{n} elements). Build A with square blocks to avoid it.",
+            TrsmRedistributionWarning,
+            stacklevel=4,
+        )
+        A = A.redistribute(block=(nb, nb))
+    if B.block[ax] != nb:
+        block = (nb, B.block[1]) if ax == 0 else (B.block[0], nb)
+        warnings.warn(
+            f"trsm: B's blocks {B.block} do not match A's {A.block} along the solve axis; "
+            f"redistributing B to {block} and the solution back (two all-to-alls moving "
+            f"{B.shape[0]}x{B.shape[1]} elements each). Give B the block size of A to avoid it.",
+            TrsmRedistributionWarning,
+            stacklevel=4,
+        )
+        B = B.redistribute(block=block)
+    return A, B
+
+
+def _zeros_like(B: BlockCyclicArray) -> BlockCyclicArray:
+    xp = B.backend.xp
+    return BlockCyclicArray(xp.zeros(B._data.shape, B.dtype), B.layout, B.grid)
+
+
+def _local_diagonal(A: BlockCyclicArray) -> tuple[np.ndarray, Any]:
+    """Global indices of the diagonal entries this process stores, and their values."""
+    lay, grid = A.layout, A.grid
+    rows = lay.local_rows(grid.myrow)
+    cols = lay.local_cols(grid.mycol)
+    idx, ri, ci = np.intersect1d(rows, cols, assume_unique=True, return_indices=True)
+    xp = A.backend.xp
+    vals = A._data[xp.asarray(ri), xp.asarray(ci)] if idx.size else None
+    return idx, vals
+
+
+def _check_diagonal(A: BlockCyclicArray) -> None:
+    """Raise ``LinAlgError`` on every rank if A's diagonal has an exact zero (one allreduce)."""
+    n = A.shape[0]
+    idx, vals = _local_diagonal(A)
+    first = n
+    if idx.size:
+        zero = A.backend.asnumpy(vals == 0)
+        if zero.any():
+            first = int(idx[np.argmax(zero)])
+    first = int(A.backend.allreduce(first, op="min"))
+    if first < n:
+        raise np.linalg.LinAlgError(
+            f"singular matrix: A[{first}, {first}] == 0 (the first zero on the diagonal of the "
+            "triangular matrix)"
+        )
+
+
+def _check_finite(A: BlockCyclicArray, B: BlockCyclicArray, spec: _Spec) -> None:
+    """ValueError on every rank unless B and A's referenced triangle are finite."""
+    xp = A.backend.xp
+    lay, grid = A.layout, A.grid
+    rows = lay.local_rows(grid.myrow)
+    cols = lay.local_cols(grid.mycol)
+    if spec.uplo == "L":
+        mask = rows[:, None] > cols[None, :] if spec.diag == "U" else rows[:, None] >= cols[None, :]
+    else:
+        mask = rows[:, None] < cols[None, :] if spec.diag == "U" else rows[:, None] <= cols[None, :]
+    bad_a = bool(xp.any(~xp.isfinite(A._data) & xp.asarray(mask)))
+    bad_b = bool(xp.any(~xp.isfinite(B._data)))
+    bad = A.backend.allreduce(np.array([bad_a, bad_b], dtype=np.int64), op="max")
+    if bad.any():
+        which = " and ".join(n for n, f in zip(("a", "b"), bad, strict=True) if f)
+        raise ValueError(f"array must not contain infs or NaNs ({which} does)")
+
+
+# -- the exchange primitive --------------------------------------------------------------------
+class _SlotChannel:
+    """A pipelined one-sided exchange: ``num_stages`` receive slots + ready/ack signals.
+
+    See the module docstring ("Signal protocol") for who writes and waits on each signal.
+    ``plan[t]`` lists step ``t``'s messages as ``(sender, receivers, dst_offset, pack, size)``:
+    ``pack(out)`` fills the flat contiguous send buffer ``out`` (``size`` elements on the
+    sender) and the same message lands at ``dst_offset`` of the slot of every receiver. All
+    ranks hold the same plan. The channel lives in ``buf[base : base + S * slot]`` and in the
+    signal words ``sig[sig_base : sig_base + S + P]`` (ready words, then one ack word per rank).
+    """
+
+    def __init__(
+        self,
+        backend: Any,
+        name: str,
+        buf: Any,
+        base: int,
+        sig: Any,
+        sig_base: int,
+        slot_elems: int,
+        num_stages: int,
+        plan: Sequence[Sequence[tuple[int, Sequence[int], int, Any, int]]],
+    ) -> None:
+        be = self.be = backend
+        self.name = name
+        self.S = num_stages
+        self.slot = int(slot_elems)
+        self.plan = plan
+        self.buf, self.base = buf, int(base)
+        self.sig, self.ready0, self.ack0 = sig, int(sig_base), int(sig_base) + num_stages
+        me = be.rank
+        T = len(plan)
+        # receiver side: cumulative ready counts per step, senders per step
+        self.ready_target: list[int] = []
+        self.senders: list[set[int]] = []
+        cum = [0] * self.S
+        for t, msgs in enumerate(plan):
+            srcs = set()
+            for sender, receivers, _off, _pack, _n in msgs:
+                if me in receivers:
+                    cum[t % self.S] += 1
+                    srcs.add(sender)
+            self.ready_target.append(cum[t % self.S])
+            self.senders.append(srcs)
+        # sender side: rotating pack buffers sized for the largest step
+        need = max((sum(n for s, _r, _o, _p, n in msgs if s == me) for msgs in plan), default=0)
+        self.pack_bufs = [be.empty((max(need, 1),), buf.dtype) for _ in range(min(self.S, T))]
+
+    def receives(self, t: int) -> bool:
+        return bool(self.senders[t])
+
+    def sends(self, t: int) -> bool:
+        return any(m[0] == self.be.rank for m in self.plan[t])
+
+    def _slot0(self, t: int) -> int:
+        return self.base + (t % self.S) * self.slot
+
+    def view(self, t: int, shape: tuple[int, int], offset: int = 0) -> Any:
+        """This process's slot of step ``t`` seen as a C-ordered ``shape`` at ``offset``."""
+        return self.buf.view(shape, self._slot0(t) + offset)
+
+    def send(self, t: int) -> None:
+        """Enqueue on the comm stream: pack and put step ``t``'s messages this process sends."""
+        be, S = self.be, self.S
+        stream = be.comm_stream
+        me = be.rank
+        mine = [m for m in self.plan[t] if m[0] == me]
+        if not mine:
+            return
+        if t >= S:
+            for r in sorted({r for m in mine for r in m[1]}):
+                be.signal_wait(
+                    self.sig,
+                    self.ack0 + r,
+                    t - S + 1,
+                    stream,
+                    what=f"trsm {self.name} step {t}: ack of step {t - S} from rank {r}",
+                    peer=r,
+                )
+        out = self.pack_bufs[t % len(self.pack_bufs)]
+        pos = 0
+        for _s, receivers, off, pack, n in mine:
+            part = out[pos : pos + n]
+            be.launch(stream, pack, part)
+            for r in receivers:
+                be.put_signal(
+                    self.buf,
+                    self._slot0(t) + off,
+                    part,
+                    r,
+                    self.sig,
+                    self.ready0 + t % S,
+                    1,
+                    "add",
+                    stream,
+                )
+            pos += n
+        be.quiet(stream)  # the pack buffer of this stage is reusable S steps later
+
+    def wait(self, t: int, stream: Any) -> None:
+        """Enqueue on ``stream``: wait until all of step ``t``'s messages to me have landed."""
+        if self.receives(t):
+            self.be.signal_wait(
+                self.sig,
+                self.ready0 + t % self.S,
+                self.ready_target[t],
+                stream,
+                what=f"trsm {self.name} step {t}: ready",
+                peer=min(self.senders[t]),
+            )
+
+    def ack(self, t: int, stream: Any) -> None:
+        """Enqueue on ``stream``: tell step ``t + S``'s senders that slot ``t % S`` is free."""
+        u = t + self.S
+        if u < len(self.plan):
+            for q in sorted(self.senders[u]):
+                self.be.signal_op(self.sig, self.ack0 + self.be.rank, t + 1, q, "set", stream)
+
+
+# -- the driver ----------------------------------------------------------------------------------
+class _TrsmPipeline:
+    """One blocked right-looking TRSM for every side/uplo/trans/diag (see module docstring)."""
+
+    def __init__(self, spec: _Spec, A: BlockCyclicArray, X: BlockCyclicArray) -> None:
+        self.spec = spec
+        self.A, self.X = A, X
+        self.be = X.backend
+        grid = X.grid
+        self.grid = grid
+        left = spec.side == "L"
+        ax = self.ax = 0 if left else 1
+        lay = X.layout
+        self.n = lay.shape[ax]
+        self.nb = lay.block[ax]
+        self.K = lay.nblocks[ax]
+        self.P = grid.shape[ax]
+        self.src = lay.src[ax]
+        self.me = grid.coords[ax]
+        self.mine_other = grid.coords[1 - ax]
+        Po = grid.shape[1 - ax]
+        ext_o = [
+            numroc(lay.shape[1 - ax], lay.block[1 - ax], q, Po, lay.src[1 - ax]) for q in range(Po)
+        ]
+        self.other_ext = ext_o[self.mine_other]
+        self.active_other = [q for q in range(Po) if ext_o[q] > 0]
+        self.max_other = max(ext_o)
+        self.loc_ext = [numroc(self.n, self.nb, p, self.P, self.src) for p in range(self.P)]
+        op_lower = (spec.uplo == "L") != (spec.trans != "N")
+        forward = op_lower if left else not op_lower
+        self.forward = forward
+        self.order = list(range(self.K)) if forward else list(range(self.K - 1, -1, -1))
+        # stored orientation of the pieces vs the receiver's stack (see module docstring)
+        self.transposed = left == (spec.trans != "N")
+
+    # -- index maps along the solve axis --
+    def owner(self, i: int) -> int:
+        return (i + self.src) % self.P
+
+    def ext(self, i: int) -> int:
+        return min(self.nb, self.n - i * self.nb)
+
+    def loc_off(self, i: int) -> int:
+        return (i // self.P) * self.nb
+
+    def rank_at(self, p: int, q: int) -> int:
+        return self.grid.rank_of(p, q) if self.ax == 0 else self.grid.rank_of(q, p)
+
+    def trailing(self, t: int, p: int) -> tuple[int, int, list[int]]:
+        """Local range ``[lo, hi)`` of process ``p``'s blocks after step ``t``, and the blocks."""
+        k = self.order[t]
+        blocks = [
+            i for i in (range(k + 1, self.K) if self.forward else range(k)) if self.owner(i) == p
+        ]
+        if not blocks:
+            return 0, 0, []
+        return self.loc_off(blocks[0]), self.loc_off(blocks[-1]) + self.ext(blocks[-1]), blocks
+
+    def stored(self, i: int, k: int) -> tuple[int, int]:
+        return (k, i) if self.transposed else (i, k)
+
+    # -- plans --
+    def _panel_plan(self) -> list[list[tuple[int, list[int], int, Any, int]]]:
+        """Per step: runs of consecutive stacked pieces with one sender -> one message."""
+        A = self.A
+        Alay, Agrid = A.layout, A.grid
+        plan = []
+        for t, k in enumerate(self.order):
+            ek = self.ext(k)
+            msgs: list[tuple[int, list[int], int, Any, int]] = []
+            for p in range(self.P):
+                _lo, _hi, blocks = self.trailing(t, p)
+                if self.owner(k) == p:
+                    blocks = sorted([k, *blocks])
+                if not blocks or not self.active_other:
+                    continue
+                receivers = [self.rank_at(p, q) for q in self.active_other]
+                run: list[int] = []
+                run_sender = -1
+                for i in [*blocks, None]:
+                    sender = -1
+                    if i is not None:
+                        sender = Agrid.rank_of(*Alay.block_owner(*self.stored(i, k)))
+                    if run and sender != run_sender:
+                        n_el = sum(self.ext(j) for j in run) * ek
+                        msgs.append(
+                            (
+                                run_sender,
+                                receivers,
+                                self.loc_off(run[0]) * ek,
+                                self._panel_packer(run, k),
+                                n_el,
+                            )
+                        )
+                        run = []
+                    if i is not None:
+                        run.append(i)
+                        run_sender = sender
+            plan.append(msgs)
+        return plan
+
+    def _panel_packer(self, blocks: list[int], k: int) -> Any:
+        A = self.A
+        lay = A.layout
+        ek = self.ext(k)
+        views = []
+        for i in blocks:
+            r, c = self.stored(i, k)
+            (r0, c0), (h, w) = lay.local_offset(r, c), lay.block_extent(r, c)
+            views.append((self.ext(i), r0, c0, h, w))
+        transposed = self.transposed
+
+        def pack(out: Any) -> None:
+            data = A._data
+            pos = 0
+            for ei, r0, c0, h, w in views:
+                blk = data[r0 : r0 + h, c0 : c0 + w]
+                out[pos : pos + ei * ek].reshape(ei, ek)[...] = blk.T if transposed else blk
+                pos += ei * ek
+
+        return pack
+
+    def _x_plan(self) -> list[list[tuple[int, list[int], int, Any, int]]]:
+        plan = []
+        for t, k in enumerate(self.order):
+            pk = self.owner(k)
+            needy = [p for p in range(self.P) if p != pk and self.trailing(t, p)[2]]
+            msgs: list[tuple[int, list[int], int, Any, int]] = []
+            if needy:
+                for q in self.active_other:
+                    sender = self.rank_at(pk, q)
+                    receivers = [self.rank_at(p, q) for p in needy]
+                    n_el = self.ext(k) * (self.other_ext if sender == self.be.rank else 0)
+                    msgs.append((sender, receivers, 0, self._x_packer(k), n_el))
+            plan.append(msgs)
+        return plan
+
+    def _x_packer(self, k: int) -> Any:
+        xk = self.xblock(self.loc_off(k), self.loc_off(k) + self.ext(k))
+
+        def pack(out: Any) -> None:
+            out.reshape(xk.shape)[...] = xk
+
+        return pack
+
+    def xblock(self, lo: int, hi: int) -> Any:
+        """View of the local rows (left) / columns (right) ``[lo, hi)`` of X."""
+        return self.X._data[lo:hi, :] if self.ax == 0 else self.X._data[:, lo:hi]
+
+    # -- the pipeline --
+    def run(self) -> None:
+        be, spec = self.be, self.spec
+        comp, comm = be.compute, be.comm_stream
+        S = spec.num_stages
+        lookahead = S >= 2
+        T, order = self.K, self.order
+        active = self.other_ext > 0
+        # one symmetric buffer and one signal set for both exchanges (collective allocations)
+        slot_a = max(self.loc_ext) * self.nb
+        slot_x = self.nb * self.max_other
+        P = be.size
+        buf = be.alloc_symmetric(S * (slot_a + slot_x), self.X.dtype, name="trsm.slots")
+        sig = be.alloc_signals(2 * (S + P), name="trsm.signals")
+        panel = _SlotChannel(be, "a_panel", buf, 0, sig, 0, slot_a, S, self._panel_plan())
+        xrow = _SlotChannel(be, "x_row", buf, S * slot_a, sig, S + P, slot_x, S, self._x_plan())
+        try:
+            be.begin()
+            if spec.alpha != 1 and active:
+                be.launch(comp, np.multiply, self.X._data, spec.alpha, self.X._data)
+            panel.send(0)
+            self._solve(0, panel)
+            if xrow.sends(0):
+                be.wait_event(comm, be.record_event(comp))
+                xrow.send(0)
+            if T > 1:
+                panel.send(1)
+            for t in range(T):
+                lo, hi, _blocks = self.trailing(t, self.me)
+                work = active and hi > lo
+                nxt = order[t + 1] if t + 1 < T else None
+                ahead = lookahead and work and nxt is not None and self.owner(nxt) == self.me
+                if work:
+                    xrow.wait(t, comp)
+                    panel.wait(t, comp)
+                    a_stack = panel.view(t, (self.loc_ext[self.me], self.ext(order[t])))
+                    xk = self._xk(xrow, t)
+                    if ahead:
+                        # look-ahead: finish the next block, solve it, let comm send it, then
+                        # do the rest of this step's trailing update
+                        assert nxt is not None
+                        n0, n1 = self.loc_off(nxt), self.loc_off(nxt) + self.ext(nxt)
+                        self._update(a_stack, xk, n0, n1)
+                        self._solve(t + 1, panel)
+                        solved = be.record_event(comp)
+                        self._update(a_stack, xk, *((n1, hi) if self.forward else (lo, n0)))
+                    else:
+                        self._update(a_stack, xk, lo, hi)
+                # slots of step t are free on this process (with num_stages == 1 before the
+                # solve below, which waits for step t + 1's panel in the same slot)
+                panel.ack(t, comp)
+                xrow.ack(t, comp)
+                if nxt is not None and not ahead:
+                    self._solve(t + 1, panel)
+                    solved = be.record_event(comp)
+                if nxt is not None:
+                    if xrow.sends(t + 1):
+                        be.wait_event(comm, solved)  # X_{t+1} solved -> send it
+                        xrow.send(t + 1)
+                    if t + 2 < T:
+                        panel.send(t + 2)
+            be.synchronize()
+        finally:
+            be.free(buf)
+            be.free(sig)
+
+    def _xk(self, xrow: _SlotChannel, t: int) -> Any:
+        """``X_k`` on this process: its own rows of X, or the received copy."""
+        k = self.order[t]
+        if self.owner(k) == self.me:
+            return self.xblock(self.loc_off(k), self.loc_off(k) + self.ext(k))
+        shape = (self.ext(k), self.other_ext) if self.ax == 0 else (self.other_ext, self.ext(k))
+        return xrow.view(t, shape)
+
+    def _solve(self, t: int, panel: _SlotChannel) -> None:
+        """Enqueue on compute: wait for step ``t``'s panel and solve my part of ``X_k``."""
+        k = self.order[t]
+        if self.owner(k) != self.me or self.other_ext == 0:
+            return
+        be, spec = self.be, self.spec
+        panel.wait(t, be.compute)
+        ek, off = self.ext(k), self.loc_off(k)
+        akk = panel.view(t, (ek, ek), off * ek)
+        akk = akk.T if self.transposed else akk
+        be.trsm(
+            1,
+            akk,
+            self.xblock(off, off + ek),
+            spec.side,
+            spec.uplo,
+            spec.trans,
+            spec.diag,
+            be.compute,
+        )
+
+    def _update(self, a_stack: Any, xk: Any, lo: int, hi: int) -> None:
+        """Enqueue ``X[lo:hi] -= op(A)[lo:hi, k] X_k`` (left; mirrored for right): one gemm."""
+        if hi <= lo:
+            return
+        be, spec = self.be, self.spec
+        a = a_stack[lo:hi]
+        a = a.T if self.transposed else a
+        if spec.side == "L":
+            be.gemm(-1, a, xk, 1, self.xblock(lo, hi), spec.trans, "N", be.compute)
+        else:
+            be.gemm(-1, xk, a, 1, self.xblock(lo, hi), "N", spec.trans, be.compute)
