@@ -704,7 +704,8 @@ class PanelExchange:
                 need = rows * gs.width
                 if buf is None or buf.size < need:
                     cap = max(self.slot_elems[o], need)
-                    buf = self._unpack_bufs[o] = b.empty((cap,), self.dtype)
+                    # a private (not symmetric) buffer: backend.empty may be collective
+                    buf = self._unpack_bufs[o] = self._xp.empty((cap,), self.dtype)
                 arr = buf[:need].reshape(rows, gs.width)
                 slot = self.slots.array[base : base + self.slot_elems[o]]
                 b.launch(comp, _unpack, slot, gs, arr)

@@ -101,7 +101,7 @@ def triangle_update(
     c_loc = C._data
     one, zero = C.dtype.type(1), C.dtype.type(0)
     bsz = C.layout.block[0]
-    tmp = b.empty((bsz, bsz), C.dtype)
+    tmp = b.xp.empty((bsz, bsz), C.dtype)  # private scratch for diagonal blocks
 
     def update(k: int, panels: list[Any]) -> None:
         for c0, c1, (r0, r1), diag in tri.cols:

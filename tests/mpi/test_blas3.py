@@ -37,7 +37,7 @@ OPS = ["gemm", "symm", "syrk", "herk", "syr2k", "her2k", "trmm"]
 BLOCKS = [1, 2, 17, 64, (3, 5), (16, 7)]
 SHAPES = [(1, 1, 1), (5, 7, 3), (23, 17, 29), (40, 33, 19), (64, 64, 64), (70, 3, 45)]
 STAGES = [1, 2, 3]
-N_SAMPLED = 14  # cases per grid in the default (CI) run
+N_SAMPLED = 10  # cases per grid in the default (CI) run
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
@@ -59,11 +59,11 @@ def _scalar(rng, dtype, real=False, allow_zero=True):
 class Case:
     """One randomly drawn operator call: builds inputs, runs, checks."""
 
-    def __init__(self, seed: int, grid) -> None:
+    def __init__(self, seed: int, grid, index: int) -> None:
         rng = np.random.default_rng(seed)
         self.rng = rng
         self.grid = grid
-        self.op = OPS[rng.integers(len(OPS))]
+        self.op = OPS[index % len(OPS)]  # every operator on every grid
         blk = BLOCKS[rng.integers(len(BLOCKS))]
         self.blk = (blk, blk) if isinstance(blk, int) else blk
         self.m, self.n, self.k = SHAPES[rng.integers(len(SHAPES))]
@@ -293,37 +293,14 @@ class Case:
 @pytest.mark.parametrize("case", range(N_SAMPLED))
 def test_sweep_sampled(grid, case):
     seed = 1000 * (grid.nprow * 10 + grid.npcol) + case
-    Case(seed, grid).run()
+    Case(seed, grid, case).run()
 
 
 @pytest.mark.full_sweep
 @pytest.mark.parametrize("case", range(400))
 def test_sweep_full(grid, case):
     seed = 7_000_000 + 1000 * (grid.nprow * 10 + grid.npcol) + case
-    Case(seed, grid).run()
-
-
-def test_every_op_covered_by_sampling():
-    """The sampled sweep draws every operator on some grid (guards the sampler itself)."""
-    seen = set()
-    for r, c in [
-        (1, 4),
-        (4, 1),
-        (2, 2),
-        (1, 1),
-        (1, 2),
-        (2, 1),
-        (1, 3),
-        (3, 1),
-        (2, 3),
-        (3, 2),
-        (1, 6),
-        (6, 1),
-    ]:
-        for case in range(N_SAMPLED):
-            rng = np.random.default_rng(1000 * (r * 10 + c) + case)
-            seen.add(OPS[rng.integers(len(OPS))])
-    assert seen == set(OPS)
+    Case(seed, grid, case).run()
 
 
 # -- stages and the race detector -----------------------------------------------------------
