@@ -366,16 +366,16 @@ def from_numpy(
     if root is not None and not (_is_int(root) and 0 <= root < g.size):
         raise ValueError(f"root must be a rank in [0, {g.size}) or None, got {root!r}")
     if root is None:
-        host = _host_matrix(a, dtype, backend)
-        layout = BlockCyclicLayout(host.shape, blk, g.shape)
+        everywhere = _host_matrix(a, dtype, backend)
+        layout = BlockCyclicLayout(everywhere.shape, blk, g.shape)
         rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
-        out = _new(layout, g, host.dtype)
-        out._data[...] = backend.asarray(host[np.ix_(rows, cols)])
+        out = _new(layout, g, everywhere.dtype)
+        out._data[...] = backend.asarray(everywhere[np.ix_(rows, cols)])
         return out
 
     # shape and dtype are known on root only: agree on them (or on the error) first
     meta: Any = None
-    host = None
+    host: np.ndarray | None = None
     if g.rank == root:
         try:
             host = _host_matrix(a, dtype, backend)

@@ -47,7 +47,8 @@ def _check_seed(seed: Any, grid: ProcessGrid) -> int | tuple[int, ...]:
         isinstance(seed, tuple | list)
         and seed
         and all(
-            isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 0 for s in seed
+            isinstance(s, numbers.Integral) and not isinstance(s, bool) and int(s) >= 0
+            for s in seed
         )
     ):
         return tuple(int(s) for s in seed)

@@ -137,7 +137,8 @@ def _user_stacklevel() -> int:
 
     pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     npdir = os.path.dirname(os.path.abspath(np.__file__))
-    frame, level = sys._getframe(1), 1
+    frame: Any = sys._getframe(1)
+    level = 1
     while frame is not None:
         fname = os.path.abspath(frame.f_code.co_filename)
         if not (fname.startswith(pkg + os.sep) or fname.startswith(npdir + os.sep)):
