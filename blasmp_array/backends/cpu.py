@@ -24,6 +24,7 @@ respect to remote updates) + ``Flush``. ``signal_wait`` polls the local word aft
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import queue
@@ -195,6 +196,9 @@ class CPUBackend(Backend):
         self.comm_stream = CPUStream("comm", self._failed.set)
         self._live: dict[int, SymmetricBuffer | SignalSet] = {}
         self._names = itertools.count()
+        # release the windows before mpi4py finalizes MPI (atexit runs last-registered first);
+        # leaked windows make UCX print warnings at exit
+        atexit.register(self._release_at_exit)
 
     # -- memory ---------------------------------------------------------------------------
     def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -244,6 +248,19 @@ class CPUBackend(Backend):
     def free_all(self) -> None:
         for obj in list(self._live.values()):
             self.free(obj)
+
+    def _release_at_exit(self) -> None:
+        MPI = self._MPI
+        if not self._live or MPI.Is_finalized():
+            return
+        try:
+            self.synchronize()
+        except BaseException:  # noqa: S110 - errors were the program's to handle
+            pass
+        try:
+            self.free_all()
+        except BaseException:  # exiting anyway
+            pass
 
     def asnumpy(self, a: Any) -> np.ndarray:
         return np.asarray(a)
