@@ -184,7 +184,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         """
         from .creation import gather
 
-        return gather(self.resolve(), root=root)
+        return gather(self, root=root)  # a view is gathered as stored, then transposed
 
     def copy(self) -> BlockCyclicArray:
         """A deep copy (views are materialised)."""

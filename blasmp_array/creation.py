@@ -474,8 +474,9 @@ def gather(a: BlockCyclicArray, root: int | None = None) -> np.ndarray | None:
     """Gather the global matrix into a NumPy array on every rank, or on ``root`` only.
 
     Collective. Each process sends its local matrix (whole, C-ordered) to the ranks that
-    need it, in rounds of at most :data:`TRANSFER_ROUND_BYTES` per rank. Lazy views are
-    materialised first.
+    need it, in rounds of at most :data:`TRANSFER_ROUND_BYTES` per rank. A lazy view
+    (``A.T``, ``A.conj()``) is gathered as stored and transposed/conjugated on the host, with
+    no distributed transpose.
 
     Parameters
     ----------
@@ -493,7 +494,8 @@ def gather(a: BlockCyclicArray, root: int | None = None) -> np.ndarray | None:
     g = a.grid
     if root is not None and not (_is_int(root) and 0 <= root < g.size):
         raise ValueError(f"root must be a rank in [0, {g.size}) or None, got {root!r}")
-    a = a.resolve()
+    transposed, conjugated = a._transposed, a._conjugated
+    a = a.storage
     backend, xp, layout = a.backend, a.backend.xp, a.layout
     dt = a.dtype
     wire = np.dtype(np.uint8) if dt == np.bool_ else dt  # bools travel as bytes
@@ -524,4 +526,8 @@ def gather(a: BlockCyclicArray, root: int | None = None) -> np.ndarray | None:
                 src = mine if p == g.rank else recv[p]
                 block = backend.asnumpy(src).view(dt).reshape(rows[prow].size, cols[pcol].size)
                 out[np.ix_(rows[prow], cols[pcol])] = block
+    if out is not None and transposed:
+        out = np.ascontiguousarray(out.T)
+    if out is not None and conjugated:
+        np.conjugate(out, out=out)
     return out
