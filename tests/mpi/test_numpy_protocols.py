@@ -12,6 +12,19 @@ import blasmp_array as bm
 from blasmp_array.ops.elementwise import RedistributionWarning
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+
+
+_GRIDS: dict = {}
+
+
+def _cached_grid(shape, backend):
+    """A grid per shape for the whole module: every ProcessGrid holds two communicators, and
+    MPICH allows only about 2000 per process."""
+    if (shape, backend) not in _GRIDS:
+        _GRIDS[(shape, backend)] = bm.ProcessGrid(*shape, backend=backend)
+    return _GRIDS[(shape, backend)]
+
+
 SHAPE = (13, 10)
 BLOCK = (3, 4)
 
@@ -151,7 +164,7 @@ def test_other_layout_is_redistributed_with_a_warning(grid, comm):
     assert record[0].filename == __file__  # attributed to the caller's line
     if comm.size > 1:  # (with one process every grid is 1x1)
         shape = (comm.size, 1) if grid.shape != (comm.size, 1) else (1, comm.size)
-        other = bm.ProcessGrid(*shape, backend=grid.backend.name)
+        other = _cached_grid(shape, grid.backend.name)
         B3 = bm.from_numpy(b, block=BLOCK, grid=other)
         with pytest.warns(RedistributionWarning, match=f"{shape[0]}x{shape[1]}"):
             R = A * B3
