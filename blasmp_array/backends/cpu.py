@@ -4,14 +4,17 @@ Streams are worker threads
 --------------------------
 Each :class:`CPUStream` is a daemon thread consuming a FIFO queue of closures, so the compute and
 communication streams really run concurrently. This works only where the heavy calls release
-the GIL. Measured on the 2-core CI machine (OpenBLAS, 1 thread, two threads each running two
-1500^3 DGEMMs): ``numpy.matmul`` releases the GIL (2 threads: 0.14 s vs 0.27 s serial), the
-f2py wrappers of ``scipy.linalg.blas`` do NOT (0.37 s vs 0.28 s serial). The local kernels
-therefore use ``numpy.matmul`` plus ufuncs (which release the GIL) or, where the OpenBLAS that
-NumPy ships exports CBLAS, direct ``ctypes`` calls (``ctypes`` releases the GIL), and fall back
-to ``scipy.linalg`` only for TRSM when no CBLAS library is found. mpi4py releases the GIL in MPI
-calls, and ``signal_wait`` polls with an exponential back-off sleep so a waiting stream does not
-steal a core from BLAS.
+the GIL. Measured on the 2-core CI machine (OpenBLAS, 1 thread; a second thread counts Python
+loop iterations during a 1000^3 call, relative to its rate during ``time.sleep``; ~1 means the
+GIL is free, the rest is CPU contention): ``numpy.matmul`` 0.39 and CBLAS through ``ctypes``
+0.40 (gemm) / 0.31 (trsm) / 0.52 (syrk) release it; the f2py wrappers of
+``scipy.linalg.blas.dgemm`` (0.09-0.14) and ``scipy.linalg.solve_triangular`` (0.03) hold it
+(two threads each running two 1500^3 scipy DGEMMs took 0.37 s vs 0.28 s one after the other;
+with ``numpy.matmul`` 0.14 s vs 0.27 s). The local kernels (``_cpu_kernels.py``) therefore call
+CBLAS through ``ctypes`` (the OpenBLAS bundled with NumPy; :mod:`._cblas`) and fall back to
+``numpy.matmul`` + ufuncs, and ``scipy.linalg.solve_triangular`` for TRSM only, where no CBLAS is
+found. mpi4py releases the GIL in MPI calls, and ``signal_wait`` polls with an exponential
+back-off sleep (5 us to 0.5 ms) so a waiting stream does not steal a core from BLAS.
 
 Symmetric memory and signals
 ----------------------------
@@ -20,6 +23,14 @@ passive-target ``Lock_all`` epoch for its whole life; a put is ``Win.Put`` + ``W
 (the data is at the target when the call returns), a signal update is an ``Accumulate`` of one
 uint64 (``MPI.REPLACE`` for 'set', ``MPI.SUM`` for 'add'; also to self, so that it is atomic with
 respect to remote updates) + ``Flush``. ``signal_wait`` polls the local word after ``Win.Sync()``.
+A put to self is a local copy. Since every put is complete at its target before its stream
+moves on, ``quiet`` has nothing to wait for.
+
+Errors
+------
+The first exception on a stream is kept and the rest of that stream's queue is dropped (events
+are still set, so the other stream cannot wait forever; a ``signal_wait`` of the other stream is
+cancelled); ``synchronize()`` re-raises the earliest error of both streams and clears the state.
 """
 
 from __future__ import annotations
@@ -167,6 +178,8 @@ class CPUBackend(Backend):
 
     name = "cpu"
     xp = np
+    compute: CPUStream
+    comm_stream: CPUStream
 
     def __init__(self, comm: Any) -> None:
         from mpi4py import MPI
