@@ -273,3 +273,15 @@ def test_bad_grid_and_budget(grid):
     with pytest.raises(TypeError, match="BlockCyclicArray"):
         rd.redistribute(np.zeros((2, 2)))
     COMM.Barrier()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_public_api_round_trip(dtype):
+    """from_numpy -> A.redistribute (near-square -> 1xN, (64, 64) -> (17, 5)) -> to_numpy."""
+    a = random_matrix((70, 61), dtype, seed=21)
+    A = bm.from_numpy(a, block=(64, 64), grid=grid_of(GRID_SHAPES[-1]))
+    B = A.redistribute(grid=grid_of(GRID_SHAPES[0]), block=(17, 5))
+    assert B.block == (17, 5) and B.grid.shape == GRID_SHAPES[0]
+    assert np.array_equal(B.to_numpy(), a)
+    assert np.array_equal(B.H.redistribute(block=3).to_numpy(), a.conj().T)
+    assert np.array_equal(A.T.resolve().to_numpy(), a.T)
