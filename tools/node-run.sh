@@ -29,11 +29,13 @@ if [ "$n" -gt "$gpus" ]; then
   export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/mps-log}
   export NVSHMEM_IGNORE_CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=1
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ]; then
+  # the pipe directory keeps its `control` pipe after the daemon quits: trust the pid file
+  pidf="$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid"
+  if [ -s "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then
     echo "node-run.sh: MPS already running ($CUDA_MPS_PIPE_DIRECTORY)" >&2
   elif nvidia-cuda-mps-control -d; then
     mps=1
-    for _ in $(seq 50); do [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ] && break; sleep 0.1; done
+    for _ in $(seq 50); do [ -s "$pidf" ] && break; sleep 0.1; done
   else
     echo "node-run.sh: could not start CUDA MPS (nvidia-cuda-mps-control -d)" >&2
   fi
@@ -46,7 +48,11 @@ for v in PYTHONPATH OMP_NUM_THREADS NVSHMEM_DISABLE_NVLS NCCL_NVLS_ENABLE TORCH_
          $(compgen -e | grep -E '^(BLASMP_|NVSHMEM_|CUPY_)' || true); do
   [ -n "${!v+x}" ] && [ -z "${seen[$v]:-}" ] && { vars+=(-x "$v"); seen[$v]=1; }
 done
-mpirun --allow-run-as-root --oversubscribe --bind-to none "${vars[@]}" -np "$n" "$@"
+# in the background, so that a TERM (e.g. from `timeout`) stops mpirun and MPS at once
+mpirun --allow-run-as-root --oversubscribe --bind-to none "${vars[@]}" -np "$n" "$@" </dev/null &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; stop_mps; exit 143' TERM INT
+wait "$child"
 rc=$?
 stop_mps
 exit $rc
