@@ -128,12 +128,19 @@ def _to_backend(a: Any, backend: Any) -> Any:
     return backend.asarray(a)
 
 
-_to_remove_at_exit: list[Path] = []
+_to_remove_at_exit: list[tuple[Any, Path | None]] = []
 
 
 def _remove_at_exit() -> None:
-    for path in _to_remove_at_exit:
-        shutil.rmtree(path, ignore_errors=True)
+    """At interpreter exit: wait until every rank is done with the stores, then rank 0 removes
+    them (every rank registered this hook in the same collective to_dask call)."""
+    from mpi4py import MPI
+
+    for comm, path in _to_remove_at_exit:
+        if not MPI.Is_finalized():
+            comm.Barrier()
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def to_dask(A: BlockCyclicArray, *, tmpdir: str | os.PathLike[str] | None = None) -> Any:
@@ -145,10 +152,11 @@ def to_dask(A: BlockCyclicArray, *, tmpdir: str | os.PathLike[str] | None = None
     seen).
 
     The store lives in a fresh directory created by rank 0 under ``tmpdir`` (default
-    ``$TMPDIR``, else the system's temporary directory of rank 0) and is removed when rank 0's
-    interpreter exits. **The directory must be on a filesystem that all ranks and every reader
-    of the Dask array share**: ``/tmp`` is fine when all ranks run on one node; on several nodes
-    pass a directory of a shared filesystem. For a store that outlives the job, use
+    ``$TMPDIR``, else the system's temporary directory of rank 0) and is removed at interpreter
+    exit, once every rank has reached its exit (a barrier in an ``atexit`` hook).
+    **The directory must be on a filesystem that all ranks and every reader of the Dask array
+    share**: ``/tmp`` is fine when all ranks run on one node; on several nodes pass a directory
+    of a shared filesystem. For a store that outlives the job, use
     ``A.to_zarr(path)`` and ``dask.array.from_zarr(path)``.
 
     Parameters
@@ -175,14 +183,13 @@ def to_dask(A: BlockCyclicArray, *, tmpdir: str | os.PathLike[str] | None = None
         if bk.rank != 0:
             return None
         parent = os.fspath(tmpdir) if tmpdir is not None else tempfile.gettempdir()
-        path = Path(tempfile.mkdtemp(prefix="blasmp-to_dask-", dir=parent))
-        if not _to_remove_at_exit:
-            atexit.register(_remove_at_exit)
-        _to_remove_at_exit.append(path)
-        return str(path)
+        return tempfile.mkdtemp(prefix="blasmp-to_dask-", dir=parent)
 
     # the directory is made on rank 0 and its path broadcast, so every rank agrees on it
     directory = bk.bcast(agree(bk, "to_dask: creating the temporary directory", make_dir), root=0)
+    if not _to_remove_at_exit:
+        atexit.register(_remove_at_exit)
+    _to_remove_at_exit.append((bk.comm, Path(directory) if bk.rank == 0 else None))
     store = Path(directory) / "array.zarr"
     to_zarr(A, store)
     return da.from_zarr(str(store))

@@ -81,14 +81,18 @@ def _write_tile(z: Any, rows: slice, cols: slice, tile: Any) -> None:
 
 
 def _open(zarr: Any, path: Path, mode: str, **create_kwargs: Any) -> Any:
-    """``zarr.open_array`` for zarr-python 2 and 3, writing every chunk when creating."""
+    """``zarr.open_array`` for zarr-python 2 and 3 that writes every chunk.
+
+    ``write_empty_chunks`` is a run-time setting (not stored in the metadata), so every writer
+    passes it: otherwise a chunk equal to the fill value (e.g. all ``-0.0``) would be skipped
+    and read back as ``+0.0``.
+    """
     if create_kwargs:
         create_kwargs["fill_value"] = 0
-        if int(zarr.__version__.split(".")[0]) >= 3:
-            create_kwargs["config"] = {"write_empty_chunks": True}
-        else:
-            create_kwargs["write_empty_chunks"] = True
-    return zarr.open_array(str(path), mode=mode, **create_kwargs)
+    if int(zarr.__version__.split(".")[0]) < 3:
+        return zarr.open_array(str(path), mode=mode, write_empty_chunks=True, **create_kwargs)
+    z = zarr.open_array(str(path), mode=mode, **create_kwargs)
+    return z.with_config({"write_empty_chunks": True})
 
 
 def from_zarr(
