@@ -32,7 +32,7 @@ no rank ever holds the whole matrix.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from numbers import Integral
 from typing import Any
 
@@ -58,7 +58,7 @@ RankOf = Callable[[int, int], int]
 def redistribute(
     A: BlockCyclicArray,
     grid: ProcessGrid | None = None,
-    block: int | tuple[int, int] | None = None,
+    block: int | Sequence[int] | None = None,
     *,
     memory_budget: int | None = None,
 ) -> BlockCyclicArray:
@@ -109,6 +109,7 @@ def redistribute(
         out[...] = A._data
         return BlockCyclicArray(out, dst_layout, dst_grid)
 
+    src_rank_of: RankOf
     if A._transposed:
         # the view op(S)^T is the source S^T described on the transposed grid
         g = A.grid
@@ -365,7 +366,8 @@ def _exchange(
         for k in range(nranks):
             shape = recv_shape[k]
             if shape is not None:
-                _put(dst_local, *recv_ix[k], recv[k].reshape(shape), xp)
+                rix, cix = recv_ix[k]
+                _put(dst_local, rix, cix, recv[k].reshape(shape), xp)
 
 
 def _index(positions: np.ndarray, xp: Any) -> Any:
