@@ -43,6 +43,16 @@ Panel slots and the signal protocol
   the whole life of the exchange (never reset); every expected value below is a cumulative
   count that all ranks derive from the plan.
 
+Slots and staging of all operands live in ONE symmetric buffer per dtype, and all signals in
+ONE signal set, both pooled per backend and reused by the next operator (allocation is
+collective and slow: ~40 ms per MPI window on the CI machine). Since every increment a process
+receives is waited for, each process knows its counters exactly at the end of an exchange and
+keeps them as *bases* that the next exchange's expected values are offset by (so signals are
+never reset). :meth:`PanelExchange.finish` ends with a barrier so that no process starts the
+next exchange's first sends (which need no ack) into a slot that a slower process still reads.
+The pool grows (collectively, identical sizes everywhere) when a larger plan needs it;
+:func:`free_workspace` releases it.
+
 Protocol, for step ``k`` and slot ``s = k % S`` (``S = num_stages``):
 
 1. ``send(k)`` -- sender, comm stream.
@@ -74,7 +84,7 @@ step ``k``, which ``q`` sends after consuming step ``k`` (and, transitively, eve
 ``q``'s ready counter for slot ``s`` cannot run ahead of step ``k`` because the step ``k + S``
 data needs that ack first. Signals become visible after their data (put-with-signal). At the
 end every put was waited for by its receiver and every ack by its sender, so after
-``synchronize()`` no traffic is in flight and :meth:`PanelExchange.free` (collective) is safe.
+``synchronize()`` no traffic is in flight and the buffers may be reused or freed.
 
 The driver
 ----------
@@ -82,7 +92,7 @@ The driver
 
     begin(); send(0 .. S-1)
     for k: panels = recv(k); update(k, panels); release(k); send(k + S)
-    synchronize(); free()
+    finish()   # synchronize, advance signal bases, barrier
 
 ``num_stages=1`` is the conservative single-buffered pipeline (no overlap of communication of
 step ``k + 1`` with the update of step ``k``); ``2`` double-buffers. No host synchronisation
@@ -90,7 +100,20 @@ happens inside the loop.
 
 Reuse (e.g. TRSM): a source whose panel data is produced during the pipeline passes
 ``send(k, after=event)``; the comm stream waits ``event`` (recorded on the compute stream after
-the producing work) before packing.
+the producing work) before packing. Driving an exchange by hand::
+
+    ex = PanelExchange(backend, "trsm", [PanelSpec(src_row, C.layout, 0),
+                                         PanelSpec(src_col, C.layout, 1)],
+                       [X_row._data, X_col._data], make_steps(K, kb), dtype, num_stages,
+                       grid.rank)
+    backend.begin()
+    for k in range(min(ex.S, ex.nsteps)): ex.send(k)
+    for k in range(ex.nsteps):
+        row, col = ex.recv(k)      # Panel(lo, hi, array) or None, valid until release(k)
+        ...                        # enqueue work on backend.compute
+        ex.release(k)
+        if k + ex.S < ex.nsteps: ex.send(k + ex.S, after=backend.record_event(backend.compute))
+    ex.finish()
 """
 
 from __future__ import annotations
@@ -511,7 +534,7 @@ class PanelExchange:
     grid_rank : int
         This process's rank in the grid (``myrow * Pc + mycol``).
 
-    Allocation and :meth:`free` are collective.
+    Construction and :meth:`finish` are collective (every process, same order).
     """
 
     def __init__(
