@@ -1,0 +1,95 @@
+"""The optional I/O dependencies (Dask, zarr, h5py): lazy imports and the messages users see
+when one is missing (no MPI job needed: every missing-dependency error is raised before any
+communication)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from blasmp_array import io as bio
+
+EXTRA = 'pip install -e ".[dask]"'
+
+
+@pytest.fixture
+def hide(monkeypatch):
+    """Make ``import name`` fail for the given top-level modules and their submodules."""
+
+    def _hide(*names: str) -> None:
+        for mod in list(sys.modules):
+            if mod.split(".")[0] in names:
+                monkeypatch.delitem(sys.modules, mod)
+        for name in names:
+            # a None entry makes `import name` raise ImportError
+            monkeypatch.setitem(sys.modules, name, None)
+            monkeypatch.setitem(sys.modules, f"{name}.array", None)
+
+    return _hide
+
+
+@pytest.mark.parametrize(
+    "call, feature",
+    [
+        (lambda: bio.from_dask(object(), block=2), "from_dask"),
+        (lambda: bio.to_dask(object()), "to_dask"),
+        (lambda: bio.from_zarr("a.zarr"), "from_zarr"),
+        (lambda: bio.from_hdf5("a.h5", "m"), "from_hdf5"),
+    ],
+    ids=["from_dask", "to_dask", "from_zarr", "from_hdf5"],
+)
+def test_missing_dask_names_the_extra(hide, call, feature):
+    hide("dask")
+    with pytest.raises(ImportError) as info:
+        call()
+    message = str(info.value)
+    assert feature in message and "dask[array]" in message and EXTRA in message
+
+
+@pytest.mark.parametrize(
+    "call, feature",
+    [
+        (lambda: bio.to_zarr(object(), "a.zarr"), "to_zarr"),
+        (lambda: bio.from_zarr("a.zarr"), "from_zarr"),
+    ],
+    ids=["to_zarr", "from_zarr"],
+)
+def test_missing_zarr_names_the_extra(hide, call, feature):
+    hide("zarr")
+    with pytest.raises(ImportError, match=r"'zarr'") as info:
+        call()
+    assert feature in str(info.value) and EXTRA in str(info.value)
+
+
+def test_missing_h5py_names_the_extra(hide):
+    hide("h5py")
+    with pytest.raises(ImportError, match=r"from_hdf5 needs the optional package 'h5py'") as info:
+        bio.from_hdf5("a.h5", "m")
+    assert EXTRA in str(info.value)
+
+
+def test_missing_dependency_keeps_the_cause(hide):
+    hide("dask")
+    with pytest.raises(ImportError) as info:
+        bio.from_dask(object())
+    assert isinstance(info.value.__cause__, ImportError)
+
+
+def test_import_does_not_load_optional_dependencies():
+    """``import blasmp_array`` (and its io package and lazy names) load no Dask/zarr/h5py."""
+    code = (
+        "import sys, blasmp_array as bm, blasmp_array.io\n"
+        "bm.from_dask, bm.from_zarr, bm.from_npy, bm.from_hdf5\n"
+        "loaded = [m for m in sys.modules if m.split('.')[0] in ('dask', 'zarr', 'h5py')]\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_lazy_names_resolve_to_io():
+    import blasmp_array as bm
+
+    for name in ("from_dask", "from_zarr", "from_npy", "from_hdf5"):
+        assert getattr(bm, name) is getattr(bio, name)
