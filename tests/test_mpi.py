@@ -42,7 +42,7 @@ def test_distributed_suite(nprocs: int) -> None:
     extra = shlex.split(os.environ.get("BLASMP_MPI_ARGS", ""))
     cmd = [
         mpiexec(), "-n", str(nprocs), sys.executable, "-m", "pytest", "tests/mpi",
-        "-q", "-x", "-p", "no:cacheprovider", "--timeout=300", "-o", "addopts=", "-m", MARK, *extra,
+        "-q", "-x", "-p", "no:cacheprovider", "--timeout=300", "--timeout-method=thread", "-o", "addopts=", "-m", MARK, *extra,
     ]
     try:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,

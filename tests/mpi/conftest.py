@@ -31,3 +31,16 @@ def grid(request):
 
 def pytest_report_header(config):
     return f"MPI ranks: {MPI.COMM_WORLD.Get_size()}"
+
+
+def pytest_runtest_logreport(report):
+    """A test that fails on some ranks only would leave the others blocked in a collective: print
+    this rank's failure at once and abort the whole job (with -x the run stops here anyway)."""
+    if report.failed and MPI.COMM_WORLD.Get_size() > 1:
+        import sys
+
+        rank = MPI.COMM_WORLD.Get_rank()
+        sys.stderr.write(f"\n[rank {rank}] FAILED {report.nodeid} ({report.when})\n")
+        sys.stderr.write(f"{report.longreprtext}\n")
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(1)
