@@ -523,6 +523,12 @@ class GPUBackend(Backend):
 
     # -- one-sided transport --------------------------------------------------------------
     def _source(self, dst: SymmetricBuffer, offset: int, src: Any) -> cupy.ndarray:
+        if not isinstance(src, cupy.ndarray):
+            # a host source: copy it on the side stream and wait, because a pageable host-to-device
+            # copy on the put's stream would block the host behind that stream's signal waits
+            with self._side:
+                src = cupy.asarray(np.ascontiguousarray(src), dtype=dst.dtype)
+            self._side.synchronize()
         src = cupy.ascontiguousarray(cupy.asarray(src, dtype=dst.dtype)).reshape(-1)
         if offset < 0 or offset + src.size > dst.size:
             raise ValueError(
