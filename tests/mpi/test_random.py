@@ -117,9 +117,9 @@ def test_empty_and_tiny_shapes(grid):
         (dict(seed=0, dtype=np.int32), TypeError, "float32"),
     ],
 )
-def test_bad_arguments(grid, kwargs, exc, match):
+def test_bad_arguments(kwargs, exc, match):
     with pytest.raises(exc, match=match):
-        bm.random.standard_normal((4, 4), grid=grid, **kwargs)
+        bm.random.standard_normal((4, 4), grid=bm.creation.default_grid(), **kwargs)
 
 
 def test_bad_uniform_bounds(grid):
