@@ -94,7 +94,7 @@ import numpy as np
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
 from ..layout import numroc
 
-__all__ = ["trsm", "solve_triangular", "TrsmRedistributionWarning"]
+__all__ = ["trsm", "solve_triangular", "TrsmRedistributionWarning", "free_workspace"]
 
 _SIDES = {"left": "L", "l": "L", "right": "R", "r": "R"}
 _TRANS = {"n": "N", "t": "T", "c": "C"}
@@ -358,8 +358,6 @@ def _trsm(
 
     if dtype.kind != "c" and trans == "C":
         trans = "T"
-    if A.dtype.kind != "c" and A.is_view and not A._transposed:
-        A = A.storage  # conj of a real matrix is itself
     # -- from here on, collective operations only (identical decisions on every rank) --
     A, lower, trans = _fold_view(A, lower, trans)
     if dtype.kind != "c" and trans == "C":
@@ -386,7 +384,13 @@ def _trsm(
             _TrsmPipeline(spec, A, X).run()
     if X.layout != target.layout and not target.is_view:
         X = X.redistribute(block=target.block)
-    if overwrite_b and not target.is_view and X is not target:
+    if (
+        overwrite_b
+        and not target.is_view
+        and X is not target
+        and X.dtype == target.dtype
+        and X.layout == target.layout
+    ):
         target._data[...] = X._data
         return target
     return X
@@ -591,6 +595,70 @@ class _SlotChannel:
                 self.be.signal_op(self.sig, self.ack0 + self.be.rank, t + 1, q, "set", stream)
 
 
+class _Workspace:
+    """Per-backend pool of one symmetric buffer per dtype and one signal set, grown on demand.
+
+    Growing is collective; every rank asks for the same sizes (they come from the layouts).
+    Between two operators the signal words are zeroed by their owner and a barrier separates
+    the operators: after ``synchronize()`` every signal sent to a process has been waited for
+    by it (each ready count and each ack value is waited for exactly), so nothing is in flight,
+    and the barrier keeps the next operator from writing a slot a slower rank still reads.
+    """
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.bufs: dict[np.dtype, Any] = {}
+        self.sig: Any = None
+
+    def buffer(self, dtype: Any, size: int) -> Any:
+        dtype = np.dtype(dtype)
+        buf = self.bufs.get(dtype)
+        if buf is not None and buf.handle is not None and buf.size >= size:
+            return buf
+        if buf is not None and buf.handle is not None:
+            self.backend.free(buf)
+        cap = max(int(size), 2 * (buf.size if buf is not None else 0), 1024)
+        buf = self.bufs[dtype] = self.backend.alloc_symmetric(cap, dtype, name=f"trsm.{dtype}")
+        return buf
+
+    def signals(self, count: int) -> Any:
+        sig = self.sig
+        if sig is not None and sig.handle is not None and sig.count >= count:
+            return sig
+        if sig is not None and sig.handle is not None:
+            self.backend.free(sig)
+        cap = max(int(count), 2 * (self.sig.count if self.sig is not None else 0), 64)
+        self.sig = self.backend.alloc_signals(cap, name="trsm.signals")
+        return self.sig
+
+    def finish(self, used: int) -> None:
+        """Drain, zero the ``used`` signal words of this process, and barrier (collective)."""
+        be = self.backend
+        be.synchronize()
+        for i in range(used):
+            be.signal_op(self.sig, i, 0, be.rank, "set", be.compute)
+        be.barrier()
+
+
+_WORKSPACES: dict[int, _Workspace] = {}
+
+
+def _workspace(backend: Any) -> _Workspace:
+    ws = _WORKSPACES.get(id(backend))
+    if ws is None or ws.backend is not backend:
+        ws = _WORKSPACES[id(backend)] = _Workspace(backend)
+    return ws
+
+
+def free_workspace(backend: Any) -> None:
+    """Release the pooled TRSM buffers of ``backend`` (collective)."""
+    ws = _WORKSPACES.pop(id(backend), None)
+    if ws is not None:
+        for obj in [*ws.bufs.values(), ws.sig]:
+            if obj is not None and obj.handle is not None:
+                backend.free(obj)
+
+
 # -- the driver ----------------------------------------------------------------------------------
 class _TrsmPipeline:
     """One blocked right-looking TRSM for every side/uplo/trans/diag (see module docstring)."""
@@ -639,77 +707,98 @@ class _TrsmPipeline:
     def rank_at(self, p: int, q: int) -> int:
         return self.grid.rank_of(p, q) if self.ax == 0 else self.grid.rank_of(q, p)
 
-    def trailing(self, t: int, p: int) -> tuple[int, int, list[int]]:
+    def trailing(self, t: int, p: int) -> tuple[int, int, range]:
         """Local range ``[lo, hi)`` of process ``p``'s blocks after step ``t``, and the blocks."""
-        k = self.order[t]
-        blocks = [
-            i for i in (range(k + 1, self.K) if self.forward else range(k)) if self.owner(i) == p
-        ]
+        k, P = self.order[t], self.P
+        first_owned = (p - self.src) % P
+        if self.forward:
+            f = k + 1 + (first_owned - (k + 1)) % P
+            blocks = range(f, self.K, P)
+        else:
+            last = k - 1 - (k - 1 - first_owned) % P
+            blocks = range(first_owned, last + 1, P) if last >= 0 else range(0)
         if not blocks:
-            return 0, 0, []
+            return 0, 0, blocks
         return self.loc_off(blocks[0]), self.loc_off(blocks[-1]) + self.ext(blocks[-1]), blocks
 
     def stored(self, i: int, k: int) -> tuple[int, int]:
         return (k, i) if self.transposed else (i, k)
 
     # -- plans --
-    def _panel_plan(self) -> list[list[tuple[int, list[int], int, Any, int]]]:
-        """Per step: runs of consecutive stacked pieces with one sender -> one message."""
+    def _panel_plan(self) -> tuple[list[list[Any]], list[Any]]:
+        """Step ``t``'s panel messages, and my group's stack description per step.
+
+        The panel of group ``p`` (the grid row/column holding ``B_i`` for ``i`` in ``blocks``)
+        is the stack of ``op(A)``'s pieces in ``p``'s local order. Each sender sends ALL its
+        pieces of the group as one message (one pack, put to every receiver of the group); the
+        messages are concatenated in sender-rank order in the slot. When that order is not the
+        local order (interleaved senders, e.g. transposed pieces on a 2-D grid) the receiver
+        unpacks the slot into a stack buffer.
+        """
         A = self.A
         Alay, Agrid = A.layout, A.grid
-        plan = []
+        me = self.be.rank
+        plan: list[list[Any]] = []
+        mine: list[Any] = []  # per step: (lo, rows, unpack map or None) of my group, or None
         for t, k in enumerate(self.order):
             ek = self.ext(k)
-            msgs: list[tuple[int, list[int], int, Any, int]] = []
+            msgs: list[Any] = []
+            my_stack = None
             for p in range(self.P):
-                _lo, _hi, blocks = self.trailing(t, p)
-                if self.owner(k) == p:
-                    blocks = sorted([k, *blocks])
+                _lo, _hi, trail = self.trailing(t, p)
+                blocks = sorted([k, *trail]) if self.owner(k) == p else list(trail)
                 if not blocks or not self.active_other:
                     continue
                 receivers = [self.rank_at(p, q) for q in self.active_other]
-                run: list[int] = []
-                run_sender = -1
-                for i in [*blocks, None]:
-                    sender = -1
-                    if i is not None:
-                        sender = Agrid.rank_of(*Alay.block_owner(*self.stored(i, k)))
-                    if run and sender != run_sender:
-                        n_el = sum(self.ext(j) for j in run) * ek
-                        msgs.append(
-                            (
-                                run_sender,
-                                receivers,
-                                self.loc_off(run[0]) * ek,
-                                self._panel_packer(run, k),
-                                n_el,
-                            )
-                        )
-                        run = []
-                    if i is not None:
-                        run.append(i)
-                        run_sender = sender
+                by_sender: dict[int, list[int]] = {}
+                for i in blocks:
+                    sender = Agrid.rank_of(*Alay.block_owner(*self.stored(i, k)))
+                    by_sender.setdefault(sender, []).append(i)
+                lo = self.loc_off(blocks[0])
+                rows = self.loc_off(blocks[-1]) + self.ext(blocks[-1]) - lo
+                unpack: list[tuple[int, int, int]] = []  # (slot row, stack row, rows)
+                pos = 0
+                for sender in sorted(by_sender):
+                    run = by_sender[sender]
+                    size = sum(self.ext(i) for i in run) * ek
+                    packer = self._panel_packer(run, k) if sender == me else None
+                    msgs.append((sender, receivers, pos * ek, packer, size))
+                    for i in run:
+                        unpack.append((pos, self.loc_off(i) - lo, self.ext(i)))
+                        pos += self.ext(i)
+                if me in receivers:
+                    in_order = all(a == b for a, b, _ in unpack)
+                    my_stack = (lo, rows, None if in_order else unpack)
             plan.append(msgs)
-        return plan
+            mine.append(my_stack)
+        return plan, mine
 
     def _panel_packer(self, blocks: list[int], k: int) -> Any:
+        """``pack(out)``: the pieces of ``blocks`` at step ``k``, stacked (transposed if the
+        stored orientation requires), adjacent source rectangles copied as one."""
         A = self.A
         lay = A.layout
-        ek = self.ext(k)
-        views = []
+        tr = self.transposed
+        rects: list[list[int]] = []  # [r0, c0, h, w] of A's local matrix
         for i in blocks:
             r, c = self.stored(i, k)
             (r0, c0), (h, w) = lay.local_offset(r, c), lay.block_extent(r, c)
-            views.append((self.ext(i), r0, c0, h, w))
-        transposed = self.transposed
+            last = rects[-1] if rects else None
+            if last and not tr and last[1] == c0 and last[3] == w and last[0] + last[2] == r0:
+                last[2] += h
+            elif last and tr and last[0] == r0 and last[2] == h and last[1] + last[3] == c0:
+                last[3] += w
+            else:
+                rects.append([r0, c0, h, w])
 
         def pack(out: Any) -> None:
             data = A._data
             pos = 0
-            for ei, r0, c0, h, w in views:
+            for r0, c0, h, w in rects:
                 blk = data[r0 : r0 + h, c0 : c0 + w]
-                out[pos : pos + ei * ek].reshape(ei, ek)[...] = blk.T if transposed else blk
-                pos += ei * ek
+                blk = blk.T if tr else blk
+                out[pos : pos + h * w].reshape(blk.shape)[...] = blk
+                pos += h * w
 
         return pack
 
@@ -724,7 +813,8 @@ class _TrsmPipeline:
                     sender = self.rank_at(pk, q)
                     receivers = [self.rank_at(p, q) for p in needy]
                     n_el = self.ext(k) * (self.other_ext if sender == self.be.rank else 0)
-                    msgs.append((sender, receivers, 0, self._x_packer(k), n_el))
+                    packer = self._x_packer(k) if sender == self.be.rank else None
+                    msgs.append((sender, receivers, 0, packer, n_el))
             plan.append(msgs)
         return plan
 
@@ -748,18 +838,23 @@ class _TrsmPipeline:
         lookahead = S >= 2
         T, order = self.K, self.order
         active = self.other_ext > 0
-        # one symmetric buffer and one signal set for both exchanges (collective allocations)
+        # one pooled symmetric buffer and signal set for both exchanges
         slot_a = max(self.loc_ext) * self.nb
         slot_x = self.nb * self.max_other
         P = be.size
-        buf = be.alloc_symmetric(S * (slot_a + slot_x), self.X.dtype, name="trsm.slots")
-        sig = be.alloc_signals(2 * (S + P), name="trsm.signals")
-        panel = _SlotChannel(be, "a_panel", buf, 0, sig, 0, slot_a, S, self._panel_plan())
+        ws = _workspace(be)
+        buf = ws.buffer(self.X.dtype, S * (slot_a + slot_x))
+        sig = ws.signals(2 * (S + P))
+        plan, self._stacks = self._panel_plan()
+        panel = _SlotChannel(be, "a_panel", buf, 0, sig, 0, slot_a, S, plan)
+        nbufs = min(S, T) if any(st and st[2] for st in self._stacks) else 0
+        self._unpack_bufs = [be.empty((slot_a,), self.X.dtype) for _ in range(nbufs)]
+        self._stack_memo: dict[int, tuple[int, Any]] = {}
         xrow = _SlotChannel(be, "x_row", buf, S * slot_a, sig, S + P, slot_x, S, self._x_plan())
         try:
             be.begin()
             if spec.alpha != 1 and active:
-                be.launch(comp, np.multiply, self.X._data, spec.alpha, self.X._data)
+                be.launch(comp, be.xp.multiply, self.X._data, spec.alpha, self.X._data)
             panel.send(0)
             self._solve(0, panel)
             if xrow.sends(0):
@@ -774,8 +869,7 @@ class _TrsmPipeline:
                 ahead = lookahead and work and nxt is not None and self.owner(nxt) == self.me
                 if work:
                     xrow.wait(t, comp)
-                    panel.wait(t, comp)
-                    a_stack = panel.view(t, (self.loc_ext[self.me], self.ext(order[t])))
+                    a_stack = self._stack(panel, t)
                     xk = self._xk(xrow, t)
                     if ahead:
                         # look-ahead: finish the next block, solve it, let comm send it, then
@@ -801,10 +895,10 @@ class _TrsmPipeline:
                         xrow.send(t + 1)
                     if t + 2 < T:
                         panel.send(t + 2)
-            be.synchronize()
-        finally:
-            be.free(buf)
-            be.free(sig)
+            ws.finish(2 * (S + P))
+        except BaseException:
+            _WORKSPACES.pop(id(be), None)  # signal values unknown: never reuse this pool
+            raise
 
     def _xk(self, xrow: _SlotChannel, t: int) -> Any:
         """``X_k`` on this process: its own rows of X, or the received copy."""
@@ -820,9 +914,9 @@ class _TrsmPipeline:
         if self.owner(k) != self.me or self.other_ext == 0:
             return
         be, spec = self.be, self.spec
-        panel.wait(t, be.compute)
         ek, off = self.ext(k), self.loc_off(k)
-        akk = panel.view(t, (ek, ek), off * ek)
+        lo, stack = self._stack(panel, t)
+        akk = stack[off - lo : off - lo + ek]
         akk = akk.T if self.transposed else akk
         be.trsm(
             1,
@@ -835,14 +929,39 @@ class _TrsmPipeline:
             be.compute,
         )
 
-    def _update(self, a_stack: Any, xk: Any, lo: int, hi: int) -> None:
+    def _stack(self, panel: _SlotChannel, t: int) -> tuple[int, Any]:
+        """Enqueue (once per step) the wait for step ``t``'s panel and its unpack; return
+        ``(lo, stack)``: ``stack[r]`` holds the piece row of my local row ``lo + r``."""
+        got = self._stack_memo.get(t)
+        if got is not None:
+            return got
+        lo, rows, unpack = self._stacks[t]
+        ek = self.ext(self.order[t])
+        panel.wait(t, self.be.compute)
+        slot = panel.view(t, (rows, ek))
+        if unpack is None:
+            stack = slot
+        else:
+            # A[pieces of interleaved senders] -> my local order
+            buf = self._unpack_bufs[t % len(self._unpack_bufs)]
+            stack = buf[: rows * ek].reshape(rows, ek)
+            self.be.launch(self.be.compute, _unpack, slot, stack, unpack)
+        self._stack_memo[t] = (lo, stack)
+        return lo, stack
+
+    def _update(self, a_stack: tuple[int, Any], xk: Any, lo: int, hi: int) -> None:
         """Enqueue ``X[lo:hi] -= op(A)[lo:hi, k] X_k`` (left; mirrored for right): one gemm."""
         if hi <= lo:
             return
         be, spec = self.be, self.spec
-        a = a_stack[lo:hi]
+        a = a_stack[1][lo - a_stack[0] : hi - a_stack[0]]
         a = a.T if self.transposed else a
         if spec.side == "L":
             be.gemm(-1, a, xk, 1, self.xblock(lo, hi), spec.trans, "N", be.compute)
         else:
             be.gemm(-1, xk, a, 1, self.xblock(lo, hi), "N", spec.trans, be.compute)
+
+
+def _unpack(slot: Any, stack: Any, moves: Sequence[tuple[int, int, int]]) -> None:
+    for src, dst, rows in moves:
+        stack[dst : dst + rows] = slot[src : src + rows]
