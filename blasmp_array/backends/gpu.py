@@ -228,6 +228,7 @@ class GPUBackend(Backend):
         self._side = cupy.cuda.Stream(non_blocking=True)  # reads/releases signals on timeout
         self._blas = CublasKernels()
         self._allocs: dict[int, _Alloc] = {}
+        self._heap_peak = 0  # most bytes this backend ever held on the heap at once
         self._ids = itertools.count()
         self._dead: list[int] = []
         self._names = itertools.count()
@@ -251,10 +252,14 @@ class GPUBackend(Backend):
             self._free_ids(sorted(common))
         need = max(x[0] for x in info)
         need = max(_ALIGN, -(-need // _ALIGN) * _ALIGN)
+        # NVSHMEM keeps freed heap memory mapped and reuses it: only growth beyond the peak
+        # needs free device memory (the same numbers on every rank: allocations are symmetric)
+        live = sum(a.nbytes for a in self._allocs.values())
+        growth = max(0, live + need - self._heap_peak)
         per_device = collections.Counter(x[3] for x in info)
         for key, count in per_device.items():
             avail = min(x[2] for x in info if x[3] == key)
-            if count * need > avail - _MEMORY_MARGIN:
+            if growth and count * growth > avail - _MEMORY_MARGIN:
                 raise MemoryError(
                     self._heap_message(
                         need,
@@ -264,7 +269,6 @@ class GPUBackend(Backend):
                 )
         limit = _parse_bytes(os.environ.get("NVSHMEM_SYMMETRIC_SIZE", ""))
         vmm_off = os.environ.get("NVSHMEM_DISABLE_CUDA_VMM", "") in ("1", "true", "yes")
-        live = sum(a.nbytes for a in self._allocs.values())
         if vmm_off and limit is not None and live + need > limit:
             raise MemoryError(self._heap_message(need, f"{live} bytes already allocated"))
         try:
@@ -273,6 +277,7 @@ class GPUBackend(Backend):
             raise MemoryError(self._heap_message(need, str(exc))) from exc
         alloc = _Alloc(next(self._ids), buf, need)
         self._allocs[alloc.id] = alloc
+        self._heap_peak = max(self._heap_peak, live + need)
         token = _Token(alloc.id)
         fin = weakref.finalize(token, self._dead.append, alloc.id)
         fin.atexit = False
