@@ -24,9 +24,21 @@ def grid_shapes(size: int) -> list[tuple[int, int]]:
     return list(dict.fromkeys(shapes))
 
 
+_GRIDS: dict[tuple[int, int], bm.ProcessGrid] = {}
+
+
+def cached_grid(nprow: int, npcol: int) -> bm.ProcessGrid:
+    """One ProcessGrid per shape for the whole session: each grid opens two communicators and
+    MPICH runs out of communicators after about 2000 per process."""
+    if (nprow, npcol) not in _GRIDS:
+        backend = os.environ.get("BLASMP_BACKEND", "cpu")
+        _GRIDS[(nprow, npcol)] = bm.ProcessGrid(nprow, npcol, backend=backend)
+    return _GRIDS[(nprow, npcol)]
+
+
 @pytest.fixture(params=grid_shapes(MPI.COMM_WORLD.Get_size()), ids=lambda s: f"{s[0]}x{s[1]}")
 def grid(request):
-    return bm.ProcessGrid(*request.param, backend=os.environ.get("BLASMP_BACKEND", "cpu"))
+    return cached_grid(*request.param)
 
 
 def pytest_report_header(config):
