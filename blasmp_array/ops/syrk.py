@@ -46,10 +46,9 @@ def _zero_diag_imag(c: Any, ri: Any, ci: Any) -> None:
     c[ri, ci] = c[ri, ci].real
 
 
-def _diag_add(c_blk: Any, t: Any, uplo: str) -> None:
+def _diag_add(xp: Any, c_blk: Any, t: Any, uplo: str) -> None:
     # only the uplo triangle of the diagonal block is written
-    xp_tri = np.tril_indices if uplo == "L" else np.triu_indices
-    i, j = xp_tri(c_blk.shape[0])
+    i, j = (xp.tril_indices if uplo == "L" else xp.triu_indices)(c_blk.shape[0])
     c_blk[i, j] += t[i, j]
 
 
@@ -148,7 +147,7 @@ def triangle_update(
                 )
                 first = False
             if not first:
-                b.launch(b.compute, _diag_add, c_loc[d0:d1, c0:c1], t, uplo)
+                b.launch(b.compute, _diag_add, b.xp, c_loc[d0:d1, c0:c1], t, uplo)
 
     run_pipeline(b, name, specs, locals_, steps, C.dtype, num_stages, grid.rank, update)
 

@@ -592,3 +592,25 @@ def test_plan_tiles_every_panel_exactly(structure):
                 outside = np.r_[0 : gs.lo, gs.hi : len(rows)]
                 trimmed = m_full[np.ix_(rows[outside], np.arange(k0, k0 + gs.width))]
                 assert np.all(trimmed == 0), "only zero rows may be trimmed"
+
+
+def test_conjugate_view_and_empty_dimensions(grid):
+    rng = np.random.default_rng(13)
+    a = random_matrix(rng, (10, 7), np.complex64)
+    b = random_matrix(rng, (7, 5), np.complex64)
+    A, B = bm.from_numpy(a, block=3, grid=grid), bm.from_numpy(b, block=3, grid=grid)
+    # conj(A) @ B: the 'R' (conjugate, no transpose) panel op, on the pipeline
+    got = linalg.gemm(A.conj(), B, method="summa").to_numpy()
+    assert_within_bound(got, a.conj() @ b, np.abs(a) @ np.abs(b), 7, np.complex64, "conj(A) B")
+    got = (A.conj() @ B.conj()).to_numpy()
+    ref = a.conj() @ b.conj()
+    assert_within_bound(got, ref, np.abs(a) @ np.abs(b), 7, np.complex64, "conj(A) conj(B)")
+    # k = 0: C := beta C; m = 0: an empty result
+    z1 = bm.from_numpy(np.zeros((6, 0), np.float64), block=2, grid=grid)
+    z2 = bm.from_numpy(np.zeros((0, 4), np.float64), block=2, grid=grid)
+    c0 = random_matrix(rng, (6, 4), np.float64)
+    C = bm.from_numpy(c0, block=2, grid=grid)
+    out = linalg.gemm(z1, z2, C, beta=0.5)
+    assert np.array_equal(out.to_numpy(), 0.5 * c0)
+    assert linalg.gemm(z2.T, z2).shape == (4, 4)
+    assert linalg.syrk(z1).to_numpy().tolist() == np.zeros((6, 6)).tolist()
