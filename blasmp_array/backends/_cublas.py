@@ -116,14 +116,24 @@ class CublasKernels:
     allocated and copied in stream order).
     """
 
+    #: bytes of the workspace given to each handle (NVIDIA's recommendation for Hopper)
+    WORKSPACE = 32 << 20
+
     def __init__(self) -> None:
         self._handles: dict[int, int] = {}
+        self._workspaces: list[cupy.ndarray] = []
 
     def handle(self, stream: cupy.cuda.Stream) -> int:
+        """The handle bound to ``stream`` (created on first use, with its own workspace, so that
+        cuBLAS never allocates device memory behind a stream blocked on a signal)."""
         h = self._handles.get(stream.ptr)
         if h is None:
             h = int(cublas.create())
-            cublas.set_stream(h, stream.ptr)
+            cublas.set_stream(h, stream.ptr)  # (resets the workspace: set it afterwards)
+            with stream:
+                ws = cupy.empty(self.WORKSPACE, dtype=np.uint8)
+            cublas.set_workspace(h, ws.data.ptr, ws.nbytes)
+            self._workspaces.append(ws)
             self._handles[stream.ptr] = h
         return h
 
@@ -131,6 +141,7 @@ class CublasKernels:
         for h in self._handles.values():
             cublas.destroy(h)
         self._handles.clear()
+        self._workspaces.clear()
 
     @staticmethod
     def _fn(dtype: np.dtype, name: str) -> Any:

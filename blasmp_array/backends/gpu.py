@@ -227,6 +227,8 @@ class GPUBackend(Backend):
         self._streams = (self.compute, self.comm_stream)
         self._side = cupy.cuda.Stream(non_blocking=True)  # reads/releases signals on timeout
         self._blas = CublasKernels()
+        for s in self._streams:  # handles and workspaces now, not inside a pipeline
+            self._blas.handle(s.cupy)
         self._allocs: dict[int, _Alloc] = {}
         self._heap_peak = 0  # most bytes this backend ever held on the heap at once
         self._ids = itertools.count()

@@ -177,20 +177,35 @@ def test_put_sources_and_auto_order(be, dtype):
 @pytest.mark.gpu
 @gpu
 def test_waits_block_the_stream_not_the_host(be):
+    """Work enqueued behind a pending wait neither runs nor blocks the host. The wait is
+    released from another host thread (a plain copy into the signal word on a side stream), so
+    an implicit synchronisation in the enqueue path shows up as a failure, not a hang."""
+    import threading
+
     import cupy
 
-    r = be.rank
     sig = be.alloc_signals(2, name="async")
     c = cupy.full((64, 64), np.nan)
     a = cupy.eye(64)
-    be.signal_wait(sig, 1, 3, be.compute, what="async", peer=r)
-    be.gemm(1.0, a, a, 0.0, c, "N", "N", be.compute)  # queued behind the wait
+    side = cupy.cuda.Stream(non_blocking=True)
+    word = sig.array[1:2]
+
+    def release():
+        with side:
+            word.fill(3)
+        side.synchronize()
+
+    timer = threading.Timer(2.0, release)
     t0 = time.monotonic()
-    time.sleep(0.2)
-    assert time.monotonic() - t0 < 1.0  # the host was not blocked by the enqueues
-    assert not be.compute.cupy.done
-    be.signal_op(sig, 1, 3, r, "set", be.comm_stream)
+    be.signal_wait(sig, 1, 3, be.compute, what="async", peer=be.rank)
+    timer.start()
+    be.gemm(1.0, a, a, 0.0, c, "N", "N", be.compute)  # queued behind the wait
+    enqueued = time.monotonic() - t0
+    pending = not be.compute.cupy.done
     be.synchronize()
+    timer.join()
+    assert enqueued < 1.0, f"enqueueing behind a pending wait blocked the host {enqueued:.2f} s"
+    assert pending, "the gemm ran before its stream's wait was released"
     np.testing.assert_array_equal(be.asnumpy(c), np.eye(64))
     be.barrier()
     be.free(sig)
