@@ -533,6 +533,14 @@ class PanelExchange:
         Number of slots per operand (1: single buffering).
     grid_rank : int
         This process's rank in the grid (``myrow * Pc + mycol``).
+    channel : str
+        Name of the pooled workspace (buffer + signals) to use. Exchanges alive at the same
+        time (e.g. two operands with different triggers, as in TRSM) need different channels;
+        an exchange must :meth:`finish` before the next one on its channel starts.
+
+    Panels returned by :meth:`recv` stay valid until :meth:`release` of their step; with
+    ``num_stages >= 2`` the panels of step ``k + 1`` may be received before step ``k`` is
+    released (look-ahead): unpack buffers are per slot.
 
     Construction and :meth:`finish` are collective (every process, same order).
     """
@@ -547,6 +555,7 @@ class PanelExchange:
         dtype: Any,
         num_stages: int,
         grid_rank: int,
+        channel: str = "summa",
     ) -> None:
         if int(num_stages) < 1:
             raise ValueError(f"num_stages must be >= 1, got {num_stages}")
@@ -616,13 +625,14 @@ class PanelExchange:
                 self._ack_cum[o][k] = ack[s]
         self._sent_events: dict[int, Any] = {}
         self._release_events: dict[int, Any] = {}
-        self._unpack_bufs = [None] * nops
+        self._unpack_bufs: dict[tuple[int, int], Any] = {}  # per (operand, slot)
 
         # one pooled symmetric buffer: [slots of every operand | staging of every operand]
         self._xp = backend.xp
         nslot = int(sum(S * e for e in self.slot_elems))
         nstage = int(sum(S * e for e in self.stage_elems))
-        ws = _workspace(backend)
+        self.channel = channel
+        ws = _workspace(backend, channel)
         buf = ws.buffer(self.dtype, nslot + nstage)
         self.slots = buf
         self.stage_base = [int(x) + nslot for x in self.stage_base]
@@ -723,12 +733,12 @@ class PanelExchange:
             if gs.in_order:
                 arr = self.slots.array[base : base + rows * gs.width].reshape(rows, gs.width)
             else:
-                buf = self._unpack_bufs[o]
+                buf = self._unpack_bufs.get((o, s))
                 need = rows * gs.width
                 if buf is None or buf.size < need:
                     cap = max(self.slot_elems[o], need)
                     # a private (not symmetric) buffer: backend.empty may be collective
-                    buf = self._unpack_bufs[o] = self._xp.empty((cap,), self.dtype)
+                    buf = self._unpack_bufs[o, s] = self._xp.empty((cap,), self.dtype)
                 arr = buf[:need].reshape(rows, gs.width)
                 slot = self.slots.array[base : base + self.slot_elems[o]]
                 b.launch(comp, _unpack, slot, gs, arr)
@@ -764,7 +774,7 @@ class PanelExchange:
             b.synchronize()
         except BaseException:
             # the counters are unknown now: never reuse this pool
-            _WORKSPACES.pop(id(b), None)
+            _WORKSPACES.pop((id(b), self.channel), None)
             raise
         if self._finished:
             return
@@ -812,24 +822,23 @@ class _Workspace:
         return self.sig, self.base
 
 
-_WORKSPACES: dict[int, _Workspace] = {}
+_WORKSPACES: dict[tuple[int, str], _Workspace] = {}
 
 
-def _workspace(backend: Any) -> _Workspace:
-    ws = _WORKSPACES.get(id(backend))
+def _workspace(backend: Any, channel: str) -> _Workspace:
+    ws = _WORKSPACES.get((id(backend), channel))
     if ws is None or ws.backend is not backend:
-        ws = _WORKSPACES[id(backend)] = _Workspace(backend)
+        ws = _WORKSPACES[id(backend), channel] = _Workspace(backend)
     return ws
 
 
 def free_workspace(backend: Any) -> None:
-    """Release the pooled panel buffers of ``backend`` (collective)."""
-    ws = _WORKSPACES.pop(id(backend), None)
-    if ws is None:
-        return
-    for obj in [*ws.bufs.values(), ws.sig]:
-        if obj is not None and obj.handle is not None:
-            backend.free(obj)
+    """Release the pooled panel buffers of every channel of ``backend`` (collective)."""
+    for key in sorted(k for k in _WORKSPACES if k[0] == id(backend)):
+        ws = _WORKSPACES.pop(key)
+        for obj in [*ws.bufs.values(), ws.sig]:
+            if obj is not None and obj.handle is not None:
+                backend.free(obj)
 
 
 def run_pipeline(
