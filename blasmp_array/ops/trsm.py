@@ -28,11 +28,16 @@ Data movement of step ``t`` (``k = order[t]``); names follow "where it lives":
 * ``a_panel``: the blocks of ``op(A)`` that step ``k`` needs (the diagonal block and the
   off-diagonal blocks coupling ``k`` with the blocks after it). Each is sent *as stored*, i.e.
   the stored block ``A[i, k]`` or ``A[k, i]``, from its owner to every process of the grid
-  row (left) or grid column (right) holding ``B_i``. ``# A[:, k] -> grid row of B_i``. A
-  receiver stacks its pieces in local order, so its whole trailing update is ONE gemm. Pieces
-  whose stored orientation is transposed with respect to the stack (left with trans 'T'/'C',
-  right with 'N') are packed transposed and read back through a ``.T`` view; the local kernels
-  then apply ``trans`` themselves (no conjugation is ever materialised).
+  row (left) or grid column (right) holding ``B_i``. ``# A[:, k] -> grid row of B_i``. Each
+  sender packs ALL its pieces for one group (grid row/column) into one message, put to every
+  receiver of the group; messages land in sender-rank order and, when that is not the local
+  order (interleaved owners, e.g. transposed pieces on a 2-D grid), the receiver unpacks them
+  into a per-stage stack buffer. The stack follows the receiver's local order, so its whole
+  trailing update is ONE gemm. Pieces whose stored orientation is transposed with respect to
+  the stack (left with trans 'T'/'C', right with 'N') are packed transposed and read back
+  through a ``.T`` view; the local kernels apply ``trans`` themselves (no conjugation is ever
+  materialised, and the unreferenced triangle is never read: ``backend.trsm`` reads only the
+  ``uplo`` triangle of the diagonal block and the off-diagonal pieces lie inside it).
 * ``x_row``: ``X_k`` (the solved block row/column) goes from its owners (the grid row/column
   holding ``B_k``) to the other processes of their grid column (left) / grid row (right) that
   still hold blocks after ``k``. ``# X[k, :] -> grid column``.
@@ -58,19 +63,32 @@ Each channel has a symmetric buffer of ``num_stages`` slots; step ``t`` uses slo
   ``put_signal(..., op='add', value=1)`` after each message it puts into slot ``s`` of a
   receiver; waited for by the *receiver* on its compute stream with the cumulative count of
   messages it expects in slot ``s`` up to and including step ``t`` (all ranks derive the same
-  plan from the layouts, so the counts are known without communication). Never reset: counts
-  only grow, and a sender can only add for step ``t + num_stages`` after the receiver's ack
-  for step ``t`` (below), i.e. after the receiver's wait for step ``t``.
+  plan from the layouts, so the counts are known without communication). Not reset during
+  an operator: counts only grow, and a sender can only add for step ``t + num_stages`` after
+  the receiver's ack for step ``t`` (below), i.e. after the receiver's wait for step ``t``.
 * ``ack[r]`` (word ``num_stages + r``, on a *sender*): written by receiver ``r`` with
   ``signal_op(..., op='set', value=t+1)`` on its compute stream once it has finished step
   ``t`` (so slot ``t mod num_stages`` is free on ``r``), to every process that will send it a
   message at step ``t + num_stages``; waited for by the sender on its comm stream
   (``>= t - num_stages + 1``) before it puts step ``t``'s messages into ``r``. The value is a
-  step count, so it is monotone and needs no reset. An ACK is needed because slots are reused;
-  messages of the first ``num_stages`` steps need none.
+  step count, so it is monotone within an operator. An ACK is needed because slots are
+  reused; messages of the first ``num_stages`` steps need none.
 
 The sender's pack buffers rotate over ``num_stages`` stages; ``quiet`` on the comm stream after
-each step's puts makes a stage reusable by the (stream-ordered) next pack.
+each step's puts makes a stage reusable by the (stream-ordered) next pack. The symmetric
+buffer and the signal set are pooled per backend (:class:`_Workspace`): at the end of an
+operator every signal sent to a process has been waited for by that process (each ready count
+and each ack value is waited for exactly), so after ``synchronize()`` each process zeroes its
+own words and a barrier separates operators (it also keeps the next operator from writing a
+slot that a slower rank still reads).
+
+Why not :class:`ops.panels.PanelExchange`: TRSM needs two exchanges in flight at once with
+different triggers (``a_panel`` prefetched freely, ``x_row`` only after the solve of ``X_t``,
+which itself needs ``a_panel(t)``'s diagonal block), and look-ahead reads step ``t+1``'s panel
+while step ``t``'s is still in use. The SUMMA exchange sends all its operands of a step
+together, shares one pooled slot region per backend between exchanges and one unpack buffer
+per operand, so it cannot express this order; the channel here is the same ready/ack scheme
+with per-stage unpack buffers.
 
 Deadlock freedom: order messages ``a_panel(t) < x_row(t) < a_panel(t+1)``. Every wait of
 ``a_panel(t)`` is on acks of step ``t - num_stages``, whose completion needs only
