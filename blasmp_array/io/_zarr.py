@@ -7,7 +7,14 @@ from typing import Any
 
 from ..array import BlockCyclicArray
 from ..grid import ProcessGrid
-from ._common import local_path, local_tiles, progress_bar, write_published
+from ._common import (
+    local_path,
+    local_tiles,
+    normalize_block,
+    progress_bar,
+    resolve_grid,
+    write_published,
+)
 from ._dask import from_dask
 from ._deps import require
 
@@ -103,12 +110,22 @@ def from_zarr(
     *,
     component: str | None = None,
     dtype: Any = None,
+    method: str = "auto",
 ) -> BlockCyclicArray:
     """Read a 2-D zarr array into any grid and block size. Collective.
 
-    Every rank opens the store and reads only the zarr chunks that hold elements of its own
-    tiles (through :func:`from_dask` on ``dask.array.from_zarr``), so the store's chunking need
-    not match ``block``.
+    Two ways to read, chosen by ``method``:
+
+    * ``'chunks'``: read with the store's chunk shape as the block (every chunk is read and
+      decoded by exactly one rank, the owner of that block), then
+      :meth:`~BlockCyclicArray.redistribute` to ``block`` in memory. Decoding work is divided
+      among the ranks; a rank briefly holds its local matrix twice.
+    * ``'direct'``: each rank reads the chunks that overlap its own tiles (through
+      :func:`from_dask` on ``dask.array.from_zarr``); when chunks are larger than blocks, a chunk
+      is read and decoded by several ranks.
+    * ``'auto'`` (default): ``'direct'`` when ``block`` equals the chunk shape (both ways are
+      then the same) or when the chunks are too few to give every process row and column at
+      least one (``'chunks'`` would then leave ranks idle), else ``'chunks'``.
 
     Parameters
     ----------
@@ -124,6 +141,8 @@ def from_zarr(
         Path of the array inside a zarr group.
     dtype : dtype, optional
         Convert to this dtype (default: the store's).
+    method : {'auto', 'chunks', 'direct'}, optional
+        See above.
 
     Returns
     -------
@@ -131,9 +150,22 @@ def from_zarr(
     """
     da = require("dask.array", "from_zarr")
     require("zarr", "from_zarr")
+    if method not in ("auto", "chunks", "direct"):
+        raise ValueError(f"method must be 'auto', 'chunks' or 'direct', got {method!r}")
     if isinstance(url, Path):
         url = str(url)
     x = da.from_zarr(url, component=component)
-    if block is None:
-        block = (int(x.chunksize[0]), int(x.chunksize[1])) if x.ndim == 2 else None
-    return from_dask(x, block=block, grid=grid, backend=backend, dtype=dtype)
+    if x.ndim != 2:
+        raise ValueError(f"from_zarr needs a 2-D array, the store holds shape {x.shape}")
+    chunks = (int(x.chunksize[0]), int(x.chunksize[1]))
+    blk = chunks if block is None else normalize_block(block)
+    g = resolve_grid(grid, backend)
+    if method == "auto":
+        (m, n), (cm, cn) = x.shape, chunks
+        enough = -(-m // cm) >= g.nprow and -(-n // cn) >= g.npcol
+        method = "chunks" if enough else "direct"
+    if method == "direct" or blk == chunks:
+        return from_dask(x, block=blk, grid=g, dtype=dtype)
+    # one read of every chunk, by its owner; then chunk-shaped blocks -> requested blocks
+    by_chunks = from_dask(x, block=chunks, grid=g, dtype=dtype)
+    return by_chunks.redistribute(block=blk)

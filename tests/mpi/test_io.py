@@ -263,6 +263,18 @@ def test_zarr_round_trip_across_layouts(shared_dir, case, dtype):
     assert listing(shared_dir) == ["a.zarr"]  # no temporary store left behind
 
 
+@pytest.mark.parametrize("method", ["chunks", "direct"])
+def test_from_zarr_methods(shared_dir, method):
+    a = matrix((30, 26), np.complex128, seed=9)
+    path = os.path.join(shared_dir, "a.zarr")
+    build(a, grid_at(0), (7, 5)).to_zarr(path)
+    for i, block in enumerate([(3, 4), (7, 5), (40, 40)]):
+        dst = grid_at(i + 1)
+        assert_holds(bm.from_zarr(path, block, dst, method=method), a, block, dst.shape)
+    with pytest.raises(ValueError, match="method"):
+        bm.from_zarr(path, method="fast")
+
+
 def test_zarr_view_and_path_forms(square, shared_dir):
     from pathlib import Path
 
