@@ -443,8 +443,9 @@ def _conform_blocks(
 
 
 def _zeros_like(B: BlockCyclicArray) -> BlockCyclicArray:
-    xp = B.backend.xp
-    return BlockCyclicArray(xp.zeros(B._data.shape, B.dtype), B.layout, B.grid)
+    data = B.backend.empty(tuple(B._data.shape), B.dtype)  # collective on the GPU backend
+    data[...] = 0
+    return BlockCyclicArray(data, B.layout, B.grid)
 
 
 def _local_diagonal(A: BlockCyclicArray) -> tuple[np.ndarray, Any]:
@@ -540,7 +541,8 @@ class _SlotChannel:
             self.senders.append(srcs)
         # sender side: rotating pack buffers sized for the largest step
         need = max((sum(n for s, _r, _o, _p, n in msgs if s == me) for msgs in plan), default=0)
-        self.pack_bufs = [be.empty((max(need, 1),), buf.dtype) for _ in range(min(self.S, T))]
+        # local scratch, sized per rank: xp.empty, not the (collective on GPU) backend.empty
+        self.pack_bufs = [be.xp.empty(max(need, 1), buf.dtype) for _ in range(min(self.S, T))]
 
     def receives(self, t: int) -> bool:
         return bool(self.senders[t])
@@ -866,7 +868,7 @@ class _TrsmPipeline:
         plan, self._stacks = self._panel_plan()
         panel = _SlotChannel(be, "a_panel", buf, 0, sig, 0, slot_a, S, plan)
         nbufs = min(S, T) if any(st and st[2] for st in self._stacks) else 0
-        self._unpack_bufs = [be.empty((slot_a,), self.X.dtype) for _ in range(nbufs)]
+        self._unpack_bufs = [be.xp.empty(slot_a, self.X.dtype) for _ in range(nbufs)]
         self._stack_memo: dict[int, tuple[int, Any]] = {}
         xrow = _SlotChannel(be, "x_row", buf, S * slot_a, sig, S + P, slot_x, S, self._x_plan())
         try:
