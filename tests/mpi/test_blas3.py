@@ -614,3 +614,26 @@ def test_conjugate_view_and_empty_dimensions(grid):
     assert np.array_equal(out.to_numpy(), 0.5 * c0)
     assert linalg.gemm(z2.T, z2).shape == (4, 4)
     assert linalg.syrk(z1).to_numpy().tolist() == np.zeros((6, 6)).tolist()
+
+
+def test_structured_ops_on_views_and_overwrite(grid):
+    rng = np.random.default_rng(14)
+    a = random_matrix(rng, (13, 13), np.complex128)
+    b = random_matrix(rng, (13, 8), np.complex128)
+    A, B = bm.from_numpy(a, block=4, grid=grid), bm.from_numpy(b, block=4, grid=grid)
+    scale = np.abs(a) @ np.abs(b)
+    # the lower triangle of the view A.T is A's upper triangle, conjugated for A.conj()
+    got = linalg.symm(A.T, B, lower=True).to_numpy()
+    assert_within_bound(got, sym_from(a, False) @ b, scale, 13, np.complex128, "symm(A.T)")
+    got = linalg.symm(A.conj(), B, lower=False).to_numpy()
+    assert_within_bound(got, sym_from(a.conj(), False) @ b, scale, 13, np.complex128, "conj")
+    got = linalg.trmm(A.H, B, lower=True, trans="N", alpha=2).to_numpy()
+    ref = 2 * np.triu(a).conj().T @ b
+    assert_within_bound(got, ref, 2 * scale, 13, np.complex128, "trmm(A.H)")
+    got = linalg.trmm(A, B.T, side="right", lower=False, trans="T").to_numpy()
+    ref = b.T @ np.triu(a).T
+    assert_within_bound(got, ref, np.abs(b).T @ np.abs(a), 13, np.complex128, "trmm(B.T)")
+    out = linalg.trmm(A, B, unit_diagonal=True, overwrite_b=True)
+    assert out is B
+    ref = tri_from(a, True, True) @ b
+    assert_within_bound(B.to_numpy(), ref, scale, 13, np.complex128, "overwrite_b")
