@@ -38,6 +38,7 @@ __all__ = [
     "normalize_block",
     "check_dtype_arg",
     "new_array",
+    "stored",
     "local_batches",
     "local_tiles",
     "as_index",
@@ -100,6 +101,16 @@ def new_array(
     layout = BlockCyclicLayout(shape, block, grid.shape)
     data = grid.backend.empty(layout.local_shape(grid.myrow, grid.mycol), dtype)
     return BlockCyclicArray(data, layout, grid)
+
+
+def stored(A: Any, what: str) -> BlockCyclicArray:
+    """``A`` as stored (views materialised) with its streams drained, ready to be read."""
+    if not isinstance(A, BlockCyclicArray):
+        raise TypeError(f"{what} needs a BlockCyclicArray, got {type(A).__name__}")
+    A = A.resolve()
+    # pending stream work (e.g. an operator's last update) must land before the host reads
+    A.grid.backend.synchronize()
+    return A
 
 
 # -- local index sets ------------------------------------------------------------------------

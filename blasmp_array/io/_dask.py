@@ -175,6 +175,8 @@ def to_dask(A: BlockCyclicArray, *, tmpdir: str | os.PathLike[str] | None = None
     require("zarr", "to_dask")
     from ._zarr import to_zarr
 
+    if not isinstance(A, BlockCyclicArray):
+        raise TypeError(f"to_dask needs a BlockCyclicArray, got {type(A).__name__}")
     bk = A.grid.backend
     if tmpdir is not None and not isinstance(tmpdir, str | os.PathLike):
         raise TypeError(f"tmpdir must be a path or None, got {type(tmpdir).__name__}")

@@ -21,6 +21,7 @@ from ._common import (
     normalize_block,
     progress_bar,
     resolve_grid,
+    stored,
     write_published,
 )
 
@@ -58,7 +59,7 @@ def to_npy(
         Progress bar on rank 0 when stdout is a terminal.
     """
     final = local_path(path, "to_npy")
-    A = A.resolve()
+    A = stored(A, "to_npy")
     layout, g, bk = A.layout, A.grid, A.grid.backend
     dtype = A.dtype
 

@@ -13,6 +13,7 @@ from ._common import (
     normalize_block,
     progress_bar,
     resolve_grid,
+    stored,
     write_published,
 )
 from ._dask import from_dask
@@ -56,7 +57,7 @@ def to_zarr(
     """
     zarr = require("zarr", "to_zarr")
     final = local_path(url_or_store, "to_zarr")
-    A = A.resolve()
+    A = stored(A, "to_zarr")
     layout, g, bk = A.layout, A.grid, A.grid.backend
     dtype = A.dtype
 

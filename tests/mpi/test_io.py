@@ -286,6 +286,10 @@ def test_zarr_view_and_path_forms(square, shared_dir):
     assert_holds(bm.from_zarr(os.path.join(shared_dir, "u.zarr"), grid=square), a, (3, 3))
     with pytest.raises(ValueError, match="filesystem path"):
         A.to_zarr("s3://bucket/a.zarr")
+    with pytest.raises(TypeError, match="BlockCyclicArray"):
+        bio.to_zarr(a, os.path.join(shared_dir, "v.zarr"))
+    with pytest.raises(TypeError, match="BlockCyclicArray"):
+        bio.to_npy(a, os.path.join(shared_dir, "v.npy"))
 
 
 def test_zarr_overwrite_protection(square, shared_dir):
