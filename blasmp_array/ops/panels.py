@@ -38,10 +38,14 @@ Panel slots and the signal protocol
 * ``staging``: a symmetric send buffer with ``num_stages`` slots where a sender packs the
   segments it sends to processes of groups it does not belong to (a sender that is itself a
   receiver of the group packs straight into its own slot and puts from there);
-* signals ``ready[o, s]`` (written by senders, waited on by receivers) and ``ack[o, s]`` (written
-  by receivers, waited on by senders). Both are monotonic counters incremented with 'add' for
-  the whole life of the exchange (never reset); every expected value below is a cumulative
-  count that all ranks derive from the plan.
+* signals ``ready[o, s]`` (on the receiver; written by its senders, waited on by it) and
+  ``ack[o, s, q]`` (on the sender, one word per receiver ``q``; written by ``q``, waited on by
+  the sender). Both are monotonic counters incremented with 'add' for the whole life of the
+  exchange (never reset); every expected value below is a cumulative count that all ranks
+  derive from the plan. Acks need one word per receiver: a receiver that gets nothing from a
+  sender at step ``k`` may already ack step ``k + S`` while another is still on step ``k - S``,
+  so a shared counter could reach its target too early. Ready counts cannot run ahead (step
+  ``k + S`` data needs the receiver's own ack of step ``k``), so one word per slot suffices.
 
 Slots and staging of all operands live in ONE symmetric buffer per dtype, and all signals in
 ONE signal set, both pooled per backend and reused by the next operator (allocation is
@@ -56,16 +60,16 @@ The pool grows (collectively, identical sizes everywhere) when a larger plan nee
 Protocol, for step ``k`` and slot ``s = k % S`` (``S = num_stages``):
 
 1. ``send(k)`` -- sender, comm stream.
-   If ``k >= S`` and the sender has remote receivers at step ``k``, it first waits (comm
-   stream) until its ``ack[o, s]`` reaches the cumulative number of remote receivers it has
-   served at steps ``S <= k' <= k, k' = s (mod S)``: every receiver of step ``k`` released step
-   ``k - S``, so slot ``s`` is free there (and the staging slot ``s``, whose previous puts were
-   delivered, is free here). If the sender is also a receiver at step ``k`` it makes its comm
-   stream wait for the event recorded by its own ``release(k - S)`` instead of a signal. Then it
-   packs each segment (one pack per segment, whatever the number of receivers) and
-   ``put_signal``\\ s it into the slot ``s`` of every remote receiver at the segment's offset,
-   with ``ready[o, s]`` += 1 (one signal per segment and receiver). Local segments are packed
-   into the own slot with no signal; an event recorded after the pack orders them.
+   If ``k >= S``, for each remote receiver ``q`` of step ``k`` it first waits (comm stream)
+   until ``ack[o, s, q]`` reaches the number of steps ``S <= k' <= k, k' = s (mod S)`` at
+   which it sends to ``q``: ``q`` released step ``k - S``, so slot ``s`` is free there (and
+   the staging slot ``s``, whose previous puts were delivered, is free here). If the sender
+   is also a receiver at step ``k`` it makes its comm stream wait for the event recorded by
+   its own ``release(k - S)`` instead of a signal. Then it packs each segment (one pack per
+   segment, whatever the number of receivers) and ``put_signal``\\ s it into the slot
+   ``s`` of every remote receiver at the segment's offset, with ``ready[o, s]`` += 1 (one
+   signal per segment and receiver). Local segments are packed into the own slot with no
+   signal; an event recorded after the pack orders them.
 2. ``recv(k)`` -- receiver, compute stream.
    Wait until ``ready[o, s]`` reaches the cumulative number of remote segments addressed to this
    process in slot ``s`` (steps ``k' <= k, k' = s (mod S)``), and for the event of its own
@@ -73,7 +77,7 @@ Protocol, for step ``k`` and slot ``s = k % S`` (``S = num_stages``):
    (C-)order the panel is a view of the slot; else they are unpacked (a permutation of
    rectangles, plus zero fill) into a compute-side buffer.
 3. ``release(k)`` -- receiver, compute stream, after the update of step ``k`` is enqueued.
-   ``ack[o, (k + S) % S]`` += 1 on every remote sender that will write into this process's slot
+   ``ack[o, (k + S) % S, me]`` += 1 on every remote sender that will write into this process's slot
    at step ``k + S`` (nothing when ``k + S >= K``). Every process calls ``release(k)`` for every
    ``k``, even when it received nothing at step ``k``: an ack means "my compute stream is past
    step ``k``", which covers every earlier use of the slot. Releasing also records the event
@@ -595,16 +599,20 @@ class PanelExchange:
 
         # per-rank schedule
         K = self.nsteps
-        self._recv = [[None] * K for _ in range(nops)]  # GroupStep or None
+        self._recv: list[list[GroupStep | None]] = [[None] * K for _ in range(nops)]
         self._ready_cum = [[0] * K for _ in range(nops)]
-        self._ack_cum = [[0] * K for _ in range(nops)]
+        # acks are counted per (operand, slot, receiver): a fast receiver may ack step k + S
+        # before a slow one acks step k, so a shared counter could be satisfied too early
+        self._ack_need: list[list[list[tuple[int, int]]]] = [
+            [[] for _ in range(K)] for _ in range(nops)
+        ]
+        self._ack_total: dict[tuple[int, int, int], int] = {}
         self._sends: list[list[list[tuple[GroupStep, tuple, list[int], bool]]]] = [
             [[] for _ in range(K)] for _ in range(nops)
         ]
         self._local_seg = [[False] * K for _ in range(nops)]
         for o, plan in enumerate(self.plans):
             ready = [0] * S
-            ack = [0] * S
             for k, step in enumerate(plan):
                 s = k % S
                 gs = step[self.my_group[o]]
@@ -621,8 +629,10 @@ class PanelExchange:
                             remote = [q for q in g.receivers if q != me]
                             self._sends[o][k].append((g, seg, remote, me in g.receivers))
                             if k >= S:
-                                ack[s] += len(remote)
-                self._ack_cum[o][k] = ack[s]
+                                for q in remote:
+                                    key = (o, s, q)
+                                    self._ack_total[key] = self._ack_total.get(key, 0) + 1
+                                    self._ack_need[o][k].append((q, self._ack_total[key]))
         self._sent_events: dict[int, Any] = {}
         self._release_events: dict[int, Any] = {}
         self._unpack_bufs: dict[tuple[int, int], Any] = {}  # per (operand, slot)
@@ -636,14 +646,18 @@ class PanelExchange:
         buf = ws.buffer(self.dtype, nslot + nstage)
         self.slots = buf
         self.stage_base = [int(x) + nslot for x in self.stage_base]
-        # one pooled signal set: ready[o, s] at o*S + s, ack[o, s] at (nops + o)*S + s
-        self.signals, self._base = ws.signals(2 * nops * S)
+        # one pooled signal set: ready[o, s] at o*S + s; ack[o, s, q] at ack0 + (o*S + s)*P + q
+        self.P = pr * pc
+        self.signals, self._base = ws.signals(nops * S * (1 + self.P))
         self._ack0 = nops * S
         self._finished = False
 
     # -- helpers --------------------------------------------------------------------------
     def _needs_local_slot(self, k: int) -> bool:
         return any(self._local_seg[o][k] for o in range(len(self.specs)))
+
+    def _ack_index(self, o: int, s: int, receiver: int) -> int:
+        return self._ack0 + (o * self.S + s) * self.P + receiver
 
     def _slot_region(self, o: int, s: int) -> int:
         return int(self.slot_base[o] + s * self.slot_elems[o])
@@ -664,16 +678,16 @@ class PanelExchange:
             sends = self._sends[o][k]
             if not sends:
                 continue
-            if k >= S and any(remote for _, _, remote, _ in sends):
-                peer = next(q for _, _, remote, _ in sends for q in remote)
-                idx = self._ack0 + o * S + s
+            for q, count in self._ack_need[o][k]:
+                # receiver q released step k - S: its slot s is free
+                idx = self._ack_index(o, s, q)
                 b.signal_wait(
                     self.signals,
                     idx,
-                    int(self._base[idx]) + self._ack_cum[o][k],
+                    int(self._base[idx]) + count,
                     comm,
                     what=f"{self.name} step {k} slot {s} (ack)",
-                    peer=peer,
+                    peer=q,
                 )
             slot0 = self._slot_region(o, s)
             stage_off = int(self.stage_base[o] + s * self.stage_elems[o])
@@ -759,7 +773,8 @@ class PanelExchange:
                 continue
             for sender, _, _, _ in gs.segments:
                 if sender != self.me:
-                    b.signal_op(self.signals, self._ack0 + o * S + s, 1, sender, "add", comp)
+                    idx = self._ack_index(o, s, self.me)
+                    b.signal_op(self.signals, idx, 1, sender, "add", comp)
         if self._needs_local_slot(nxt):
             self._release_events[k] = b.record_event(comp)
 
@@ -785,7 +800,8 @@ class PanelExchange:
                 last_r = [k for k in range(s, self.nsteps, S)]
                 if last_r:
                     self._base[o * S + s] += self._ready_cum[o][last_r[-1]]
-                    self._base[self._ack0 + o * S + s] += self._ack_cum[o][last_r[-1]]
+        for (o, s, q), total in self._ack_total.items():
+            self._base[self._ack_index(o, s, q)] += total
         b.barrier()
 
 

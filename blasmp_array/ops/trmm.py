@@ -101,9 +101,7 @@ def trmm(
     axis = 0 if sd == "L" else 1
     blk_b = sb.block
     a = blk_b[axis] if A.block[0] != A.block[1] else A.block[0]
-    want_b = list(blk_b)
-    want_b[axis] = a
-    want_b = tuple(want_b)
+    want_b: tuple[int, int] = (a, blk_b[1]) if axis == 0 else (blk_b[0], a)
     XA = ck.move(
         XA, grid, (a, a), "A", name, f"A has blocks {A.block} but needs square {a}x{a} blocks"
     )
