@@ -93,3 +93,41 @@ def test_lazy_names_resolve_to_io():
 
     for name in ("from_dask", "from_zarr", "from_npy", "from_hdf5"):
         assert getattr(bm, name) is getattr(bio, name)
+
+
+def test_progress_bar_only_on_rank0_terminal(monkeypatch, hide):
+    """tqdm when installed, on rank 0 with a terminal; a silent no-op otherwise."""
+    import types
+
+    from blasmp_array.io._common import progress_bar
+
+    made = []
+
+    class FakeTqdm:
+        def __init__(self, total, desc, unit):
+            made.append(self)
+            self.n, self.closed = 0, False
+
+        def update(self, n=1):
+            self.n += n
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=FakeTqdm))
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    bar = progress_bar(True, 0, 3, "to_zarr")
+    bar.update(2)
+    bar.close()
+    assert len(made) == 1 and made[0].n == 2 and made[0].closed
+    for enabled, rank in ((False, 0), (True, 1)):
+        progress_bar(enabled, rank, 3, "to_zarr").update(1)
+    assert len(made) == 1
+    hide("tqdm", "rich")
+    bar = progress_bar(True, 0, 3, "to_zarr")  # neither installed: silent
+    bar.update(1)
+    bar.close()
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
+    monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=FakeTqdm))
+    progress_bar(True, 0, 3, "to_zarr").update(1)
+    assert len(made) == 1

@@ -299,7 +299,7 @@ def test_zarr_overwrite_protection(square, shared_dir):
     with pytest.raises(FileExistsError, match="overwrite=True"):
         build(b, square, 2).to_zarr(path)
     assert_holds(bm.from_zarr(path, grid=square), a)
-    build(b, square, (3, 4)).to_zarr(path, overwrite=True)
+    build(b, square, (3, 4)).to_zarr(path, overwrite=True, progress=True)
     assert_holds(bm.from_zarr(path, grid=square), b, (3, 4))
     assert listing(shared_dir) == ["a.zarr"]
     with pytest.raises(FileNotFoundError):
@@ -394,7 +394,7 @@ def test_npy_overwrite_and_failure(square, shared_dir, monkeypatch):
     monkeypatch.undo()
     assert listing(shared_dir) == ["a.npy"]
     assert COMM.allreduce(same_bits(np.load(path), a), op=MPI.LAND)
-    build(b, square, 3).to_npy(path, overwrite=True)
+    build(b, square, 3).to_npy(path, overwrite=True, progress=True)
     assert COMM.allreduce(same_bits(np.load(path), b), op=MPI.LAND)
 
 
