@@ -162,7 +162,7 @@ def result_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str
         "GB/s" if results and all(r.get("data_op") for r in results) else "GFLOP/s",
         "GFLOP/s/rank",
         "ratio",
-        "check",
+        "check / note",
     ]
     rows = []
     for r in results:
