@@ -131,3 +131,23 @@ def test_progress_bar_only_on_rank0_terminal(monkeypatch, hide):
     monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=FakeTqdm))
     progress_bar(True, 0, 3, "to_zarr").update(1)
     assert len(made) == 1
+
+
+def test_cupy_pieces_move_to_host_for_the_cpu_backend():
+    """A computed CuPy piece is brought to the host with ``.get()`` for the CPU backend and
+    handed to ``backend.asarray`` unchanged for the GPU backend (stand-in class, no GPU)."""
+    import types
+
+    import numpy as np
+
+    from blasmp_array.io._dask import _to_backend
+
+    FakeCupy = type("ndarray", (), {"__module__": "cupy._core.core"})
+    FakeCupy.get = lambda self: np.arange(3.0)
+    piece = FakeCupy()
+    cpu = types.SimpleNamespace(name="cpu", asarray=np.asarray)
+    gpu = types.SimpleNamespace(name="gpu", asarray=lambda a: ("on device", a))
+    assert np.array_equal(_to_backend(piece, cpu), np.arange(3.0))
+    assert _to_backend(piece, gpu) == ("on device", piece)
+    host = np.ones(2)
+    assert _to_backend(host, cpu) is host
