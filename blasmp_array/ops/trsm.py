@@ -195,8 +195,8 @@ def trsm(
         ("unit_diagonal", unit_diagonal),
         ("overwrite_b", overwrite_b),
     ):
-        if not isinstance(flag, bool | np.bool_):
-            raise TypeError(f"{name} must be a bool, got {flag!r}")
+        if not isinstance(flag, Integral | np.bool_):
+            raise TypeError(f"{name} must be a bool (or 0/1), got {flag!r}")
     if not isinstance(num_stages, Integral) or isinstance(num_stages, bool) or num_stages < 1:
         raise ValueError(f"num_stages must be an integer >= 1, got {num_stages!r}")
     return _trsm(
@@ -286,8 +286,8 @@ def solve_triangular(
         ("overwrite_b", overwrite_b),
         ("check_finite", check_finite),
     ):
-        if not isinstance(flag, bool | np.bool_):
-            raise TypeError(f"{name} must be a bool, got {flag!r}")
+        if not isinstance(flag, Integral | np.bool_):
+            raise TypeError(f"{name} must be a bool (or 0/1), got {flag!r}")
     return _trsm(
         a,
         b,
@@ -372,7 +372,7 @@ def _trsm(
         raise TypeError(f"alpha must be a number, got {type(alpha).__name__}")
     if dtype.kind != "c" and complex(alpha).imag != 0:
         raise TypeError(f"a complex alpha={alpha} cannot scale the real {dtype} B; cast B first")
-    alpha = dtype.type(alpha)
+    alpha = dtype.type(alpha if dtype.kind == "c" else complex(alpha).real)
 
     if dtype.kind != "c" and trans == "C":
         trans = "T"

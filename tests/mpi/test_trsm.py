@@ -12,12 +12,14 @@ marked ``full_sweep``.
 from __future__ import annotations
 
 import itertools
+import os
 import warnings
 import zlib
 
 import numpy as np
 import pytest
 import scipy.linalg as sla
+from mpi4py import MPI
 
 import blasmp_array as bm
 from blasmp_array.array import BlockCyclicArray
@@ -184,6 +186,26 @@ def test_trsm_sampled(grid, case):
     )
 
 
+_SWEEP_GRIDS: dict[tuple[int, int], bm.ProcessGrid] = {}
+
+
+def _sweep_shapes() -> list[tuple[int, int]]:
+    size = MPI.COMM_WORLD.Get_size()
+    return list(dict.fromkeys([(1, size), (size, 1), bm.square_grid_shape(size)]))
+
+
+@pytest.fixture(params=_sweep_shapes(), ids=lambda s: f"{s[0]}x{s[1]}")
+def sweep_grid(request):
+    """The ``grid`` fixture's shapes, one cached grid each: the sweep runs thousands of tests
+    and every new ProcessGrid splits two communicators (MPICH has 2048 context ids)."""
+    g = _SWEEP_GRIDS.get(request.param)
+    if g is None:
+        g = _SWEEP_GRIDS[request.param] = bm.ProcessGrid(
+            *request.param, backend=os.environ.get("BLASMP_BACKEND", "cpu")
+        )
+    return g
+
+
 @pytest.mark.full_sweep
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("nb", BLOCKS)
@@ -192,9 +214,9 @@ def test_trsm_sampled(grid, case):
     "combo", COMBOS, ids=lambda c: f"{c[0]}-{'L' if c[1] else 'U'}{c[2]}{'U' if c[3] else 'N'}"
 )
 @pytest.mark.parametrize("stages", [1, 2])
-def test_trsm_full_sweep(grid, combo, shape, nb, dtype, stages):
+def test_trsm_full_sweep(sweep_grid, combo, shape, nb, dtype, stages):
     side, lower, trans, unit = combo
-    run_case(grid, side, lower, trans, unit, dtype, nb, 3, *shape, stages, seed=11)
+    run_case(sweep_grid, side, lower, trans, unit, dtype, nb, 3, *shape, stages, seed=11)
 
 
 # -- special cases -----------------------------------------------------------------------------
@@ -386,3 +408,5 @@ def test_no_warning_when_conforming(grid):
         warnings.simplefilter("error")
         x = gather(trsm(A, B))
     np.testing.assert_allclose(x, 0.5)
+    # a complex alpha with zero imaginary part scales a real B
+    np.testing.assert_allclose(gather(trsm(A, B, alpha=2 + 0j)), 1.0)
