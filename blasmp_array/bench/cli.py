@@ -156,6 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="BLAS threads / workers of the baselines (default: number of ranks)",
     )
+    p.add_argument(
+        "--baselines",
+        default="numpy,dask,cupy,heat,scalapack4py",
+        help="comma-separated baselines of --compare (default: all of "
+        "numpy,dask,cupy,heat,scalapack4py)",
+    )
     p.add_argument("--plot", default=None, metavar="PNG", help="GFLOP/s vs size plot")
     p.add_argument("--json", default=None, metavar="FILE", help="write all results as JSON")
     p.add_argument("--csv", default=None, metavar="FILE", help="write all results as CSV")
@@ -305,7 +311,14 @@ def run_case(case: Any, args: argparse.Namespace, trace_path: str | None) -> dic
             gathered = None
         threads = args.compare_threads or grid.size
         record["compare"] = run_baselines(
-            case, gathered, grid.comm, threads, args.warmup, args.repeat, record["flops"]
+            case,
+            gathered,
+            grid.comm,
+            threads,
+            args.warmup,
+            args.repeat,
+            record["flops"],
+            which=tuple(args.baselines),
         )
     return record
 
@@ -319,7 +332,14 @@ def _check(p: Any) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m blasmp_array.bench`` and ``blasmp-bench``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from .compare import BASELINES
+
+    args.baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
+    unknown = sorted(set(args.baselines) - set(BASELINES))
+    if unknown:
+        parser.error(f"unknown --baselines {unknown}; choose from {', '.join(BASELINES)}")
     if not (args.check or args.profile):
         args.profile = True
 

@@ -26,7 +26,10 @@ import numpy as np
 
 from .operators import DATA_OPERATORS, Case
 
-__all__ = ["run_baselines", "quiet_barrier", "blas_threads"]
+__all__ = ["run_baselines", "quiet_barrier", "blas_threads", "BASELINES"]
+
+#: the baselines ``--compare`` knows (``--baselines`` selects a subset)
+BASELINES = ("numpy", "dask", "cupy", "heat", "scalapack4py")
 
 
 def quiet_barrier(comm: Any, poll: float = 0.005) -> None:
@@ -201,13 +204,14 @@ def run_baselines(
     warmup: int,
     repeat: int,
     flops: float,
+    which: tuple[str, ...] = BASELINES,
 ) -> list[dict[str, Any]]:
-    """Measure the baselines on rank 0 (collective: every rank calls it; only rank 0's
-    ``gathered`` is used). Returns the same list on every rank."""
+    """Measure the baselines ``which`` on rank 0 (collective: every rank calls it; only rank
+    0's ``gathered`` is used). Returns the same list on every rank."""
     results: list[dict[str, Any]] | None = None
     if comm.Get_rank() == 0:
         assert gathered is not None
-        results = _measure_all(case, gathered, threads, warmup, repeat, flops)
+        results = _measure_all(case, gathered, threads, warmup, repeat, flops, which)
     quiet_barrier(comm)
     return comm.bcast(results, root=0)
 
@@ -223,11 +227,38 @@ def _summary(times: list[float], flops: float) -> dict[str, Any]:
 
 
 def _measure_all(
-    case: Case, g: dict[str, np.ndarray], threads: int, warmup: int, repeat: int, flops: float
+    case: Case,
+    g: dict[str, np.ndarray],
+    threads: int,
+    warmup: int,
+    repeat: int,
+    flops: float,
+    which: tuple[str, ...] = BASELINES,
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if case.op in DATA_OPERATORS:
         return [_entry("numpy/scipy", note=f"{case.op}: no single-process equivalent; skipped")]
+    if "numpy" in which:
+        out.extend(_measure_numpy(case, g, threads, warmup, repeat, flops))
+    if "dask" in which:
+        out.extend(_measure_dask(case, g, threads, warmup, repeat, flops))
+    if "cupy" in which:
+        out.extend(_measure_cupy(case, g, warmup, repeat, flops))
+    for lib in ("heat", "scalapack4py"):
+        if lib not in which:
+            continue
+        if _installed(lib):
+            note = "installed, but the bench has no adapter for it yet; not measured"
+        else:
+            note = "not installed; skipped"
+        out.append(_entry(lib, note=note))
+    return out
+
+
+def _measure_numpy(
+    case: Case, g: dict[str, np.ndarray], threads: int, warmup: int, repeat: int, flops: float
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     # NumPy / SciPy with `threads` BLAS threads
     limiter = blas_threads(threads)
     try:
@@ -244,7 +275,13 @@ def _measure_all(
     finally:
         if limiter is not None:
             limiter.restore_original_limits()
-    # dask.array, threaded scheduler
+    return out
+
+
+def _measure_dask(
+    case: Case, g: dict[str, np.ndarray], threads: int, warmup: int, repeat: int, flops: float
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     if not _installed("dask"):
         out.append(_entry("dask.array", note="not installed; skipped"))
     else:
@@ -269,7 +306,13 @@ def _measure_all(
         finally:
             if limiter is not None:
                 limiter.restore_original_limits()
-    # CuPy on one GPU
+    return out
+
+
+def _measure_cupy(
+    case: Case, g: dict[str, np.ndarray], warmup: int, repeat: int, flops: float
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     why = _cupy_usable()
     if why is not None:
         out.append(_entry("cupy", note=f"{why}; skipped"))
@@ -280,13 +323,6 @@ def _measure_all(
             out.append(_entry("cupy", note="one GPU", **_summary(times, flops)))
         except Exception as exc:  # noqa: BLE001
             out.append(_entry("cupy", note=f"failed: {type(exc).__name__}: {exc}"))
-    for lib, module in (("heat", "heat"), ("scalapack4py", "scalapack4py")):
-        if _installed(module):
-            out.append(
-                _entry(lib, note="installed, but the bench has no adapter for it yet; not measured")
-            )
-        else:
-            out.append(_entry(lib, note="not installed; skipped"))
     return out
 
 
