@@ -370,9 +370,10 @@ def _trsm(
         raise TypeError(f"unsupported dtypes {A.dtype} and {B.dtype}")
     if not isinstance(alpha, Number):
         raise TypeError(f"alpha must be a number, got {type(alpha).__name__}")
-    if dtype.kind != "c" and complex(alpha).imag != 0:
+    calpha = complex(alpha)  # type: ignore[call-overload]
+    if dtype.kind != "c" and calpha.imag != 0:
         raise TypeError(f"a complex alpha={alpha} cannot scale the real {dtype} B; cast B first")
-    alpha = dtype.type(alpha if dtype.kind == "c" else complex(alpha).real)
+    alpha = dtype.type(calpha if dtype.kind == "c" else calpha.real)
 
     if dtype.kind != "c" and trans == "C":
         trans = "T"

@@ -220,7 +220,7 @@ def test_trsm_full_sweep(sweep_grid, combo, shape, nb, dtype, stages):
 
 
 # -- special cases -----------------------------------------------------------------------------
-@pytest.mark.parametrize("stages", [1, 2, 3])
+@pytest.mark.parametrize("stages", [1, 2])
 def test_repeat_bit_identical(grid, stages):
     """Race detector: the same solve, repeated, gives bit-identical results."""
     rng = np.random.default_rng(5)
@@ -232,10 +232,10 @@ def test_repeat_bit_identical(grid, stages):
     for side in ("left", "right"):
         Bs = B if side == "left" else scatter(rng.standard_normal((7, n)), grid, (3, 4))
         first = gather(trsm(A, Bs, side=side, trans="T", num_stages=stages))
-        for _ in range(3):
+        for _ in range(2):
             again = gather(trsm(A, Bs, side=side, trans="T", num_stages=stages))
             np.testing.assert_array_equal(again, first)
-    for _ in range(3):
+    for _ in range(2):
         np.testing.assert_array_equal(gather(trsm(A, B, num_stages=stages)), ref)
 
 
