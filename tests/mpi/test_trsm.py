@@ -410,3 +410,12 @@ def test_no_warning_when_conforming(grid):
     np.testing.assert_allclose(x, 0.5)
     # a complex alpha with zero imaginary part scales a real B
     np.testing.assert_allclose(gather(trsm(A, B, alpha=2 + 0j)), 1.0)
+
+
+def test_empty_operands(grid):
+    A = scatter(np.eye(5) * 2, grid, (2, 2))
+    assert gather(trsm(A, scatter(np.ones((5, 0)), grid, (2, 2)))).shape == (5, 0)
+    A0 = scatter(np.zeros((0, 0)), grid, (2, 2))
+    B0 = scatter(np.ones((0, 3)), grid, (2, 2))
+    assert gather(solve_triangular(A0, B0)).shape == (0, 3)
+    assert gather(trsm(A0, scatter(np.ones((3, 0)), grid, (2, 2)), side="right")).shape == (3, 0)
