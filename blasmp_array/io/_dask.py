@@ -10,6 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..array import BlockCyclicArray
 from ..grid import ProcessGrid
 from ._common import (
@@ -17,7 +19,6 @@ from ._common import (
     agree,
     as_index,
     check_dtype_arg,
-    local_batches,
     new_array,
     normalize_block,
     resolve_grid,
@@ -39,15 +40,17 @@ def from_dask(
 ) -> BlockCyclicArray:
     """Distribute a 2-D Dask array; each rank computes only the elements it stores. Collective.
 
-    Every rank receives the same (lazy) Dask array ``x``. Rank ``(p, q)`` selects its local
-    matrix ``x[rows(p)][:, cols(q)]`` (the global rows and columns of its block-cyclic tiles,
-    ascending) and computes it with :func:`dask.compute` on ``scheduler``: the Dask chunks that
-    hold none of its elements are never computed on that rank, and any chunking works, aligned
-    with the blocks or not. The selection is computed in batches of whole local blocks of at
-    most ``batch_bytes`` (one ``dask.compute`` per batch; a single one when the local matrix
-    fits), which bounds the host memory of a rank. Selecting with index arrays (instead of one
-    slice per tile) keeps the task graph proportional to the chunks touched, not to the number
-    of tiles.
+    Every rank receives the same (lazy) Dask array ``x``. Rank ``(p, q)`` stores the global rows
+    ``rows(p)`` and columns ``cols(q)`` of its block-cyclic tiles (ascending); the part of Dask
+    chunk ``(i, j)`` it needs is ``chunk[rows(p) in chunk, cols(q) in chunk]``, and it lands in
+    one rectangle of the local matrix (indices ascending in a contiguous global range are
+    contiguous in local order). Each rank builds one such selection task per chunk it
+    intersects (so the graph grows with the chunks touched, not with the number of tiles) and
+    computes them with ``dask.compute(*pieces, scheduler=scheduler)``: chunks holding none of
+    its elements are never computed on that rank, and any chunking works, aligned with the
+    blocks or not. The pieces are computed in batches that close once they reach
+    ``batch_bytes`` (one ``dask.compute`` per batch; a single one when the local matrix fits),
+    which bounds the host memory of a rank.
 
     Parameters
     ----------
@@ -110,15 +113,58 @@ def from_dask(
     rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
 
     def fill() -> None:
-        for lr, lc in local_batches(layout, g.myrow, g.mycol, dt.itemsize, budget):
-            # x[my rows][:, my cols] -> this rank's local matrix (batch lr x lc)
-            piece = x[as_index(rows[lr]), :][:, as_index(cols[lc])]
-            (host,) = dask.compute(piece, scheduler=scheduler)
-            out._data[lr, lc] = _to_backend(host, bk)
+        row_parts = _parts(rows, x.chunks[0])
+        col_parts = _parts(cols, x.chunks[1])
+        if not row_parts or not col_parts:
+            return
+        chunks = x.to_delayed()
+        select = dask.delayed(_select, pure=True)
+        batch: list[tuple[slice, slice, Any]] = []
+        size = 0
+        for i, rsel, lr in row_parts:
+            for j, csel, lc in col_parts:
+                # x chunk (i, j)[my rows, my cols] -> local rectangle (lr, lc)
+                batch.append((lr, lc, select(chunks[i, j], rsel, csel)))
+                size += (lr.stop - lr.start) * (lc.stop - lc.start) * dt.itemsize
+                if size >= budget:
+                    _place(dask, batch, out._data, bk, scheduler)
+                    batch, size = [], 0
+        _place(dask, batch, out._data, bk, scheduler)
 
     # a failure on one rank (e.g. a chunk that cannot be computed) fails the call everywhere
     agree(bk, "from_dask", fill)
     return out
+
+
+def _parts(idx: np.ndarray, chunks: tuple[int, ...]) -> list[tuple[int, Any, slice]]:
+    """For each chunk along one axis holding some of the ascending global indices ``idx``:
+    ``(chunk number, selection inside the chunk, slice of positions in idx)``."""
+    bounds = np.concatenate([[0], np.cumsum(chunks, dtype=np.int64)])
+    pos = np.searchsorted(idx, bounds)
+    parts = []
+    for k in range(len(chunks)):
+        if pos[k + 1] > pos[k]:
+            inside = idx[pos[k] : pos[k + 1]] - bounds[k]
+            parts.append((k, as_index(inside), slice(int(pos[k]), int(pos[k + 1]))))
+    return parts
+
+
+def _select(chunk: Any, rsel: Any, csel: Any) -> Any:
+    """``chunk[rsel, csel]`` (outer indexing; one copy), for NumPy and CuPy chunks."""
+    if isinstance(rsel, slice) or isinstance(csel, slice):
+        return chunk[rsel, csel]
+    return chunk[np.ix_(rsel, csel)]
+
+
+def _place(
+    dask: Any, batch: list[tuple[slice, slice, Any]], local: Any, bk: Any, scheduler: Any
+) -> None:
+    """Compute one batch of pieces in one ``dask.compute`` and copy them into ``local``."""
+    if not batch:
+        return
+    values = dask.compute(*(piece for _, _, piece in batch), scheduler=scheduler)
+    for (lr, lc, _), value in zip(batch, values, strict=True):
+        local[lr, lc] = _to_backend(value, bk)
 
 
 def _to_backend(a: Any, backend: Any) -> Any:

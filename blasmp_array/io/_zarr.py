@@ -124,9 +124,10 @@ def from_zarr(
     * ``'direct'``: each rank reads the chunks that overlap its own tiles (through
       :func:`from_dask` on ``dask.array.from_zarr``); when chunks are larger than blocks, a chunk
       is read and decoded by several ranks.
-    * ``'auto'`` (default): ``'direct'`` when ``block`` equals the chunk shape (both ways are
-      then the same) or when the chunks are too few to give every process row and column at
-      least one (``'chunks'`` would then leave ranks idle), else ``'chunks'``.
+    * ``'auto'`` (default): ``'chunks'`` when a chunk spans several blocks along a dimension
+      distributed over several processes (so ``'direct'`` would decode it on several ranks) and
+      the chunks are enough to give every process row and column at least one; else
+      ``'direct'``.
 
     Parameters
     ----------
@@ -163,8 +164,9 @@ def from_zarr(
     g = resolve_grid(grid, backend)
     if method == "auto":
         (m, n), (cm, cn) = x.shape, chunks
+        shared = (cm > blk[0] and g.nprow > 1) or (cn > blk[1] and g.npcol > 1)
         enough = -(-m // cm) >= g.nprow and -(-n // cn) >= g.npcol
-        method = "chunks" if enough else "direct"
+        method = "chunks" if shared and enough else "direct"
     if method == "direct" or blk == chunks:
         return from_dask(x, block=blk, grid=g, dtype=dtype)
     # one read of every chunk, by its owner; then chunk-shaped blocks -> requested blocks
