@@ -151,6 +151,13 @@ def _parts(idx: np.ndarray, chunks: tuple[int, ...]) -> list[tuple[int, Any, sli
 
 def _select(chunk: Any, rsel: Any, csel: Any) -> Any:
     """``chunk[rsel, csel]`` (outer indexing; one copy), for NumPy and CuPy chunks."""
+    if type(chunk).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        # index arrays on the chunk's device; select rows, then columns
+        rsel = rsel if isinstance(rsel, slice) else cupy.asarray(rsel)
+        csel = csel if isinstance(csel, slice) else cupy.asarray(csel)
+        return chunk[rsel][:, csel]
     if isinstance(rsel, slice) or isinstance(csel, slice):
         return chunk[rsel, csel]
     return chunk[np.ix_(rsel, csel)]
