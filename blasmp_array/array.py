@@ -19,9 +19,7 @@ from .layout import BlockCyclicLayout
 
 __all__ = ["BlockCyclicArray", "SUPPORTED_DTYPES"]
 
-SUPPORTED_DTYPES = tuple(
-    np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)
-)
+SUPPORTED_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 
 
 class BlockCyclicArray(NDArrayOperatorsMixin):
@@ -137,8 +135,11 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
     def T(self) -> BlockCyclicArray:
         """Lazy transpose (no data movement until an operation needs it)."""
         return BlockCyclicArray(
-            self._data, self.layout, self.grid,
-            transposed=not self._transposed, conjugated=self._conjugated,
+            self._data,
+            self.layout,
+            self.grid,
+            transposed=not self._transposed,
+            conjugated=self._conjugated,
         )
 
     @property
@@ -155,8 +156,11 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         if self.dtype.kind != "c":
             return self
         return BlockCyclicArray(
-            self._data, self.layout, self.grid,
-            transposed=self._transposed, conjugated=not self._conjugated,
+            self._data,
+            self.layout,
+            self.grid,
+            transposed=self._transposed,
+            conjugated=not self._conjugated,
         )
 
     conjugate = conj

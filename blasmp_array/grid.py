@@ -107,13 +107,10 @@ class ProcessGrid:
 
     def same_as(self, other: ProcessGrid) -> bool:
         """True when both grids place the same processes identically on the same backend."""
-        return (
-            self is other
-            or (
-                self.shape == other.shape
-                and self.backend is other.backend
-                and MPI.Comm.Compare(self.comm, other.comm) in (MPI.IDENT, MPI.CONGRUENT)
-            )
+        return self is other or (
+            self.shape == other.shape
+            and self.backend is other.backend
+            and MPI.Comm.Compare(self.comm, other.comm) in (MPI.IDENT, MPI.CONGRUENT)
         )
 
     def __eq__(self, other: object) -> bool:

@@ -36,17 +36,40 @@ def mpiexec() -> str:
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", RANKS, ids=lambda n: f"np{n}")
 def test_distributed_suite(nprocs: int) -> None:
-    env = dict(os.environ, BLASMP_UNDER_MPIEXEC="1", OMP_NUM_THREADS="1",
-               OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        BLASMP_UNDER_MPIEXEC="1",
+        OMP_NUM_THREADS="1",
+        OPENBLAS_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+    )
     env.setdefault("BLASMP_BACKEND", "cpu")
     extra = shlex.split(os.environ.get("BLASMP_MPI_ARGS", ""))
     cmd = [
-        mpiexec(), "-n", str(nprocs), sys.executable, "-m", "pytest", "tests/mpi",
-        "-q", "-x", "-p", "no:cacheprovider", "--timeout=300", "--timeout-method=thread", "-o", "addopts=", "-m", MARK, *extra,
+        mpiexec(),
+        "-n",
+        str(nprocs),
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests/mpi",
+        "-q",
+        "-x",
+        "-p",
+        "no:cacheprovider",
+        "--timeout=300",
+        "--timeout-method=thread",
+        "-o",
+        "addopts=",
+        "-m",
+        MARK,
+        *extra,
     ]
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=LAUNCH_TIMEOUT)
+        proc = subprocess.run(
+            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT
+        )
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"")[-20000:]
         pytest.fail(f"mpiexec -n {nprocs} timed out after {LAUNCH_TIMEOUT}s (deadlock?)\n{out!r}")

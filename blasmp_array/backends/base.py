@@ -69,7 +69,7 @@ class Stream(abc.ABC):
     name: str
 
 
-class Event(abc.ABC):
+class Event:  # noqa: B024 (a marker type: each backend defines its own events)
     """A point in a stream's order that another stream (or the host) can wait for."""
 
 
@@ -166,7 +166,7 @@ class Backend(abc.ABC):
     def synchronize(self) -> None:
         """Block until both streams are drained; re-raise the first error a stream hit."""
 
-    def begin(self) -> None:
+    def begin(self) -> None:  # noqa: B027 (optional hook, no-op by default)
         """Order both streams after host/default-stream work done before an operator."""
 
     # -- tracing (used by blasmp_array.trace only while a trace is active) -----------------
@@ -247,9 +247,7 @@ class Backend(abc.ABC):
         """Gather a picklable Python object from every process onto every process."""
 
     @abc.abstractmethod
-    def alltoallv(
-        self, send: Sequence[Any], recv: Sequence[Any]
-    ) -> None:
+    def alltoallv(self, send: Sequence[Any], recv: Sequence[Any]) -> None:
         """Exchange: ``send[p]`` (contiguous 1-D, maybe empty) goes to process ``p`` and lands in
         ``recv[p]`` (preallocated 1-D of the matching size). Messages over 2**31 elements are
         split. Arrays are backend arrays (host or device)."""
@@ -258,7 +256,14 @@ class Backend(abc.ABC):
     # trans arguments are 'N', 'T' or 'C'; side 'L'/'R'; uplo 'L'/'U'; diag 'N'/'U'.
     @abc.abstractmethod
     def gemm(
-        self, alpha: Any, a: Any, b: Any, beta: Any, c: Any, trans_a: str, trans_b: str,
+        self,
+        alpha: Any,
+        a: Any,
+        b: Any,
+        beta: Any,
+        c: Any,
+        trans_a: str,
+        trans_b: str,
         stream: Stream,
     ) -> None:
         """``c := alpha op(a) op(b) + beta c`` in place (c may be a strided 2-D view)."""
@@ -271,24 +276,45 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def syr2k(
-        self, alpha: Any, a: Any, b: Any, beta: Any, c: Any, uplo: str, trans: str,
+        self,
+        alpha: Any,
+        a: Any,
+        b: Any,
+        beta: Any,
+        c: Any,
+        uplo: str,
+        trans: str,
         stream: Stream,
     ) -> None:
         """``c := alpha (op(a) op(b)^T + op(b) op(a)^T) + beta c`` on ``uplo`` ('C' -> HER2K)."""
 
     @abc.abstractmethod
     def trmm(
-        self, alpha: Any, a: Any, b: Any, side: str, uplo: str, trans: str, diag: str,
+        self,
+        alpha: Any,
+        a: Any,
+        b: Any,
+        side: str,
+        uplo: str,
+        trans: str,
+        diag: str,
         stream: Stream,
     ) -> None:
         """``b := alpha op(a) b`` (side 'L') or ``alpha b op(a)`` (side 'R'), in place."""
 
     @abc.abstractmethod
     def trsm(
-        self, alpha: Any, a: Any, b: Any, side: str, uplo: str, trans: str, diag: str,
+        self,
+        alpha: Any,
+        a: Any,
+        b: Any,
+        side: str,
+        uplo: str,
+        trans: str,
+        diag: str,
         stream: Stream,
     ) -> None:
         """Solve ``op(a) x = alpha b`` (side 'L') or ``x op(a) = alpha b`` (side 'R'); x -> b."""
 
-    def free_all(self) -> None:
+    def free_all(self) -> None:  # noqa: B027 (optional hook, no-op by default)
         """Release backend resources at exit (collective)."""
