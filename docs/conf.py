@@ -31,7 +31,7 @@ source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
 # gpu-node.md (written with the GPU backend) is included into gpu.md when it exists;
 # _scripts holds the figure generator
-exclude_patterns = ["_build", "_scripts", "gpu-node.md", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "_scripts", "_measurements", "gpu-node.md", "Thumbs.db", ".DS_Store"]
 
 myst_heading_anchors = 3
 napoleon_google_docstring = False
