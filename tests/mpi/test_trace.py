@@ -214,6 +214,8 @@ def test_trace_of_gemm(comm, cpu_grid, shared_dir):
             for w in waits:
                 if "signal" not in w["args"] or "index" not in w["args"]:
                     problems.append(f"signal_wait without signal args: {w['args']}")
+                if w["args"].get("peer") is None:
+                    problems.append(f"signal_wait without its peer: {w['args']}")
         return problems
 
     problems = shared_verdict(comm, check)
