@@ -99,8 +99,11 @@ def _open(zarr: Any, path: Path, mode: str, **create_kwargs: Any) -> Any:
         create_kwargs["fill_value"] = 0
     if int(zarr.__version__.split(".")[0]) < 3:
         return zarr.open_array(str(path), mode=mode, write_empty_chunks=True, **create_kwargs)
-    z = zarr.open_array(str(path), mode=mode, **create_kwargs)
-    return z.with_config({"write_empty_chunks": True})
+    if hasattr(zarr.Array, "with_config"):  # zarr >= 3.1
+        z = zarr.open_array(str(path), mode=mode, **create_kwargs)
+        return z.with_config({"write_empty_chunks": True})
+    with zarr.config.set({"array.write_empty_chunks": True}):  # zarr 3.0: read at open time
+        return zarr.open_array(str(path), mode=mode, **create_kwargs)
 
 
 def from_zarr(
@@ -124,10 +127,11 @@ def from_zarr(
     * ``'direct'``: each rank reads the chunks that overlap its own tiles (through
       :func:`from_dask` on ``dask.array.from_zarr``); when chunks are larger than blocks, a chunk
       is read and decoded by several ranks.
-    * ``'auto'`` (default): ``'chunks'`` when a chunk spans several blocks along a dimension
-      distributed over several processes (so ``'direct'`` would decode it on several ranks) and
-      the chunks are enough to give every process row and column at least one; else
-      ``'direct'``.
+    * ``'auto'`` (default): ``'chunks'`` when ``'direct'`` would decode each chunk on about
+      four or more ranks (the chunk spans blocks of several process rows and columns) and the
+      chunks are enough to give every process row and column at least one; else ``'direct'``.
+      (Measured on 2 ranks, n = 4096, chunks 1024, blocks 512: ``'direct'`` 0.22 s,
+      ``'chunks'`` 0.38 s, the redistribution costing more than a second decode.)
 
     Parameters
     ----------
@@ -164,9 +168,10 @@ def from_zarr(
     g = resolve_grid(grid, backend)
     if method == "auto":
         (m, n), (cm, cn) = x.shape, chunks
-        shared = (cm > blk[0] and g.nprow > 1) or (cn > blk[1] and g.npcol > 1)
+        # about how many ranks would decode one chunk with 'direct'
+        decoders = min(-(-cm // blk[0]), g.nprow) * min(-(-cn // blk[1]), g.npcol)
         enough = -(-m // cm) >= g.nprow and -(-n // cn) >= g.npcol
-        method = "chunks" if shared and enough else "direct"
+        method = "chunks" if decoders >= 4 and enough else "direct"
     if method == "direct" or blk == chunks:
         return from_dask(x, block=blk, grid=g, dtype=dtype)
     # one read of every chunk, by its owner; then chunk-shaped blocks -> requested blocks
