@@ -465,6 +465,12 @@ class Tracer:
         if getattr(exc, "_blasmp_trace_written", False):
             return
         exc._blasmp_trace_written = True  # type: ignore[attr-defined]
+        for backend, _ in list(self._wrapped.values()):
+            # device stamps reached so far (never wait: a stream may be stuck)
+            try:
+                backend.poll_stamps()
+            except Exception:  # noqa: BLE001 - never hide the original error
+                pass
         try:
             path = self.write_partial(exc)
         except Exception as err:  # noqa: BLE001 - never hide the original error

@@ -187,6 +187,12 @@ class Backend(abc.ABC):
         :meth:`synchronize`); the default has none pending."""
         return None
 
+    def poll_stamps(self) -> None:
+        """Deliver, without waiting, the pending timestamps whose point the stream has already
+        passed; keep the others pending (used after a timeout, when a stream may be stuck).
+        The default has none pending."""
+        return None
+
     # -- one-sided transport (stream-ordered) ---------------------------------------------
     @abc.abstractmethod
     def put(self, dst: SymmetricBuffer, dst_offset: int, src: Any, pe: int, stream: Stream) -> None:
