@@ -21,6 +21,7 @@
 #   SCALING_GPUS=8                   GPUs to use (default: nvidia-smi's count; 8 for --dry-run)
 #   SCALING_OPS="gemm syrk trsm"     operators
 #   SCALING_WEAK_BLOCK=1024          block of the weak runs
+#   SCALING_WEAK_N1=16384            1-GPU size of the weak runs (n = N1 sqrt(P))
 #   SCALING_BLOCKS="512 1024"        blocks the strong sweep tries
 #   SCALING_SWEEP_N=16384            size of the strong sweep
 #   SCALING_STRONG_SIZES="32768 65536"
@@ -52,6 +53,7 @@ has_phase() { local p; for p in "${phases[@]}"; do [ "$p" = "$1" ] && return 0; 
 out=${OUT:-scaling-out}
 ops=${SCALING_OPS:-gemm syrk trsm}
 weak_block=${SCALING_WEAK_BLOCK:-1024}
+weak_n1=${SCALING_WEAK_N1:-16384}
 blocks=${SCALING_BLOCKS:-512 1024}
 sweep_n=${SCALING_SWEEP_N:-16384}
 strong_sizes=${SCALING_STRONG_SIZES:-32768 65536}
@@ -105,7 +107,8 @@ for r in sorted(timed, key=lambda r: (r["phase"], r["op"], r["n"] if r["phase"] 
         if one:
             rel = f"{tf(r) / (r['p'] * tf(one[0])):.3f}"
         if sm:
-            mod = f"{sm.weak_efficiency(r['op'], g[0], g[1], r['block'], machine):.3f}"
+            n1 = one[0]["n"] if one else 16384
+            mod = f"{sm.weak_efficiency(r['op'], g[0], g[1], r['block'], machine, n1):.3f}"
     elif r["phase"] == "strong":
         one = [x for x in timed if x["phase"] == "strong" and x["op"] == r["op"]
                and x["n"] == r["n"] and x["p"] == 1]
@@ -178,8 +181,9 @@ grids_of() {  # grids_of P: every PRxPC with PR*PC = P, comma-separated
   echo "$g"
 }
 weak_grids() { case $1 in 1) echo 1x1 ;; 2) echo 1x2,2x1 ;; 4) echo 2x2,1x4 ;; 8) echo 2x4,4x2 ;; esac; }
-weak_n() {  # 16384 sqrt(P) rounded to a multiple of the block
-  "$py" -c "import math,sys; p,b=int(sys.argv[1]),int(sys.argv[2]); print(max(b, round(16384*math.sqrt(p)/b)*b))" "$1" "$2"
+weak_n() {  # N1 sqrt(P) rounded to a multiple of the block
+  "$py" -c "import math,sys; p,b,n1=map(int,sys.argv[1:]); print(max(b, round(n1*math.sqrt(p)/b)*b))" \
+    "$1" "$2" "$weak_n1"
 }
 pcounts() { local p; for p in "$@"; do [ "$p" -le "$gpus" ] && echo "$p"; done; }
 
@@ -224,6 +228,7 @@ if has_phase weak; then
 fi
 
 if has_phase strong; then
+  # shellcheck disable=SC2086  # a list of rank counts
   for p in $(pcounts $strong_p); do
     for op in $ops; do
       # a small sweep over the grids of P and the blocks picks the configuration
