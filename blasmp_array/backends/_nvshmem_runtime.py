@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import atexit
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -23,12 +23,12 @@ __all__ = ["Runtime", "ensure_runtime", "mps_running", "mps_problem"]
 MPS_PID_FILE = "nvidia-cuda-mps-control.pid"
 
 
-def mps_pipe_directory(env: dict[str, str] | None = None) -> str:
+def mps_pipe_directory(env: Mapping[str, str] | None = None) -> str:
     env = os.environ if env is None else env
     return env.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps"
 
 
-def mps_running(env: dict[str, str] | None = None) -> bool:
+def mps_running(env: Mapping[str, str] | None = None) -> bool:
     """True when a CUDA MPS control daemon runs for ``$CUDA_MPS_PIPE_DIRECTORY``.
 
     The pipe directory keeps its ``control`` pipe after the daemon quits (seen on the H200 node),

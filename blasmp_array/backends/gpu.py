@@ -729,9 +729,10 @@ class GPUBackend(Backend):
             for j, s in enumerate(range(0, flat.size, limit)):
                 reqs.append(self._pcomm.Isend(flat[s : s + limit], dest=dst, tag=j))
         MPI.Request.Waitall(reqs)
-        for src, tmp in enumerate(host_recv):
-            if tmp is None:
+        for src, received in enumerate(host_recv):
+            if received is None:
                 continue
+            tmp = received
             buf = recv[src]
             if isinstance(buf, cupy.ndarray):
                 buf[...] = cupy.asarray(tmp).reshape(buf.shape)
