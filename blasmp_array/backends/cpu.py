@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from .. import _abort
+from ._host_collectives import HostCollectives
 from .base import (
     DEFAULT_SIGNAL_TIMEOUT,
     Backend,
@@ -151,20 +152,10 @@ class CPUStream(Stream):
         return f"CPUStream({self.name!r})"
 
 
-_MPI_OPS = {
-    "sum": "SUM",
-    "max": "MAX",
-    "min": "MIN",
-    "prod": "PROD",
-    "land": "LAND",
-    "lor": "LOR",
-    "band": "BAND",
-    "bor": "BOR",
-}
 _SIGNAL_OPS = {"set": "REPLACE", "add": "SUM"}
 
 
-class CPUBackend(Backend):
+class CPUBackend(HostCollectives, Backend):
     """NumPy + BLAS + MPI-3 RMA backend over the communicator ``comm`` (collective).
 
     Attributes
@@ -456,26 +447,6 @@ class CPUBackend(Backend):
         self.comm.Barrier()
 
     # -- host collectives -----------------------------------------------------------------
-    def allreduce(self, value: Any, op: str = "sum") -> Any:
-        MPI = self._MPI
-        if op not in _MPI_OPS:
-            raise ValueError(f"op must be one of {sorted(_MPI_OPS)}, got {op!r}")
-        mop = getattr(MPI, _MPI_OPS[op])
-        if isinstance(value, np.ndarray):
-            send = np.ascontiguousarray(value)
-            if send.dtype == np.bool_ and op in ("sum", "prod"):
-                send = send.astype(np.int64)
-            out = np.empty_like(send)
-            self._pcomm.Allreduce(send, out, op=mop)
-            return out.reshape(value.shape)
-        return self._pcomm.allreduce(value, op=mop)
-
-    def bcast(self, obj: Any, root: int = 0) -> Any:
-        return self._pcomm.bcast(obj, root=root)
-
-    def allgather(self, obj: Any) -> list[Any]:
-        return self._pcomm.allgather(obj)
-
     def alltoallv(self, send: Sequence[Any], recv: Sequence[Any]) -> None:
         MPI = self._MPI
         p = self.size

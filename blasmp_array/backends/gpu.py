@@ -53,6 +53,7 @@ import numpy as np
 
 from .. import _abort
 from ._cublas import CublasKernels
+from ._host_collectives import HostCollectives
 from ._nvshmem_runtime import ensure_runtime
 from .base import (
     DEFAULT_SIGNAL_TIMEOUT,
@@ -69,17 +70,6 @@ __all__ = ["GPUBackend", "GPUStream", "GPUEvent", "StreamError"]
 _ERROR_ORDER = itertools.count()
 _ALIGN = 512  # bytes; every symmetric allocation is a multiple of this
 _MEMORY_MARGIN = 256 << 20  # bytes of device memory left for cuBLAS workspaces and CuPy
-
-_MPI_OPS = {
-    "sum": "SUM",
-    "max": "MAX",
-    "min": "MIN",
-    "prod": "PROD",
-    "land": "LAND",
-    "lor": "LOR",
-    "band": "BAND",
-    "bor": "BOR",
-}
 
 
 class StreamError(RuntimeError):
@@ -180,7 +170,7 @@ def _parse_bytes(text: str) -> int | None:
         return None
 
 
-class GPUBackend(Backend):
+class GPUBackend(HostCollectives, Backend):
     """CuPy + cuBLAS + NVSHMEM backend over the communicator ``comm`` (collective).
 
     Attributes
@@ -671,28 +661,6 @@ class GPUBackend(Backend):
         self._pcomm.Barrier()
 
     # -- host collectives -----------------------------------------------------------------
-    def allreduce(self, value: Any, op: str = "sum") -> Any:
-        MPI = self._MPI
-        if op not in _MPI_OPS:
-            raise ValueError(f"op must be one of {sorted(_MPI_OPS)}, got {op!r}")
-        mop = getattr(MPI, _MPI_OPS[op])
-        if isinstance(value, cupy.ndarray):
-            value = self.asnumpy(value)
-        if isinstance(value, np.ndarray):
-            send = np.ascontiguousarray(value)
-            if send.dtype == np.bool_ and op in ("sum", "prod"):
-                send = send.astype(np.int64)
-            out = np.empty_like(send)
-            self._pcomm.Allreduce(send, out, op=mop)
-            return out.reshape(value.shape)
-        return self._pcomm.allreduce(value, op=mop)
-
-    def bcast(self, obj: Any, root: int = 0) -> Any:
-        return self._pcomm.bcast(obj, root=root)
-
-    def allgather(self, obj: Any) -> list[Any]:
-        return self._pcomm.allgather(obj)
-
     def alltoallv(self, send: Sequence[Any], recv: Sequence[Any]) -> None:
         """Staged through host memory (CUDA-aware MPI is not assumed)."""
         MPI = self._MPI
