@@ -87,6 +87,26 @@ class ProcessGrid:
         self.col_comm = comm.Split(self.mycol, self.myrow)  # processes of my grid column
         self.backend = get_backend(backend, comm)
 
+    def free(self) -> None:
+        """Release the row and column sub-communicators (collective over the grid).
+
+        Each grid holds two MPI communicators and an MPI library has a few thousand at most, so a
+        program that creates grids in a loop should free them (or use ``with ProcessGrid(...)``).
+        Arrays on a freed grid can still be used by the operators (they do not use these
+        communicators), but ``row_comm``/``col_comm`` become ``MPI.COMM_NULL``.
+        """
+        for name in ("row_comm", "col_comm"):
+            sub = getattr(self, name)
+            if sub != MPI.COMM_NULL:
+                sub.Free()
+                setattr(self, name, MPI.COMM_NULL)
+
+    def __enter__(self) -> ProcessGrid:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.free()
+
     @property
     def shape(self) -> tuple[int, int]:
         """``(nprow, npcol)``."""
