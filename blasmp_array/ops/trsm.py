@@ -360,10 +360,12 @@ def _trsm(
             f"side={'left' if side == 'L' else 'right'}: B must have {A.shape[0]} {what} to "
             f"match the {A.shape[0]}x{A.shape[1]} A, got B of shape {B.shape}"
         )
-    if not A.grid.same_as(B.grid):
+    if not A.grid.same_as(B.grid) and (
+        A.grid.size != B.grid.size or A.grid.backend is not B.grid.backend
+    ):
         raise ValueError(
-            f"A and B live on different grids ({A.grid} and {B.grid}); move one with "
-            "A.redistribute(grid=B.grid)"
+            f"A and B live on grids of different processes or backends ({A.grid} and "
+            f"{B.grid}); build both on one communicator and backend"
         )
     dtype = np.result_type(A.dtype, B.dtype)
     if dtype not in SUPPORTED_DTYPES:
@@ -379,6 +381,16 @@ def _trsm(
         trans = "T"
     # -- from here on, collective operations only (identical decisions on every rank) --
     A, lower, trans = _fold_view(A, lower, trans)
+    if not A.grid.same_as(B.grid):
+        n = A.shape[0]
+        warnings.warn(
+            f"trsm: A is on a {A.grid.nprow}x{A.grid.npcol} grid and B on a "
+            f"{B.grid.nprow}x{B.grid.npcol} grid; redistributing A to B's grid (an all-to-all "
+            f"moving its {n}x{n} elements). Build A on B's grid to avoid it.",
+            TrsmRedistributionWarning,
+            stacklevel=3,
+        )
+        A = A.redistribute(grid=B.grid)
     if dtype.kind != "c" and trans == "C":
         trans = "T"
     if A.dtype != dtype:

@@ -309,6 +309,26 @@ def test_nonconforming_blocks_redistribute_with_warning(grid):
     check_solution(gather(X), tri, b, "right", "T", 1, np.float64, True)
 
 
+def test_a_on_another_grid_is_redistributed_with_warning(grid):
+    rng = np.random.default_rng(12)
+    n = 31
+    stored, tri = make_triangular(rng, n, np.float64, True, False)
+    b = rng.standard_normal((n, 7))
+    other = _SWEEP_GRIDS.get(grid.shape[::-1]) or bm.ProcessGrid(
+        *grid.shape[::-1], backend=grid.backend.name
+    )
+    _SWEEP_GRIDS.setdefault(grid.shape[::-1], other)
+    A = scatter(stored, other, (5, 5))
+    B = scatter(b, grid, (5, 3))
+    if other.same_as(grid):  # a square grid: nothing to move, and no warning
+        X = trsm(A, B)
+    else:
+        with pytest.warns(TrsmRedistributionWarning, match="redistributing A to B's grid"):
+            X = trsm(A, B)
+    assert X.grid is grid and X.layout == B.layout
+    check_solution(gather(X), tri, b, "left", "N", 1, np.float64, True)
+
+
 def test_different_sources(grid):
     """A and B whose first blocks sit on different processes (src != (0, 0))."""
     rng = np.random.default_rng(10)
