@@ -167,7 +167,9 @@ def _mean(
     return _keepdims(total / count, ax, keepdims)
 
 
-def _extremum(name: str, combine: np.ufunc) -> Callable[..., Any]:
+def _folding(name: str, combine: np.ufunc, identity: Any, doc: str) -> Callable[..., Any]:
+    """``np.<name>`` as a local reduction of each rank's tiles folded with ``combine``."""
+
     def impl(
         a: Any,
         axis: Any = None,
@@ -186,43 +188,18 @@ def _extremum(name: str, combine: np.ufunc) -> Callable[..., Any]:
             mod = np if isinstance(x, np.ndarray) else xp
             return getattr(mod, name)(x, axis=axis)
 
-        return _keepdims(_reduce(s, sax, local, combine, None, f"np.{name}"), ax, keepdims)
-
-    impl.__doc__ = f"``np.{name}`` (NaN propagates; complex order is NumPy's lexicographic)."
-    return impl
-
-
-implements(np.max, np.amax)(_extremum("max", np.maximum))
-implements(np.min, np.amin)(_extremum("min", np.minimum))
-
-
-def _logical(name: str, combine: np.ufunc, identity: bool) -> Callable[..., Any]:
-    def impl(
-        a: Any,
-        axis: Any = None,
-        out: Any = None,
-        keepdims: bool = False,
-        *,
-        where: Any = _NOVALUE,
-    ) -> Any:
-        _no_extras(f"np.{name}", out, where=where)
-        a = _require(a, f"np.{name}")
-        ax = _norm_axis(axis, f"np.{name}")
-        s, sax = _unview(a, ax)
-        xp = s.backend.xp
-
-        def local(x: Any, axis: int | None) -> Any:
-            mod = np if isinstance(x, np.ndarray) else xp
-            return getattr(mod, name)(x, axis=axis)
-
         return _keepdims(_reduce(s, sax, local, combine, identity, f"np.{name}"), ax, keepdims)
 
-    impl.__doc__ = f"``np.{name}``: a NumPy bool (array), identical on every rank."
+    impl.__doc__ = doc
     return impl
 
 
-implements(np.any)(_logical("any", np.logical_or, False))
-implements(np.all)(_logical("all", np.logical_and, True))
+_EXTREMUM_DOC = "``np.{}`` (NaN propagates; complex order is NumPy's lexicographic)."
+_LOGICAL_DOC = "``np.{}``: a NumPy bool (array), identical on every rank."
+implements(np.max, np.amax)(_folding("max", np.maximum, None, _EXTREMUM_DOC.format("max")))
+implements(np.min, np.amin)(_folding("min", np.minimum, None, _EXTREMUM_DOC.format("min")))
+implements(np.any)(_folding("any", np.logical_or, False, _LOGICAL_DOC.format("any")))
+implements(np.all)(_folding("all", np.logical_and, True, _LOGICAL_DOC.format("all")))
 
 
 # -- trace and norms ---------------------------------------------------------------------------
