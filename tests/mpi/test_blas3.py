@@ -83,6 +83,15 @@ class Case:
     def dist(self, x, block):
         return bm.from_numpy(x, block=block, grid=self.grid)
 
+    def call(self, fn, *args, **kw):
+        """``fn`` on the case's pipeline settings; operands have compatible layouts, so any
+        (redistribution) warning is an error."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return fn(
+                *args, **kw, num_stages=self.stages, method="summa", step_width=self.step_width
+            )
+
     def run(self) -> None:
         method = {"herk": "syrk", "syr2k": "syrk", "her2k": "syrk"}.get(self.op, self.op)
         getattr(self, "_" + method)()
@@ -104,20 +113,7 @@ class Case:
         A = self.dist(a, (bm_, bk) if ta == "N" else (bk, bm_))
         B = self.dist(b, (bk, bn) if tb == "N" else (bn, bk))
         C = self.dist(c0, (bm_, bn)) if with_c else None
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # compatible layouts: no redistribution
-            out = linalg.gemm(
-                A,
-                B,
-                C,
-                alpha=alpha,
-                beta=beta,
-                trans_a=ta,
-                trans_b=tb,
-                num_stages=self.stages,
-                method="summa",
-                step_width=self.step_width,
-            )
+        out = self.call(linalg.gemm, A, B, C, alpha=alpha, beta=beta, trans_a=ta, trans_b=tb)
         if with_c:
             assert out is C
         got = out.to_numpy()
@@ -150,20 +146,7 @@ class Case:
         A = self.dist(a, (b1, b1))
         B = self.dist(b, blk_b)
         C = self.dist(c0, blk_b) if with_c else None
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            out = linalg.symm(
-                A,
-                B,
-                C,
-                side=side,
-                lower=lower,
-                alpha=alpha,
-                beta=beta,
-                num_stages=self.stages,
-                method="summa",
-                step_width=self.step_width,
-            )
+        out = self.call(linalg.symm, A, B, C, side=side, lower=lower, alpha=alpha, beta=beta)
         got = out.to_numpy()
         s = sym_from(np.nan_to_num(high(a)), lower)
         hb = high(b)
@@ -202,22 +185,11 @@ class Case:
             c0 = poison(c0, "diag")
         A = self.dist(a, blk_a)
         C = self.dist(c0, (b1, b1)) if with_c else None
-        kw = dict(
-            trans=trans,
-            lower=lower,
-            alpha=alpha,
-            beta=beta,
-            num_stages=self.stages,
-            method="summa",
-            step_width=self.step_width,
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            if two:
-                B = self.dist(b, blk_a)
-                out = linalg.syr2k(A, B, C, **kw)
-            else:
-                out = linalg.syrk(A, C, **kw)
+        kw = dict(trans=trans, lower=lower, alpha=alpha, beta=beta)
+        if two:
+            out = self.call(linalg.syr2k, A, self.dist(b, blk_a), C, **kw)
+        else:
+            out = self.call(linalg.syrk, A, C, **kw)
         got = out.to_numpy()
         oa = op(high(a), trans)
         flip = "C" if herm else "T"
@@ -265,20 +237,9 @@ class Case:
         blk_b = (b1, b2) if side == "left" else (b2, b1)
         A = self.dist(a, (b1, b1))
         B = self.dist(b, blk_b)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            out = linalg.trmm(
-                A,
-                B,
-                side=side,
-                lower=lower,
-                trans=trans,
-                unit_diagonal=unit,
-                alpha=alpha,
-                num_stages=self.stages,
-                method="summa",
-                step_width=self.step_width,
-            )
+        out = self.call(
+            linalg.trmm, A, B, side=side, lower=lower, trans=trans, unit_diagonal=unit, alpha=alpha
+        )
         got = out.to_numpy()
         t = op(tri_from(high(a), lower, unit), trans)
         hb = high(b)
