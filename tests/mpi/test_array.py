@@ -52,7 +52,7 @@ def test_roundtrip_every_rank(grid, dtype):
         rows = A.layout.local_rows(grid.myrow)
         cols = A.layout.local_cols(grid.mycol)
         assert A.local.flags.c_contiguous
-        np.testing.assert_array_equal(A.local, a[np.ix_(rows, cols)])
+        np.testing.assert_array_equal(A.backend.asnumpy(A.local), a[np.ix_(rows, cols)])
         b = A.to_numpy()
         assert b.dtype == a.dtype and b.shape == shape
         np.testing.assert_array_equal(b, a)
