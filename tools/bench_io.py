@@ -1,35 +1,53 @@
-"""Throughput of blasmp_array's parallel I/O against single-process Dask.
+"""Throughput of blasmp_array's Dask/zarr I/O against single-process Dask, in one run.
 
-Distributed (run under mpiexec; every rank takes part, times are the slowest rank's)::
+Run under mpiexec (every rank takes part; 1 rank works too), serialised with other benchmarks::
 
-    mpiexec -n 2 python tools/bench_io.py --n 4096 --block 512 --chunks 1024
+    flock /tmp/bench.lock mpiexec -n 4 python tools/bench_io.py --n 16384 --block 2048 \\
+        --repeat 5 --dir /tmp/bench-io --json io.json
 
-Single-process Dask baseline (no MPI job; Dask's threaded scheduler)::
+The source is a lazy, deterministic Dask array ``x`` of ``n x n`` float64 in ``--chunks`` chunks:
+chunk ``(i, j)`` is ``np.random.default_rng([seed, i, j]).random(shape)``. Every rank builds the
+same graph without holding the matrix, and any tile of it can be recomputed for a check.
 
-    python tools/bench_io.py --baseline --n 4096 --chunks 1024
+Each repeat times, in this order:
 
-Each line reports seconds (best of ``--repeat``) and MB/s of the ``n x n`` float64 matrix
-(``8 n^2`` bytes):
+* ``from_dask(lazy)``: ``A = bm.from_dask(x, block)``, each rank computing its own tiles.
+* ``to_zarr``: ``A.to_zarr(path)`` (zarr chunks = blocks, each rank writing its own).
+* ``from_dask(zarr)``: ``bm.from_dask(da.from_zarr(path), block)`` (= ``bm.from_zarr(path)``
+  when the block is the store's chunk shape).
+* baseline ``dask compute(lazy)``: ``a = x.compute()``, one process.
+* baseline ``dask to_zarr``: ``da.from_array(a, chunks=block).to_zarr(path)``.
+* baseline ``dask from_zarr``: ``da.from_zarr(path).compute()``.
 
-* ``from_dask(zarr)``: ``bm.from_dask(da.from_zarr(store))`` -- read a zarr store of
-  ``--chunks`` chunks into ``--block`` blocks (what ``bm.from_zarr`` does).
-* ``from_zarr(chunks)``: ``bm.from_zarr(store, method='chunks')``: every chunk read once, by its
-  owner under chunk-shaped blocks, then redistributed to ``--block`` in memory.
-* ``from_dask(memory)``: ``bm.from_dask(da.from_array(a))`` of an in-memory matrix (the cost of
-  selecting and placing the tiles, no storage).
-* ``to_zarr`` / ``to_npy`` / ``from_npy``: the parallel writers/reader.
-* baseline ``dask to_zarr`` / ``dask from_zarr``: ``da.from_array(a, chunks).to_zarr(path)`` and
-  ``da.from_zarr(path).compute()`` in one process.
+Distributed steps run between two barriers on every rank; their time is the slowest rank's.
+Baseline steps run on rank 0 alone (Dask's threaded scheduler) while the other ranks wait in a
+sleeping barrier (an MPI barrier spins and would take a core). Stores are removed before each
+write and the page cache is flushed (``os.sync``) after it, both outside the timed region; the
+reads that follow come from the page cache.
 
-The store directory (``--dir``, default a fresh directory under ``$TMPDIR``) must be shared by
-all ranks.
+Memory: every rank holds its own tiles only (``8 n^2 / P`` bytes for each of at most two
+arrays, plus one batch of ``from_dask``); rank 0 also holds the baseline's full matrix (and,
+while Dask concatenates chunks, a second copy) during the baseline steps.
+
+Correctness: after each step ``--samples`` random tiles of the result on every rank (and of the
+baseline's arrays on rank 0) are compared bit for bit with the same tiles of ``x`` (recomputed
+from the source, no gather). Results: a table on rank 0 (median and min-max over the repeats,
+MB/s with MB = 1e6 bytes of ``8 n^2``), and with ``--json`` every repeat's time, the versions,
+the machine and the peak RSS of each rank.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import gc
+import json
 import os
+import platform
+import resource
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,117 +55,269 @@ from typing import Any
 
 import numpy as np
 
+DIST = ("from_dask(lazy)", "to_zarr", "from_dask(zarr)")
+BASE = ("dask compute(lazy)", "dask to_zarr", "dask from_zarr")
+
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=4096, help="matrix order (n x n float64)")
-    p.add_argument("--block", type=int, default=512, help="block size of the distributed array")
-    p.add_argument("--chunks", type=int, default=1024, help="chunk size of the Dask/zarr source")
-    p.add_argument("--repeat", type=int, default=3, help="repetitions (best is reported)")
+    p.add_argument("--block", type=int, default=1024, help="block size of the distributed array")
+    p.add_argument("--chunks", type=int, default=None, help="chunks of the source (default block)")
+    p.add_argument("--repeat", type=int, default=3, help="timed repetitions")
+    p.add_argument("--samples", type=int, default=4, help="tiles checked per rank and result")
+    p.add_argument("--seed", type=int, default=0, help="seed of the source matrix")
     p.add_argument("--dir", default=None, help="directory shared by the ranks for the stores")
-    p.add_argument("--baseline", action="store_true", help="single-process Dask baseline only")
+    p.add_argument("--no-baseline", action="store_true", help="skip the single-process Dask steps")
+    p.add_argument("--json", default=None, help="write every repeat's time here (rank 0)")
     return p.parse_args()
 
 
-def report(name: str, seconds: float, nbytes: int) -> None:
-    print(f"{name:<22s} {seconds:8.3f} s  {nbytes / seconds / 1e6:10.1f} MB/s", flush=True)
-
-
-def baseline(args: argparse.Namespace, a: np.ndarray, workdir: str) -> None:
+def source(n: int, chunks: int, seed: int) -> Any:
+    """The lazy ``n x n`` float64 source: chunk (i, j) from a generator seeded ``[seed, i, j]``."""
     import dask.array as da
 
-    path = os.path.join(workdir, "baseline.zarr")
-    x = da.from_array(a, chunks=args.chunks)
+    def chunk(block_info: Any = None) -> np.ndarray:
+        info = block_info[None]
+        return np.random.default_rng([seed, *info["chunk-location"]]).random(info["chunk-shape"])
 
-    def write() -> None:
-        x.to_zarr(path, overwrite=True)
-
-    def read() -> None:
-        da.from_zarr(path).compute()
-
-    for name, fn in (("dask to_zarr", write), ("dask from_zarr", read)):
-        best = min(timed(fn) for _ in range(args.repeat))
-        report(name, best, a.nbytes)
+    sizes = tuple([chunks] * (n // chunks) + ([n % chunks] if n % chunks else []))
+    return da.map_blocks(chunk, chunks=(sizes, sizes), dtype=np.float64, meta=np.empty((0, 0)))
 
 
-def timed(fn: Callable[[], Any], sync: Callable[[], Any] | None = None) -> float:
-    if sync:
-        sync()
-    t = time.perf_counter()
-    fn()
-    if sync:
-        sync()
-    return time.perf_counter() - t
+def sleeping_barrier(comm: Any, poll: float = 0.005) -> None:
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(poll)
 
 
-def distributed(args: argparse.Namespace, a: np.ndarray, workdir: str) -> None:
+def local_tiles_match(A: Any, x: Any, k: int, rng: np.random.Generator) -> bool:
+    """``k`` random tiles of this rank's part of ``A`` equal the same tiles of ``x``."""
+    lay, g = A.layout, A.grid
+    tiles = [
+        (bi, bj) for bi in lay.local_block_rows(g.myrow) for bj in lay.local_block_cols(g.mycol)
+    ]
+    mb, nb = lay.block
+    for t in rng.permutation(len(tiles))[:k]:
+        bi, bj = tiles[t]
+        (h, w), (il, jl) = lay.block_extent(bi, bj), lay.local_offset(bi, bj)
+        want = x[bi * mb : bi * mb + h, bj * nb : bj * nb + w].compute()
+        if not np.array_equal(A.local[il : il + h, jl : jl + w], want):
+            return False
+    return True
+
+
+def global_tiles_match(a: np.ndarray, x: Any, block: int, k: int, rng: Any) -> bool:
+    """``k`` random ``block``-sized tiles of the full matrix ``a`` equal those of ``x``."""
+    nbk = -(-a.shape[0] // block)
+    for bi, bj in rng.integers(0, nbk, size=(k, 2)):
+        r, c = slice(bi * block, (bi + 1) * block), slice(bj * block, (bj + 1) * block)
+        if not np.array_equal(a[r, c], x[r, c].compute()):
+            return False
+    return True
+
+
+def remove(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def versions() -> dict[str, str]:
+    import dask
+    import mpi4py
+    import numcodecs
+    import zarr
+    from mpi4py import MPI
+
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "dask": dask.__version__,
+        "zarr": zarr.__version__,
+        "numcodecs": numcodecs.__version__,
+        "mpi4py": mpi4py.__version__,
+        "mpi": MPI.Get_library_version().splitlines()[0].strip(),
+    }
+
+
+def machine() -> dict[str, Any]:
+    mem = "?"
+    try:
+        with open("/proc/meminfo") as f:
+            mem = f.readline().split(":")[1].strip()
+    except OSError:
+        pass
+    return {"cpus": os.cpu_count(), "mem_total": mem, "platform": platform.platform()}
+
+
+def commit() -> str:
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        out = subprocess.run(
+            ["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "-C", here, "status", "--porcelain", "--", "blasmp_array", "tools"],
+            capture_output=True,
+            text=True,
+        )
+        return out.stdout.strip() + (" (modified)" if dirty.stdout.strip() else "")
+    except OSError:
+        return "?"
+
+
+def du(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def main() -> None:
+    import dask
     import dask.array as da
     from mpi4py import MPI
 
     import blasmp_array as bm
 
-    comm = MPI.COMM_WORLD
-    grid = bm.ProcessGrid()
-    rank = comm.Get_rank()
-    src = os.path.join(workdir, "source.zarr")
-    if rank == 0:
-        da.from_array(a, chunks=args.chunks).to_zarr(src, overwrite=True)
-    comm.Barrier()
-
-    def slowest(fn: Callable[[], Any]) -> float:
-        return comm.allreduce(min(timed(fn, comm.Barrier) for _ in range(args.repeat)), MPI.MAX)
-
-    A = bm.from_numpy(a, block=args.block, grid=grid)
-    results = []
-    results.append(
-        ("from_dask(zarr)", slowest(lambda: bm.from_dask(da.from_zarr(src), args.block, grid)))
-    )
-    results.append(
-        ("from_zarr(chunks)", slowest(lambda: bm.from_zarr(src, args.block, grid, method="chunks")))
-    )
-    x = da.from_array(a, chunks=args.chunks)
-    results.append(("from_dask(memory)", slowest(lambda: bm.from_dask(x, args.block, grid))))
-    out = os.path.join(workdir, "out.zarr")
-    results.append(("to_zarr", slowest(lambda: A.to_zarr(out, overwrite=True))))
-    npy = os.path.join(workdir, "out.npy")
-    results.append(("to_npy", slowest(lambda: A.to_npy(npy, overwrite=True))))
-    results.append(("from_npy", slowest(lambda: bm.from_npy(npy, args.block, grid))))
-    B = bm.from_zarr(out, grid=grid)
-    ok = bool(np.array_equal(B.to_numpy(), a))
-    if rank == 0:
-        print(
-            f"# {comm.Get_size()} ranks, grid {grid.shape}, n={args.n}, block={args.block}, "
-            f"source chunks={args.chunks}, round trip exact: {ok}"
-        )
-        for name, seconds in results:
-            report(name, seconds, a.nbytes)
-
-
-def main() -> None:
     args = parse()
-    a = np.random.default_rng(0).random((args.n, args.n))
-    if args.baseline:
-        workdir = args.dir or tempfile.mkdtemp(prefix="bench-io-")
-        print(f"# single-process dask, n={args.n}, chunks={args.chunks}")
-        try:
-            baseline(args, a, workdir)
-        finally:
-            if args.dir is None:
-                shutil.rmtree(workdir, ignore_errors=True)
-        return
-    from mpi4py import MPI
-
+    chunks = args.chunks or args.block
     comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    root = rank == 0
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    load_before = os.getloadavg()
     made = args.dir is None
-    workdir = comm.bcast(
-        (args.dir or tempfile.mkdtemp(prefix="bench-io-")) if comm.Get_rank() == 0 else None
-    )
+    if root and args.dir is not None:
+        os.makedirs(args.dir, exist_ok=True)
+    workdir = comm.bcast((args.dir or tempfile.mkdtemp(prefix="bench-io-")) if root else None)
+    out, base = os.path.join(workdir, "dist.zarr"), os.path.join(workdir, "base.zarr")
+    grid = bm.ProcessGrid()
+    x = source(args.n, chunks, args.seed)
+    nbytes = 8 * args.n * args.n
+    times: dict[str, list[float]] = {k: [] for k in DIST + (() if args.no_baseline else BASE)}
+    checks: dict[str, bool] = {}
+    rng = np.random.default_rng([args.seed, rank])
+
+    def dist(name: str, fn: Callable[[], Any]) -> Any:
+        comm.Barrier()
+        t = time.perf_counter()
+        result = fn()
+        seconds = time.perf_counter() - t
+        times[name].append(comm.allreduce(seconds, MPI.MAX))
+        return result
+
+    def agree(name: str, ok: bool) -> None:
+        checks[name] = checks.get(name, True) and bool(comm.allreduce(ok, MPI.LAND))
+
+    def clear(path: str) -> None:
+        if root:
+            remove(path)
+        comm.Barrier()
+
+    def flush() -> None:
+        if root:
+            os.sync()
+        comm.Barrier()
+
+    def baseline() -> None:
+        """Rank 0 only: the single-process Dask path on the same data."""
+
+        def step(name: str, fn: Callable[[], Any]) -> Any:
+            t = time.perf_counter()
+            result = fn()
+            times[name].append(time.perf_counter() - t)
+            return result
+
+        a = step("dask compute(lazy)", x.compute)
+        checks_here = [global_tiles_match(a, x, args.block, args.samples, rng)]
+        remove(base)
+        step("dask to_zarr", lambda a=a: da.from_array(a, chunks=args.block).to_zarr(base))
+        os.sync()
+        del a
+        gc.collect()
+        b = step("dask from_zarr", lambda: da.from_zarr(base).compute())
+        checks_here.append(global_tiles_match(b, x, args.block, args.samples, rng))
+        checks["baseline"] = checks.get("baseline", True) and all(checks_here)
+
     try:
-        distributed(args, a, workdir)
+        for _ in range(args.repeat):
+            A = dist("from_dask(lazy)", lambda: bm.from_dask(x, block=args.block, grid=grid))
+            agree("from_dask(lazy)", local_tiles_match(A, x, args.samples, rng))
+            clear(out)
+            dist("to_zarr", lambda A=A: A.to_zarr(out))
+            flush()
+            del A
+            gc.collect()
+            R = dist(
+                "from_dask(zarr)",
+                lambda: bm.from_dask(da.from_zarr(out), block=args.block, grid=grid),
+            )
+            # the store written by to_zarr, read back: checks both
+            agree("to_zarr + from_dask(zarr)", local_tiles_match(R, x, args.samples, rng))
+            del R
+            gc.collect()
+            if not args.no_baseline:
+                if root:
+                    baseline()
+                sleeping_barrier(comm)
+        stored = du(out) if root else 0
     finally:
         comm.Barrier()
-        if made and comm.Get_rank() == 0:
-            shutil.rmtree(workdir, ignore_errors=True)
+        if root:
+            remove(out)
+            remove(base)
+            if made:
+                remove(workdir)
+
+    rss = comm.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, root=0)
+    if not root:
+        return
+    summary = {}
+    for name, ts in times.items():
+        med = float(np.median(ts))
+        summary[name] = {
+            "median_s": med,
+            "min_s": min(ts),
+            "max_s": max(ts),
+            "median_MBps": nbytes / med / 1e6,
+            "min_MBps": nbytes / max(ts) / 1e6,
+            "max_MBps": nbytes / min(ts) / 1e6,
+        }
+    print(
+        f"# {size} ranks, grid {grid.shape}, n={args.n}, block={args.block}, source chunks="
+        f"{chunks}, {args.repeat} repeats, dask threads per process: "
+        f"{dask.config.get('num_workers', None) or os.cpu_count()}"
+    )
+    head = ("operation", "median s", "min-max s", "MB/s", "min-max MB/s")
+    print("# {:<20s} {:>9s} {:>15s} {:>7s} {:>14s}".format(*head))
+    for name, s in summary.items():
+        print(
+            f"{name:<22s} {s['median_s']:9.3f} {s['min_s']:7.3f}-{s['max_s']:<7.3f} "
+            f"{s['median_MBps']:7.0f} {s['min_MBps']:6.0f}-{s['max_MBps']:<6.0f}"
+        )
+    print(f"# checks (sampled tiles bit for bit): {checks}")
+    print(f"# peak RSS per rank (MiB): {[round(r) for r in rss]}; to_zarr store {stored} bytes")
+    if args.json:
+        record = {
+            "command": " ".join(["mpiexec", "-n", str(size), "python", *sys.argv]),
+            "started_utc": started,
+            "commit": commit(),
+            "machine": machine(),
+            "load_average_before": load_before,
+            "load_average_after": os.getloadavg(),
+            "versions": versions(),
+            "ranks": size,
+            "grid": list(grid.shape),
+            "n": args.n,
+            "block": args.block,
+            "chunks": chunks,
+            "nbytes": nbytes,
+            "repeat": args.repeat,
+            "checks": checks,
+            "peak_rss_MiB_per_rank": rss,
+            "to_zarr_store_bytes": stored,
+            "seconds_per_repeat": times,
+            "summary": summary,
+        }
+        with open(args.json, "w") as f:
+            json.dump(record, f, indent=1)
 
 
 if __name__ == "__main__":
