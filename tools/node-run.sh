@@ -21,6 +21,8 @@ fi
 export PYTHONPATH=$site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+# library kernels loaded at start: a lazy load inside a pipeline can deadlock (backends/_cuda_env.py)
+export CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING:-EAGER}
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 [ "$gpus" -gt 0 ] || { echo "node-run.sh: nvidia-smi lists no GPU" >&2; exit 1; }
 mps=0
@@ -44,7 +46,7 @@ stop_mps() { [ "$mps" = 1 ] && echo quit | nvidia-cuda-mps-control; mps=0; }
 trap stop_mps EXIT
 vars=(); declare -A seen=()
 for v in PYTHONPATH OMP_NUM_THREADS NVSHMEM_DISABLE_NVLS NCCL_NVLS_ENABLE TORCH_SYMM_MEM_DISABLE_MULTICAST \
-         PYTHONUNBUFFERED CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY \
+         PYTHONUNBUFFERED CUDA_MODULE_LOADING CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY \
          $(compgen -e | grep -E '^(BLASMP_|NVSHMEM_|CUPY_)' || true); do
   [ -n "${!v+x}" ] && [ -z "${seen[$v]:-}" ] && { vars+=(-x "$v"); seen[$v]=1; }
 done

@@ -17,6 +17,9 @@ _instances: dict[tuple[str, int], Backend] = {}
 
 def gpu_available() -> bool:
     """True when CuPy imports and sees at least one CUDA device."""
+    from ._cuda_env import prefer_eager_loading
+
+    prefer_eager_loading()
     try:
         import cupy
 

@@ -104,6 +104,9 @@ def ensure_runtime(comm: Any) -> Runtime:
             )
         return _runtime
 
+    from ._cuda_env import prefer_eager_loading
+
+    prefer_eager_loading()
     import cupy
 
     local = comm.Split_type(MPI.COMM_TYPE_SHARED)

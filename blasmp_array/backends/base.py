@@ -123,6 +123,10 @@ class Backend(abc.ABC):
     compute: Stream
     comm_stream: Stream
     signal_timeout: float = DEFAULT_SIGNAL_TIMEOUT
+    #: True where element-wise kernels are compiled and loaded on first use, and loading one
+    #: waits for the device (CuPy): operators then warm them before a pipeline starts
+    #: (``ops/_warmup.py``)
+    jit_kernels: bool = False
 
     # -- memory ---------------------------------------------------------------------------
     @abc.abstractmethod

@@ -53,6 +53,7 @@ import numpy as np
 
 from .. import _abort
 from ._cublas import CublasKernels
+from ._cuda_env import warn_if_lazy
 from ._host_collectives import HostCollectives
 from ._nvshmem_runtime import ensure_runtime
 from .base import (
@@ -187,6 +188,7 @@ class GPUBackend(HostCollectives, Backend):
 
     name = "gpu"
     xp = cupy
+    jit_kernels = True
 
     def __init__(self, comm: Any) -> None:
         from mpi4py import MPI
@@ -195,6 +197,7 @@ class GPUBackend(HostCollectives, Backend):
             _abort.install()
         self._MPI = MPI
         self._rt = ensure_runtime(comm)
+        warn_if_lazy()
         import nvshmem.bindings as nvb
         import nvshmem.core as nvshmem
 

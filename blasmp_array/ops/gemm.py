@@ -15,6 +15,7 @@ import numpy as np
 from ..array import BlockCyclicArray
 from ..layout import BlockCyclicLayout
 from . import _checks as ck
+from ._warmup import begin_pipeline
 from .panels import PanelSpec, Source, compose_op, default_step_width, make_steps, run_pipeline
 
 __all__ = ["gemm", "summa_product", "scale_local", "new_result"]
@@ -223,7 +224,7 @@ def gemm(
         beta = dtype.type(0)
 
     b = grid.backend
-    b.begin()
+    begin_pipeline(b, dtype)
     if m and n:
         if meth == "local":
             _local_gemm(b, alpha, XA._data, opa, XB._data, opb, beta, Cw._data)

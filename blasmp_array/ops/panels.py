@@ -130,6 +130,7 @@ from typing import Any
 import numpy as np
 
 from ..layout import BlockCyclicLayout
+from ._warmup import begin_pipeline
 
 __all__ = [
     "Source",
@@ -875,7 +876,7 @@ def run_pipeline(
     """
     ex = PanelExchange(backend, name, specs, locals_, steps, dtype, num_stages, grid_rank)
     K = len(steps)
-    backend.begin()
+    begin_pipeline(backend, dtype)
     for k in range(min(ex.S, K)):
         ex.send(k)
     for k in range(K):

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..array import BlockCyclicArray
 from . import _checks as ck
+from ._warmup import begin_pipeline
 from .gemm import check_method, check_stages, new_result, scale_local, summa_product
 from .panels import Source, compose_op
 
@@ -120,7 +121,7 @@ def symm(
         beta = dtype.type(0)
 
     b = grid.backend
-    b.begin()
+    begin_pipeline(b, dtype)
     if m and n:
         scale_local(b, Cw._data, beta)
         if alpha != 0:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..array import BlockCyclicArray
 from . import _checks as ck
+from ._warmup import begin_pipeline
 from .gemm import check_method, check_stages, new_result, scale_local
 from .panels import PanelSpec, Source, compose_op, default_step_width, make_steps, run_pipeline
 
@@ -238,7 +239,7 @@ def rank_k(
         beta = dtype.type(0)
 
     b = grid.backend
-    b.begin()
+    begin_pipeline(b, dtype)
     if n:
         mask = triangle_mask(Cw, uplo) if beta != 1 else None
         scale_local(b, Cw._data, beta, mask)

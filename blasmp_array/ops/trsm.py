@@ -111,6 +111,7 @@ import numpy as np
 
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
 from ..layout import numroc
+from ._warmup import begin_pipeline
 
 __all__ = ["trsm", "solve_triangular", "TrsmRedistributionWarning", "free_workspace"]
 
@@ -885,7 +886,7 @@ class _TrsmPipeline:
         self._stack_memo: dict[int, tuple[int, Any]] = {}
         xrow = _SlotChannel(be, "x_row", buf, S * slot_a, sig, S + P, slot_x, S, self._x_plan())
         try:
-            be.begin()
+            begin_pipeline(be, self.X.dtype)
             if spec.alpha != 1 and active:
                 be.launch(comp, be.xp.multiply, self.X._data, spec.alpha, self.X._data)
             panel.send(0)

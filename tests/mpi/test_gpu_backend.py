@@ -178,7 +178,7 @@ def test_put_sources_and_auto_order(be, dtype):
 @gpu
 def test_waits_block_the_stream_not_the_host(be):
     """Work enqueued behind a pending wait neither runs nor blocks the host. The wait is
-    released from another host thread (a plain copy into the signal word on a side stream), so
+    released from another host thread (a host-to-device copy into the signal word), so
     an implicit synchronisation in the enqueue path shows up as a failure, not a hang."""
     import threading
 
@@ -191,8 +191,9 @@ def test_waits_block_the_stream_not_the_host(be):
     word = sig.array[1:2]
 
     def release():
-        with side:
-            word.fill(3)
+        # a host-to-device copy: no kernel, hence no module load (which would wait for the
+        # blocked stream itself)
+        word.set(np.array([3], dtype=word.dtype), stream=side)
         side.synchronize()
 
     timer = threading.Timer(2.0, release)

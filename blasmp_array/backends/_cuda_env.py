@@ -1,0 +1,50 @@
+"""CUDA settings the GPU backend needs before the process's first CUDA call.
+
+Lazy module loading (CUDA's default on Linux since 12.2) loads a library kernel at its first
+launch, and loading a module waits for the whole device. A cuBLAS kernel launched for the first
+time in the middle of a pipeline would then block the host behind a stream that waits for a
+peer's signal, and the peer may be waiting for a signal this host has not enqueued yet: a
+deadlock across ranks (CUDA Programming Guide, "Lazy Loading", potential hazards). The backend
+therefore asks for eager loading, ``CUDA_MODULE_LOADING=EAGER``, before CUDA initialises (an
+explicit setting of the variable is respected), and warns when the process already runs with
+lazy loading. CuPy's own element-wise kernels are compiled at first use whatever the mode; the
+operators load them before a pipeline starts (``ops/_warmup.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+
+def prefer_eager_loading() -> None:
+    """Ask for eager module loading unless the user chose a mode (call before CUDA starts)."""
+    os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
+
+
+def module_loading_mode() -> str | None:
+    """``'EAGER'`` or ``'LAZY'`` as the driver reports it, or None where it cannot be asked."""
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return None
+    try:
+        err, mode = driver.cuModuleGetLoadingMode()
+    except Exception:  # noqa: BLE001 - an old driver binding: unknown
+        return None
+    if err != driver.CUresult.CUDA_SUCCESS:
+        return None
+    return "LAZY" if mode == driver.CUmoduleLoadingMode.CU_MODULE_LAZY_LOADING else "EAGER"
+
+
+def warn_if_lazy() -> None:
+    """Warn when CUDA runs with lazy module loading (see the module docstring)."""
+    if module_loading_mode() == "LAZY":
+        warnings.warn(
+            "CUDA runs with lazy module loading: a library kernel loaded for the first time "
+            "inside a distributed pipeline can block the host and deadlock the ranks. Set "
+            "CUDA_MODULE_LOADING=EAGER before the process first uses CUDA (blasmp_array sets it "
+            "when it is the first to start CUDA and the variable is unset).",
+            RuntimeWarning,
+            stacklevel=3,
+        )
