@@ -51,14 +51,15 @@ def _check(name: str, value: str, allowed: str) -> str:
     return value.upper()
 
 
-def _scalar(value: Any, dtype: np.dtype) -> Any:
-    """``value`` as a scalar of ``dtype`` (a complex value with an imaginary part cannot scale a
-    real matrix), as the CPU backend does."""
-    if dtype.kind != "c":
-        value = complex(value)
-        if value.imag != 0:
-            raise TypeError(f"a complex scalar {value} cannot scale a {dtype} matrix")
-        return dtype.type(value.real)
+def _scalar(value: Any, dtype: np.dtype, real: bool = False, what: str = "") -> Any:
+    """``value`` as a scalar of ``dtype``; one with an imaginary part cannot scale a real matrix,
+    nor be HERK's alpha/beta or HER2K's beta (``real``), exactly as the CPU backend refuses."""
+    if dtype.kind != "c" or real:
+        v = complex(value)
+        if v.imag != 0:
+            need = what if real else f"a {dtype} matrix"
+            raise TypeError(f"{need} needs a real scalar, got {value!r}")
+        return dtype.type(v.real)
     return dtype.type(value)
 
 
@@ -226,12 +227,10 @@ class CublasKernels:
             raise TypeError(f"syrk dtypes differ: a {a.dtype}, c {dt}")
         if n == 0:
             return
-        alpha, beta = _scalar(alpha, dt), _scalar(beta, dt)
+        alpha = _scalar(alpha, dt, real=herm, what="HERK (trans='C')")
+        beta = _scalar(beta, dt, real=herm, what="HERK (trans='C')")
         if alpha == 0 or k == 0:
             _scale_triangle(c, beta, uplo, herm)
-            return
-        if herm and (alpha.imag != 0 or beta.imag != 0):
-            _fallback_rank_k(c, alpha, a, None, beta, uplo, trans)  # not a Hermitian update
             return
         ftrans = ("N" if trans == "C" else "C") if herm else ("N" if trans != "N" else "T")
         a, lda = _operand(a)
@@ -279,12 +278,10 @@ class CublasKernels:
             raise TypeError(f"syr2k dtypes differ: a {a.dtype}, b {b.dtype}, c {dt}")
         if n == 0:
             return
-        alpha, beta = _scalar(alpha, dt), _scalar(beta, dt)
+        alpha = _scalar(alpha, dt)
+        beta = _scalar(beta, dt, real=herm, what="HER2K (trans='C')")
         if alpha == 0 or k == 0:
             _scale_triangle(c, beta, uplo, herm)
-            return
-        if herm and beta.imag != 0:
-            _fallback_rank_k(c, alpha, a, b, beta, uplo, trans)
             return
         ftrans = ("N" if trans == "C" else "C") if herm else ("N" if trans != "N" else "T")
         a, lda = _operand(a)
@@ -418,18 +415,3 @@ def _write_triangle(c: cupy.ndarray, new: cupy.ndarray, uplo: str, hermitian: bo
 def _scale_triangle(c: cupy.ndarray, beta: Any, uplo: str, hermitian: bool) -> None:
     new = cupy.zeros(c.shape, c.dtype) if beta == 0 else beta * c
     _write_triangle(c, new, uplo, hermitian)
-
-
-def _fallback_rank_k(c, alpha, a, b, beta, uplo, trans) -> None:  # type: ignore[no-untyped-def]
-    """HERK/HER2K with scalars that BLAS's Hermitian updates cannot take (complex alpha for
-    HERK, complex beta): the CPU backend's formula with matmul on the full square."""
-    opa = a.conj().T if trans == "C" else (a.T if trans == "T" else a)
-    if b is None:
-        prod = alpha * (opa @ opa.conj().T)
-    else:
-        opb = b.conj().T if trans == "C" else (b.T if trans == "T" else b)
-        x = opa @ opb.conj().T
-        prod = alpha * x + np.conj(alpha) * x.conj().T
-    if beta != 0:
-        prod += beta * c
-    _write_triangle(c, prod, uplo, True)

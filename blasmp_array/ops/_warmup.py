@@ -74,3 +74,17 @@ def _run_helpers(backend: Any, dtype: np.dtype) -> None:
     trsm._unpack(flat[: n * n].reshape(n, n), panel, [(0, 1, 2)])
     for blk in (local[1:3, 2:5], local[1:3, 2:5].T, local[:2]):
         flat[: blk.size].reshape(blk.shape)[...] = blk
+    # the backend's own kernels on strided operands and outputs (copied to and from contiguous
+    # work arrays), with zero and non-zero scalars (alpha == 0 only scales a triangle)
+    st, one, zero = backend.compute, dtype.type(1), dtype.type(0)
+    sq, out = local[:3, :3], local[2:5, 2:5]
+    ops = ("N", "C") if dtype.kind == "c" else ("N", "T")
+    for uplo in ("L", "U"):
+        for op in ops:
+            for alpha, beta in ((one, zero), (zero, one), (one, one)):
+                backend.gemm(alpha, sq, sq, beta, out, op, "N", st)
+                backend.syrk(alpha, sq, beta, out, uplo, op, st)
+                backend.syr2k(alpha, sq, sq, beta, out, uplo, op, st)
+            for side in ("L", "R"):
+                backend.trmm(one, sq, out, side, uplo, op, "N", st)
+                backend.trsm(one, sq, out, side, uplo, op, "U", st)

@@ -258,8 +258,8 @@ def _cases(seed: int, count: int):
 @gpu
 @pytest.mark.parametrize("dtype,uplo,trans,side,diag", _cases(5, 24))
 def test_kernels_match_cpu_kernels(be, dtype, uplo, trans, side, diag):
-    """The same calls on the CPU kernels (NumPy) and cuBLAS agree to rounding, including the
-    fallbacks (complex alpha in HERK, complex beta in HER2K) and Fortran-ordered inputs."""
+    """The same calls on the CPU kernels (NumPy) and cuBLAS agree to rounding, with complex
+    scalars and Fortran-ordered inputs; both refuse the same complex scalars of HERK/HER2K."""
     from blasmp_array.backends import _cpu_kernels as cpu
 
     rng = np.random.default_rng(
@@ -293,8 +293,22 @@ def test_kernels_match_cpu_kernels(be, dtype, uplo, trans, side, diag):
     b = _rand(rng, a.shape, dtype)
     c = _rand(rng, (m, m), dtype)
     c[~(np.tril(np.ones((m, m), bool)) if uplo == "L" else np.triu(np.ones((m, m), bool)))] = np.nan
-    run(be.syrk, cpu.syrk, [al, a, bt, c, uplo, trans], 3)
-    run(be.syr2k, cpu.syr2k, [al, a, b, bt, c, uplo, trans], 4)
+    herm = cplx and trans == "C"
+    if herm:  # HERK's alpha and beta and HER2K's beta must be real, on both backends
+        cases = [
+            ("HERK", be.syrk, cpu.syrk, [al, a, 1.0, c.copy(), uplo, trans]),
+            ("HER2K", be.syr2k, cpu.syr2k, [al, a, b, bt, c.copy(), uplo, trans]),
+        ]
+        for what, fn_gpu, fn_cpu, args in cases:
+            with pytest.raises(TypeError, match=f"{what} .* needs a real scalar"):
+                fn_cpu(*args)
+            dev = [be.asarray(x) if isinstance(x, np.ndarray) else x for x in args]
+            with pytest.raises(TypeError, match=f"{what} .* needs a real scalar"):
+                fn_gpu(*dev, be.compute)
+                be.synchronize()  # kernel errors surface here
+    rk_alpha, rk_beta = (0.7, 0.3) if herm else (al, bt)
+    run(be.syrk, cpu.syrk, [rk_alpha, a, rk_beta, c, uplo, trans], 3)
+    run(be.syr2k, cpu.syr2k, [al, a, b, rk_beta, c, uplo, trans], 4)
     # TRMM / TRSM
     nn = m if side == "L" else n
     t = _rand(rng, (nn, nn), dtype) / nn + 2 * np.eye(nn, dtype=dtype)
