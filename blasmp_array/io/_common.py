@@ -182,16 +182,14 @@ def agree(backend: Any, what: str, fn: Callable[[], Any]) -> Any:
 
 # -- paths and publication -------------------------------------------------------------------
 def local_path(target: Any, what: str) -> Path:
-    """A filesystem path from a str / PathLike / ``file://`` URL / zarr local store."""
-    root = getattr(target, "root", None) or getattr(target, "path", None)  # zarr 3 / zarr 2
-    if root is not None and not isinstance(target, str | os.PathLike):
-        target = root
+    """A filesystem path from a str / PathLike / ``file://`` URL (zarr store objects are
+    resolved to their directory by the zarr writer before calling this)."""
     if isinstance(target, os.PathLike):
         target = os.fspath(target)
     if not isinstance(target, str) or not target:
         raise TypeError(
-            f"{what} writes to a filesystem path (str, pathlib.Path, 'file://' URL or a local "
-            f"zarr store), got {type(target).__name__}"
+            f"{what} writes to a filesystem path (str, pathlib.Path or 'file://' URL), "
+            f"got {type(target).__name__}"
         )
     if target.startswith("file://"):
         target = target[len("file://") :]

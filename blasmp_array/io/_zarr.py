@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,10 @@ def to_zarr(
     ----------
     A : BlockCyclicArray
         The matrix (lazy views are materialised first).
-    url_or_store : str, PathLike, 'file://' URL or zarr local store
-        Destination directory, on a filesystem that every rank sees (and the readers).
+    url_or_store : str, PathLike, 'file://' URL, zarr ``LocalStore`` or ``DirectoryStore``
+        Destination directory, on a filesystem that every rank sees (and the readers). Other
+        zarr stores (zip, fsspec, memory, ...) raise :class:`TypeError`: a store is published
+        by renaming a finished directory.
     overwrite : bool, default False
         Replace an existing store (only after the new one is complete). Without it an existing
         destination raises :class:`FileExistsError` on every rank.
@@ -56,13 +59,13 @@ def to_zarr(
     survive a round trip bit for bit.
     """
     zarr = require("zarr", "to_zarr")
-    final = local_path(url_or_store, "to_zarr")
+    final, options = _destination(zarr, url_or_store)
     A = stored(A, "to_zarr")
     layout, g, bk = A.layout, A.grid, A.grid.backend
     dtype = A.dtype
 
     def create(tmp: Path) -> None:
-        _open(zarr, tmp, mode="w-", shape=layout.shape, chunks=layout.block, dtype=dtype)
+        _open(zarr, tmp, mode="w-", shape=layout.shape, chunks=layout.block, dtype=dtype, **options)
 
     def write(tmp: Path) -> None:
         z = _open(zarr, tmp, mode="r+")
@@ -81,6 +84,33 @@ def to_zarr(
             bar.close()
 
     write_published(bk, final, overwrite, "to_zarr", create, write)
+
+
+def _destination(zarr: Any, target: Any) -> tuple[Path, dict[str, Any]]:
+    """Directory of a ``to_zarr`` destination and the creation options its store implies.
+
+    Only directories can be published by a rename: a path, a ``file://`` URL, a zarr-python 3
+    ``LocalStore`` or a zarr-python 2 ``DirectoryStore`` (whose ``NestedDirectoryStore`` keeps
+    its ``/`` chunk-key separator). Other stores (zip, fsspec/object stores, memory, databases)
+    are refused rather than guessed from a ``path`` attribute that may not name a directory.
+    """
+    if isinstance(target, str | os.PathLike):
+        return local_path(target, "to_zarr"), {}
+    local_store = getattr(zarr.storage, "LocalStore", None)  # zarr-python 3
+    directory_store = getattr(zarr.storage, "DirectoryStore", None)  # zarr-python 2
+    if local_store is not None and isinstance(target, local_store):
+        if target.read_only:
+            raise ValueError("to_zarr: the LocalStore is read-only (read_only=True)")
+        return local_path(target.root, "to_zarr"), {}
+    if directory_store is not None and isinstance(target, directory_store):
+        separator = getattr(target, "_dimension_separator", None)
+        options = {"dimension_separator": separator} if separator else {}
+        return local_path(target.path, "to_zarr"), options
+    raise TypeError(
+        "to_zarr writes to a directory (str, pathlib.Path, 'file://' URL, zarr LocalStore or "
+        f"DirectoryStore) that it can publish by a rename, got {type(target).__name__}; write "
+        "to a local directory and copy the finished store"
+    )
 
 
 def _write_tile(z: Any, rows: slice, cols: slice, tile: Any) -> None:

@@ -41,6 +41,7 @@ from blasmp_array import io as bio  # noqa: E402
 from blasmp_array.io import _dask, _npy, _zarr  # noqa: E402
 
 HAVE_H5PY = _available("h5py")
+ZARR_MAJOR = int(zarr.__version__.split(".")[0])  # 2 and 3 store and create arrays differently
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 GRID_SHAPES = list(dict.fromkeys([(1, SIZE), (SIZE, 1), bm.square_grid_shape(SIZE)]))
 
@@ -290,6 +291,73 @@ def test_zarr_view_and_path_forms(square, shared_dir):
         bio.to_zarr(a, os.path.join(shared_dir, "v.zarr"))
     with pytest.raises(TypeError, match="BlockCyclicArray"):
         bio.to_npy(a, os.path.join(shared_dir, "v.npy"))
+
+
+def test_zarr_chunks_equal_to_the_fill_value(square, shared_dir):
+    """Whole blocks of -0.0 (equal to the fill value 0, so zarr skips them unless every writer
+    asks for empty chunks to be written), +0.0 and NaN survive bit for bit."""
+    a = matrix((12, 12), np.float64, 10)
+    a[:4, :4] = -0.0
+    a[4:8, :4] = 0.0
+    a[:4, 4:8] = np.nan
+    path = os.path.join(shared_dir, "a.zarr")
+    build(a, square, 4).to_zarr(path)
+    assert_holds(bm.from_zarr(path, grid=square), a, (4, 4))
+    assert COMM.allreduce(same_bits(zarr.open_array(path, mode="r")[...], a), op=MPI.LAND)
+
+
+def _directory_store(path):
+    """zarr's store of a local directory: LocalStore (zarr-python 3), DirectoryStore (2)."""
+    if ZARR_MAJOR >= 3:
+        return zarr.storage.LocalStore(path)
+    return zarr.storage.DirectoryStore(path)
+
+
+@pytest.mark.filterwarnings("ignore:The NestedDirectoryStore is deprecated:FutureWarning")
+def test_zarr_store_objects(square, shared_dir):
+    a = matrix((10, 7), np.complex64, 11)
+    A = build(a, square, 3)
+    path = os.path.join(shared_dir, "s.zarr")
+    A.to_zarr(_directory_store(path))
+    assert_holds(bm.from_zarr(_directory_store(path), grid=square), a, (3, 3))
+    assert_holds(bm.from_zarr(zarr.open_array(path, mode="r"), grid=square), a, (3, 3))
+    if ZARR_MAJOR < 3:
+        # the nested store's '/' chunk keys are kept: a chunk file lies at <store>/0/0
+        nested = os.path.join(shared_dir, "n.zarr")
+        A.to_zarr(zarr.storage.NestedDirectoryStore(nested))
+        assert os.path.isfile(os.path.join(nested, "0", "0"))
+        read = zarr.open_array(zarr.storage.NestedDirectoryStore(nested), mode="r")[...]
+        assert COMM.allreduce(same_bits(read, a), op=MPI.LAND)
+        assert_holds(bm.from_zarr(nested, grid=square), a, (3, 3))
+    else:
+        with pytest.raises(ValueError, match="read-only"):
+            A.to_zarr(zarr.storage.LocalStore(path, read_only=True), overwrite=True)
+    # stores that are not one directory are refused on every rank, before any write
+    with pytest.raises(TypeError, match="publish by a rename"):
+        A.to_zarr(zarr.storage.MemoryStore())
+    zip_path = os.path.join(shared_dir, f"rank{RANK}.zip")
+    zip_store = zarr.storage.ZipStore(zip_path, mode="w")
+    with pytest.raises(TypeError, match="ZipStore"):
+        A.to_zarr(zip_store)
+    if ZARR_MAJOR < 3:
+        zip_store.close()  # zarr-python 2 opens the file at once; 3 only on first use
+    COMM.Barrier()
+    assert not [name for name in listing(shared_dir) if name.startswith(".")]
+    if os.path.exists(zip_path):
+        os.remove(zip_path)
+
+
+def test_from_zarr_component_of_a_group(square, shared_dir):
+    a = matrix((11, 13), np.float32, 12)
+    path = os.path.join(shared_dir, "g.zarr")
+    if RANK == 0:
+        sub = zarr.open_group(path, mode="w").create_group("grp")
+        create = sub.create_array if ZARR_MAJOR >= 3 else sub.create_dataset
+        z = create("m", shape=a.shape, chunks=(4, 5), dtype=a.dtype)
+        z[...] = a
+    COMM.Barrier()
+    assert_holds(bm.from_zarr(path, grid=square, component="grp/m"), a, (4, 5))
+    assert_holds(bm.from_zarr(path, (3, 2), square, component="grp/m"), a, (3, 2))
 
 
 def test_zarr_overwrite_protection(square, shared_dir):
