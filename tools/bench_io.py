@@ -33,7 +33,8 @@ Correctness: after each step ``--samples`` random tiles of the result on every r
 baseline's arrays on rank 0) are compared bit for bit with the same tiles of ``x`` (recomputed
 from the source, no gather). Results: a table on rank 0 (median and min-max over the repeats,
 MB/s with MB = 1e6 bytes of ``8 n^2``), and with ``--json`` every repeat's time, the versions,
-the machine and the peak RSS of each rank.
+the machine and the peak RSS of each rank. ``python tools/bench_io.py --pool a.json b.json ...``
+(no MPI) pools the repeats of several records.
 """
 
 from __future__ import annotations
@@ -150,26 +151,71 @@ def machine() -> dict[str, Any]:
 
 
 def commit() -> str:
+    """HEAD of the checkout holding this script, with the files of ``blasmp_array/`` and
+    ``tools/`` that differ from it (call at the start: modules are loaded then)."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
-        here = os.path.dirname(os.path.abspath(__file__))
-        out = subprocess.run(
-            ["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        )
+        head = subprocess.run(
+            ["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", here, "status", "--porcelain", "--", "blasmp_array", "tools"],
+            ["git", "-C", repo, "status", "--porcelain", "--", "blasmp_array", "tools"],
             capture_output=True,
             text=True,
-        )
-        return out.stdout.strip() + (" (modified)" if dirty.stdout.strip() else "")
+        ).stdout.split("\n")
     except OSError:
         return "?"
+    changed = [line[3:] for line in dirty if line.strip()]
+    return head + (f" + uncommitted changes to {', '.join(changed)}" if changed else "")
 
 
 def du(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
+def pool(paths: list[str]) -> None:
+    """Print the repeats of several ``--json`` records pooled: MB/s of the median, quartile and
+    extreme times, and each run's median (the table of docs/performance.md)."""
+    runs = []
+    for path in paths:
+        with open(path) as f:
+            runs.append(json.load(f))
+    nbytes = runs[0]["nbytes"]
+    print(f"# {len(runs)} runs, n={runs[0]['n']}, MB/s of {nbytes / 1e6:.1f} MB (MB = 1e6 bytes)")
+    print("# operation, repeats, median, quartiles, min-max, median of each run (MB/s)")
+    for name in runs[0]["seconds_per_repeat"]:
+        per_run = [r["seconds_per_repeat"][name] for r in runs]
+        ts = np.concatenate(per_run)
+        q1, med, q3 = np.percentile(ts, [25, 50, 75])
+
+        def mbps(t: float) -> float:
+            return nbytes / t / 1e6
+
+        each = ", ".join(f"{mbps(float(np.median(r))):.0f}" for r in per_run)
+        print(
+            f"{name:<20s} {len(ts):3d} {mbps(med):6.0f} {mbps(q3):6.0f}-{mbps(q1):<6.0f} "
+            f"{mbps(ts.max()):6.0f}-{mbps(ts.min()):<6.0f} {each}"
+        )
+    print("# speed-up over the baseline: pooled medians, then each run's medians")
+    for ours, theirs in zip(DIST, BASE, strict=True):
+        if theirs in runs[0]["seconds_per_repeat"]:
+            each = ", ".join(f"{_speedup([r], ours, theirs):.2f}" for r in runs)
+            print(f"{ours} vs {theirs}: {_speedup(runs, ours, theirs):.2f}x ({each})")
+
+
+def _speedup(runs: list[dict[str, Any]], ours: str, theirs: str) -> float:
+    """Median time of ``theirs`` over median time of ``ours``, repeats of ``runs`` pooled."""
+
+    def med(name: str) -> float:
+        return float(np.median([t for r in runs for t in r["seconds_per_repeat"][name]]))
+
+    return med(theirs) / med(ours)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--pool"]:
+        pool(sys.argv[2:])
+        return
     import dask
     import dask.array as da
     from mpi4py import MPI
@@ -182,6 +228,7 @@ def main() -> None:
     rank, size = comm.Get_rank(), comm.Get_size()
     root = rank == 0
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    code = commit() if root else ""
     load_before = os.getloadavg()
     made = args.dir is None
     if root and args.dir is not None:
@@ -298,7 +345,7 @@ def main() -> None:
         record = {
             "command": " ".join(["mpiexec", "-n", str(size), "python", *sys.argv]),
             "started_utc": started,
-            "commit": commit(),
+            "commit": code,
             "machine": machine(),
             "load_average_before": load_before,
             "load_average_after": os.getloadavg(),
