@@ -1,0 +1,39 @@
+#!/bin/bash
+# The performance runs of the GPU backend on ONE GPU (issue 4's targets), with the bench command:
+#   1 rank   GEMM and TRSM, float64, n=$N, against CuPy (cupy.matmul, cupyx solve_triangular)
+#            measured in the same run
+#   4 ranks  on the same GPU through CUDA MPS, 2x2 grid: GEMM aggregate rate (target >= 85% of the
+#            1-rank rate), and one traced run (per-rank, per-stream CUDA-event timeline)
+# Usage (repository root, wheels in .whl/):  OUT=/some/dir tools/gpu-perf.sh [PHASE...]
+#   phases: gemm1 trsm1 gemm4 trace4 (default: all)
+#   N=16384  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
+# Results: $OUT/perf-<phase>.json (the bench command's records), .log next to them; a summary last.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+out=${OUT:-gpu-perf-out}
+mkdir -p "$out"
+n=${N:-16384} block=${BLOCK:-2048} block4=${BLOCK4:-2048} repeat=${REPEAT:-5}
+limit=${PERF_TIMEOUT:-150}
+export BLASMP_SIGNAL_TIMEOUT=${BLASMP_SIGNAL_TIMEOUT:-60}
+phases=("$@")
+[ ${#phases[@]} -gt 0 ] || phases=(gemm1 trsm1 gemm4 trace4)
+summary=()
+bench() {  # phase ranks bench-args...
+  local phase=$1 ranks=$2; shift 2
+  timeout -k 10 "$limit" tools/node-run.sh "$ranks" python3 -m blasmp_array.bench "$@" \
+    --backend gpu --json "$out/perf-$phase.json" > "$out/perf-$phase.log" 2>&1
+  summary+=("$phase (np=$ranks: $*): rc=$?")
+}
+for p in "${phases[@]}"; do
+  case $p in
+    gemm1) bench gemm1 1 gemm --n "$n" --block "$block" --repeat "$repeat" --compare --baselines cupy ;;
+    trsm1) bench trsm1 1 trsm --n "$n" --block "$block" --repeat "$repeat" --compare --baselines cupy ;;
+    gemm4) bench gemm4 4 gemm --n "$n" --block "$block4" --grid 2x2 --repeat "$repeat" ;;
+    trace4) bench trace4 4 gemm --n "$n" --block "$block4" --grid 2x2 --repeat 1 \
+              --trace "$out/perf-trace4.trace.json" ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trace4)" >&2; exit 2 ;;
+  esac
+done
+echo "=== GPU performance summary (logs in $out)"
+printf '%s\n' "${summary[@]}"
+for p in "${phases[@]}"; do echo "--- $p"; tail -n 12 "$out/perf-$p.log"; done
