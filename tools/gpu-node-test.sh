@@ -9,6 +9,7 @@
 #   BLASMP_GPU_TEST_TIMEOUT=900      seconds allowed for one rank count (the whole mpirun)
 #   BLASMP_GPU_TEST_PER_TEST_TIMEOUT=300   pytest-timeout of one test
 #   OUT=/some/dir                    where the logs go (default: gpu-test-logs/)
+#   BLASMP_RACE_REPEATS=20           repeats of each operator in tests/mpi/test_races.py
 # Each rank writes its pytest output to $OUT/gpu-npN.rankR.log (rank 0's is also printed);
 # a summary of the last pytest line of every rank ends the output. Exit status: 0 when every
 # rank of every rank count passed.
@@ -20,6 +21,8 @@ ranks=${BLASMP_GPU_TEST_RANKS:-1 2 4}
 limit=${BLASMP_GPU_TEST_TIMEOUT:-900}
 per_test=${BLASMP_GPU_TEST_PER_TEST_TIMEOUT:-300}
 export BLASMP_BACKEND=gpu BLASMP_UNDER_MPIEXEC=1 OMP_NUM_THREADS=1
+# tests/mpi/test_races.py: identical calls of every pipelined operator, this many times each
+export BLASMP_RACE_REPEATS=${BLASMP_RACE_REPEATS:-20}
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(tests/mpi -m "not full_sweep")
 summary=()
