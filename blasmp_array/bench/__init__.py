@@ -5,7 +5,8 @@ random operands for OP (gemm, symm, syrk, syr2k, trmm, trsm, redistribute, from_
 the result against NumPy/SciPy in units of machine epsilon, times warm-up + repeats (median,
 min, max, GFLOP/s per rank and in total) and optionally measures reference libraries in the
 same run. Modules: :mod:`.operators` (what runs and how it is checked), :mod:`.compare`
-(baselines), :mod:`.report` (environment, tables, JSON/CSV/plot), :mod:`.cli` (the command).
+(baselines; the MPI ones in :mod:`.mpi_baselines`, :mod:`.heat_adapter`, :mod:`.pblas_adapter`),
+:mod:`.report` (environment, tables, JSON/CSV/plot), :mod:`.cli` (the command).
 """
 
 from __future__ import annotations

@@ -148,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--compare",
         action="store_true",
-        help="also time NumPy/SciPy (1 process), dask.array, CuPy, ... if installed",
+        help="also time NumPy/SciPy (1 process), dask.array, CuPy (rank 0) and Heat, ScaLAPACK "
+        "PBLAS (every rank; gemm, trsm) if installed; with --check their results are checked",
     )
     p.add_argument(
         "--compare-threads",
@@ -251,6 +252,7 @@ def run_case(case: Any, args: argparse.Namespace, trace_path: str | None) -> dic
     import blasmp_array as bm
 
     from .compare import run_baselines
+    from .mpi_baselines import MPI_BASELINES
     from .operators import DATA_OPERATORS, byte_count, flop_count, prepare, snapshot_in_place
 
     p = prepare(case)
@@ -302,11 +304,16 @@ def run_case(case: Any, args: argparse.Namespace, trace_path: str | None) -> dic
             grid.backend.synchronize()
         record["trace"] = trace_path
     if args.compare:
+        restore()  # the operands as they were before the calls
         gathered: dict[str, Any] | None = {
             name: x.to_numpy(root=0)
             for name, x in p.inputs.items()
             if isinstance(x, bm.BlockCyclicArray)
         }
+        ours = None
+        if args.check and isinstance(p.result, bm.BlockCyclicArray):
+            if set(args.baselines) & set(MPI_BASELINES):
+                ours = p.result.to_numpy(root=0)
         if grid.rank != 0:
             gathered = None
         threads = args.compare_threads or grid.size
@@ -319,6 +326,9 @@ def run_case(case: Any, args: argparse.Namespace, trace_path: str | None) -> dic
             args.repeat,
             record["flops"],
             which=tuple(args.baselines),
+            prepared=p,
+            ours=ours,
+            check=args.check,
         )
     return record
 

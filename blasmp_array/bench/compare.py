@@ -1,8 +1,10 @@
 """Reference libraries measured on the same work in the same run (``--compare``).
 
-Each baseline runs on rank 0 only, on the gathered matrices, while the other ranks wait without
-spinning (a sleeping poll on a non-blocking barrier, so the baseline gets every core). A library
-that is not installed or not usable is skipped with a note; nothing is ever estimated.
+The single-process baselines run on rank 0 only, on the gathered matrices, while the other ranks
+wait without spinning (a sleeping poll on a non-blocking barrier, so the baseline gets every
+core). The MPI baselines (Heat, ScaLAPACK PBLAS) then run on every rank
+(:mod:`.mpi_baselines`). A library that is not installed or not usable is skipped with a note;
+nothing is ever estimated.
 
 * ``numpy/scipy``: NumPy's ``matmul`` for GEMM, SciPy's BLAS wrappers (``?symm``, ``?syrk``,
   ``?syr2k``, ``?trmm``, ``?trsm``) for the others, on Fortran-ordered copies so that the
@@ -11,8 +13,8 @@ that is not installed or not usable is skipped with a note; nothing is ever esti
   thread each; SYRK/SYR2K/SYMM/TRMM are computed as full products (Dask has no structured BLAS3),
   TRSM with ``dask.array.linalg.solve_triangular``.
 * ``cupy``: the same on one GPU (``matmul``; ``cupyx.scipy.linalg.solve_triangular``).
-* ``heat`` and ``scalapack4py``: reported as installed-but-not-measured (no adapter yet) or
-  missing.
+* ``heat`` and ``scalapack4py``: over MPI on the job's ranks, GEMM and TRSM only
+  (:mod:`.heat_adapter`, :mod:`.pblas_adapter`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .mpi_baselines import MPI_BASELINES, measure_mpi_baselines
 from .operators import DATA_OPERATORS, Case
 
 __all__ = ["run_baselines", "quiet_barrier", "blas_threads", "BASELINES"]
@@ -190,6 +193,7 @@ def _entry(library: str, **fields: Any) -> dict[str, Any]:
         "gflops": None,
         "gbytes_per_s": None,
         "threads": None,
+        "ranks": None,
         "note": "",
     }
     out.update(fields)
@@ -205,15 +209,34 @@ def run_baselines(
     repeat: int,
     flops: float,
     which: tuple[str, ...] = BASELINES,
+    prepared: Any = None,
+    ours: np.ndarray | None = None,
+    check: bool = False,
 ) -> list[dict[str, Any]]:
-    """Measure the baselines ``which`` on rank 0 (collective: every rank calls it; only rank
-    0's ``gathered`` is used). Returns the same list on every rank."""
+    """Measure the baselines ``which`` (collective: every rank calls it). Returns the same list
+    on every rank.
+
+    The single-process ones run on rank 0 (only rank 0's ``gathered`` is used); then the MPI
+    ones run on every rank on the operands of ``prepared`` (the case made concrete on the grid),
+    judged with ``check`` against NumPy and against ``ours`` (blasmp_array's gathered result,
+    rank 0).
+    """
     results: list[dict[str, Any]] | None = None
     if comm.Get_rank() == 0:
         assert gathered is not None
         results = _measure_all(case, gathered, threads, warmup, repeat, flops, which)
     quiet_barrier(comm)
-    return comm.bcast(results, root=0)
+    results = comm.bcast(results, root=0)
+    assert results is not None
+    mpi = tuple(b for b in which if b in MPI_BASELINES)
+    if mpi and case.op not in DATA_OPERATORS:
+        if prepared is None:
+            results += [_entry(b, note="no prepared case given; not measured") for b in mpi]
+        else:
+            results += measure_mpi_baselines(
+                prepared, gathered, ours, comm, warmup, repeat, flops, mpi, check
+            )
+    return results
 
 
 def _summary(times: list[float], flops: float) -> dict[str, Any]:
@@ -244,14 +267,6 @@ def _measure_all(
         out.extend(_measure_dask(case, g, threads, warmup, repeat, flops))
     if "cupy" in which:
         out.extend(_measure_cupy(case, g, warmup, repeat, flops))
-    for lib in ("heat", "scalapack4py"):
-        if lib not in which:
-            continue
-        if _installed(lib):
-            note = "installed, but the bench has no adapter for it yet; not measured"
-        else:
-            note = "not installed; skipped"
-        out.append(_entry(lib, note=note))
     return out
 
 

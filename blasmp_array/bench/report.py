@@ -203,7 +203,7 @@ def result_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str
             ratio = ""
             if b.get("gflops") and rate:
                 ratio = f"{rate / b['gflops']:.2f}x"
-            lib = b["library"] + (f" ({b['threads']} thr)" if b.get("threads") else "")
+            lib = b["library"] + _workers(b)
             rows.append(
                 [
                     "",
@@ -219,10 +219,32 @@ def result_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str
                     _fmt(b.get("gflops")),
                     "",
                     ratio,
-                    b.get("note") or "",
+                    _baseline_check(b.get("check")) + (b.get("note") or ""),
                 ]
             )
     return header, rows
+
+
+def _workers(b: dict[str, Any]) -> str:
+    """`` (2 ranks x 1 thr)`` for an MPI baseline, `` (2 thr)`` for a single-process one."""
+    if b.get("ranks"):
+        return f" ({b['ranks']} ranks x {_fmt(b.get('threads'))} thr)"
+    return f" ({b['threads']} thr)" if b.get("threads") else ""
+
+
+def _baseline_check(chk: dict[str, Any] | None) -> str:
+    if not chk:
+        return ""
+    text = (
+        f"{'PASS' if chk['passed'] else 'FAIL'} {_fmt(chk['error_eps'])} <= "
+        f"{_fmt(chk['bound_eps'])} eps"
+    )
+    if "vs_blasmp_eps" in chk:
+        text += (
+            f", vs blasmp_array {_fmt(chk['vs_blasmp_eps'])} <= "
+            f"{_fmt(chk['vs_blasmp_bound_eps'])} eps"
+        )
+    return text + "; "
 
 
 def print_table(results: list[dict[str, Any]], env: dict[str, Any], title: str) -> None:
@@ -329,11 +351,15 @@ def write_csv(path: str, results: list[dict[str, Any]]) -> None:
             }
         )
         for b in r.get("compare") or []:
+            bchk = b.get("check") or {}
             w.writerow(
                 {
                     **base,
                     "library": b["library"],
                     "threads": b.get("threads"),
+                    "check_error_eps": bchk.get("error_eps"),
+                    "check_bound_eps": bchk.get("bound_eps"),
+                    "check_passed": bchk.get("passed"),
                     "median_s": b.get("median_s"),
                     "min_s": b.get("min_s"),
                     "max_s": b.get("max_s"),
@@ -367,8 +393,7 @@ def plot(path: str, results: list[dict[str, Any]], env: dict[str, Any]) -> str |
             series.setdefault(label, []).append((size, rate))
         for b in r.get("compare") or []:
             if b.get("gflops"):
-                thr = f" ({b['threads']} thr)" if b.get("threads") else ""
-                series.setdefault(f"{b['library']}{thr}", []).append((size, b["gflops"]))
+                series.setdefault(f"{b['library']}{_workers(b)}", []).append((size, b["gflops"]))
     if not series:
         return "no timed results to plot (run with --profile)"
     fig, ax = plt.subplots(figsize=(7, 4.5))

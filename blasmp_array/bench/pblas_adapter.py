@@ -1,0 +1,306 @@
+"""The ScaLAPACK PBLAS baseline of ``--compare`` (``p?gemm``, ``p?trsm`` through ``scalapack4py``).
+
+blasmp_array's local storage already is ScaLAPACK's: the same block-cyclic descriptor (``M, N,
+MB, NB, RSRC, CSRC``; :meth:`~blasmp_array.layout.BlockCyclicLayout.descriptor`) on a BLACS
+grid of the same shape and the same row-major placement of ranks as the
+:class:`~blasmp_array.ProcessGrid`. So PBLAS gets blasmp_array's own operands: each rank's local
+matrix, copied to Fortran order (the one difference: blasmp_array stores local matrices
+C-ordered) before the timing, with descriptors built by ScaLAPACK's ``DESCINIT`` from the layout
+(and its ``NUMROC`` checked against the local shapes). The result is gathered through a
+blasmp_array array on the same layout.
+
+The ScaLAPACK library
+---------------------
+``$SCALAPACK_LIB_PATH`` (scalapack4py's variable) when set, else the distribution's library
+built for the MPI that mpi4py runs (``libscalapack-mpich.so*`` for MPICH and its ABI family,
+``libscalapack-openmpi.so*`` for Open MPI) in the usual library folders.
+
+A distribution's ScaLAPACK is linked against the distribution's MPI (Debian's
+``libscalapack-mpich.so.2.2`` needs ``libmpich.so.12``, Debian's MPICH), while this project's
+environment may run another build of it (the PyPI ``mpich`` wheel: ``libmpi.so.12``). Loaded as
+is, BLACS would bind ``MPI_*`` to the distribution's library and initialise it as a second MPI
+in the process. Before loading ScaLAPACK the adapter therefore re-opens the MPI library that
+mpi4py loaded with ``RTLD_GLOBAL``, so that ScaLAPACK's ``MPI_*`` resolve to it: both are the
+MPICH ABI (``libmpi.so.12`` and Debian's ``libmpich.so.12`` are the same ABI under two names,
+MPICH's ABI compatibility initiative). After creating the BLACS grid it checks that no other MPI
+library in the process was initialised, and refuses to measure if one was. The MPI-5 standard
+ABI (``libmpi_abi.so``) and an Open MPI / MPICH mix are refused up front: they cannot work.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.util
+import os
+import re
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from .mpi_baselines import MpiRun
+
+__all__ = ["unusable", "prepare", "library_candidates", "mpi_family", "loaded_mpi_libraries"]
+
+_LIB_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+)
+_MPI_LIB = re.compile(r"^lib(mpi|mpich)(_abi)?\.so(\.\d+)*$")
+_PREFIX = {"float32": "ps", "float64": "pd", "complex64": "pc", "complex128": "pz"}
+
+
+def mpi_family(library_version: str) -> str | None:
+    """``'mpich'``, ``'openmpi'`` or ``None`` from ``MPI.Get_library_version()``."""
+    text = library_version.lower()
+    if "open mpi" in text or "openmpi" in text:
+        return "openmpi"
+    if any(name in text for name in ("mpich", "mvapich", "intel(r) mpi", "cray mpich")):
+        return "mpich"
+    return None
+
+
+def library_candidates(family: str, env: dict[str, str] | None = None) -> list[str]:
+    """ScaLAPACK libraries to try for an MPI of ``family``, best first."""
+    env = dict(os.environ) if env is None else env
+    if env.get("SCALAPACK_LIB_PATH"):
+        return [env["SCALAPACK_LIB_PATH"]]
+    found = []
+    for d in _LIB_DIRS:
+        found += sorted(glob.glob(os.path.join(d, f"libscalapack-{family}.so*")), key=len)
+    return found
+
+
+def loaded_mpi_libraries() -> list[str]:
+    """Paths of the MPI libraries mapped in this process (``/proc/self/maps``), in map order."""
+    paths: list[str] = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                if _MPI_LIB.match(os.path.basename(path)) and path not in paths:
+                    paths.append(path)
+    except OSError:
+        pass
+    return paths
+
+
+class _Loaded:
+    """ScaLAPACK loaded into this process, with what it was loaded against."""
+
+    def __init__(self, sl: Any, lib: Any, path: str, mpi_path: str) -> None:
+        self.sl, self.lib, self.path, self.mpi_path = sl, lib, path, mpi_path
+
+
+@cache
+def _load() -> _Loaded | str:
+    """Load ScaLAPACK once per process; the reason as a string when it cannot be."""
+    if importlib.util.find_spec("scalapack4py") is None:
+        return "scalapack4py not installed"
+    from mpi4py import MPI
+
+    family = mpi_family(MPI.Get_library_version())
+    if family is None:
+        return f"unknown MPI ({MPI.Get_library_version().splitlines()[0]}); no ScaLAPACK to match"
+    mpis = loaded_mpi_libraries()
+    if len(mpis) != 1:
+        return f"cannot tell which MPI library mpi4py loaded (found {mpis or 'none'})"
+    mpi_path = mpis[0]
+    if "_abi" in os.path.basename(mpi_path):
+        return (
+            f"mpi4py runs the MPI-5 standard ABI ({mpi_path}); no ScaLAPACK build for it "
+            "(distribution ScaLAPACKs use the MPICH or Open MPI ABI)"
+        )
+    candidates = library_candidates(family)
+    if not candidates:
+        return (
+            f"no ScaLAPACK library for {family} found (install e.g. Debian's "
+            f"libscalapack-{family}2.2, or set SCALAPACK_LIB_PATH)"
+        )
+    # ScaLAPACK's MPI_* must bind to mpi4py's MPI library, not to the one it was linked with
+    ctypes.CDLL(mpi_path, mode=ctypes.RTLD_GLOBAL)
+    try:
+        lib = ctypes.CDLL(candidates[0], mode=ctypes.RTLD_GLOBAL)
+        from scalapack4py import ScaLAPACK4py
+
+        sl = ScaLAPACK4py(lib)
+    except Exception as exc:  # noqa: BLE001 - reported as the reason
+        return f"loading {candidates[0]} failed: {type(exc).__name__}: {exc}"
+    return _Loaded(sl, lib, candidates[0], mpi_path)
+
+
+def unusable(case: Any) -> str | None:
+    """Why PBLAS cannot run here (``None`` when it can)."""
+    if case.backend == "gpu" or os.environ.get("BLASMP_BACKEND") == "gpu":
+        return "operands on the GPU; PBLAS works on host memory"
+    if importlib.util.find_spec("scalapack4py") is None:
+        return "not installed (scalapack4py)"
+    loaded = _load()
+    return loaded if isinstance(loaded, str) else None
+
+
+def _second_mpi_initialised(own: str) -> str | None:
+    """The path of an MPI library other than ``own`` that is initialised, if any."""
+    for path in loaded_mpi_libraries():
+        if os.path.realpath(path) == os.path.realpath(own):
+            continue
+        flag = ctypes.c_int(0)
+        try:
+            ctypes.CDLL(path).MPI_Initialized(ctypes.byref(flag))
+        except (OSError, AttributeError):
+            continue
+        if flag.value:
+            return path
+    return None
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [
+        ("dli_fname", ctypes.c_char_p),
+        ("dli_fbase", ctypes.c_void_p),
+        ("dli_sname", ctypes.c_char_p),
+        ("dli_saddr", ctypes.c_void_p),
+    ]
+
+
+def blas_under(lib: Any, symbol: str = "dgemm_") -> tuple[str, int | None]:
+    """Which library ``symbol`` resolves to for ScaLAPACK (the global scope first, as the dynamic
+    linker binds it), with OpenBLAS's configuration, kernel and thread count when it is
+    OpenBLAS: ``(description, threads or None)``."""
+    try:
+        addr = ctypes.cast(getattr(ctypes.CDLL(None), symbol), ctypes.c_void_p).value
+    except AttributeError:
+        addr = ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
+    info = _DlInfo()
+    libc = ctypes.CDLL(None)
+    libc.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    if not libc.dladdr(addr, ctypes.byref(info)) or not info.dli_fname:
+        return "unknown BLAS", None
+    path = info.dli_fname.decode()
+    text, threads = path, None
+    try:
+        blas = ctypes.CDLL(path)
+        blas.openblas_get_config.restype = ctypes.c_char_p
+        blas.openblas_get_corename.restype = ctypes.c_char_p
+        blas.openblas_get_num_threads.restype = ctypes.c_int
+        threads = int(blas.openblas_get_num_threads())
+        text = (
+            f"{blas.openblas_get_config().decode()}, kernel {blas.openblas_get_corename().decode()}"
+            f", {threads} thread(s) [{path}]"
+        )
+    except (OSError, AttributeError):
+        pass
+    return text, threads
+
+
+def _desc(sl: Any, ctx: int, layout: Any, local: np.ndarray) -> Any:
+    """ScaLAPACK's descriptor of ``layout`` (DESCINIT), checked against the local shape."""
+    (m, n), (mb, nb), (rsrc, csrc) = layout.shape, layout.block, layout.src
+    desc = sl.make_blacs_desc(ctx, m, n, mb, nb, rsrc, csrc, lld=max(1, local.shape[0]))
+    if (desc.locrow, desc.loccol) != local.shape:
+        raise RuntimeError(
+            f"ScaLAPACK's NUMROC gives a local {desc.locrow}x{desc.loccol} matrix where "
+            f"blasmp_array holds {local.shape}"
+        )
+    return desc
+
+
+def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
+    """PBLAS's GEMM or TRSM on blasmp_array's operands of ``p`` (collective)."""
+    import scalapack4py
+
+    import blasmp_array as bm
+
+    loaded = _load()
+    assert not isinstance(loaded, str)
+    sl, lib = loaded.sl, loaded.lib
+    case, grid = p.case, p.grid
+    if grid.backend.name != "cpu":
+        raise RuntimeError("operands on the GPU; PBLAS works on host memory")
+    if grid.comm is not comm:
+        raise RuntimeError("the baseline runs on the grid's communicator only")
+    # BLACS_GRIDINIT's system context is the communicator's Fortran handle (as BLACS_GET gives
+    # for MPI_COMM_WORLD); 'R': rank r at (r // npcol, r % npcol), as the ProcessGrid
+    ctx = sl.make_blacs_context(grid.comm.py2f(), grid.nprow, grid.npcol)
+    where = sl.blacs_gridinfo(ctx)
+    second = _second_mpi_initialised(loaded.mpi_path)
+
+    def close() -> None:
+        sl.close_blacs_context(ctx)
+
+    if where != (grid.nprow, grid.npcol, grid.myrow, grid.mycol) or second:
+        close()
+        if second:
+            raise RuntimeError(f"BLACS initialised a second MPI library ({second})")
+        raise RuntimeError(f"BLACS placed rank {grid.rank} at {where}, the grid at {grid.coords}")
+
+    fn = getattr(sl, _PREFIX[case.dtype] + case.op)
+    a_in, b_in = p.inputs["A"], p.inputs["B"]
+    a = np.asfortranarray(a_in.local)
+    b0 = np.asfortranarray(b_in.local)
+    desc_a, desc_b = _desc(sl, ctx, a_in.layout, a), _desc(sl, ctx, b_in.layout, b0)
+    if case.op == "gemm":
+        out_layout = p.result.storage.layout
+        c = np.zeros(out_layout.local_shape(grid.myrow, grid.mycol), case.dtype, order="F")
+        desc_c = _desc(sl, ctx, out_layout, c)
+        m, n, k = case.m, case.n, case.k
+        tr = case.trans
+
+        def call() -> np.ndarray:
+            fn(tr, "N", m, n, k, 1.0, a, 1, 1, desc_a, b0, 1, 1, desc_b, 0.0, c, 1, 1, desc_c)
+            return c
+
+        restore = lambda: None  # noqa: E731 - beta = 0: C is written, never read
+        what = f"{fn.symbol.__name__}"
+    else:
+        out_layout = b_in.layout
+        work = b0.copy(order="F")
+        side, uplo = case.side[0].upper(), "L" if case.lower else "U"
+
+        def call() -> np.ndarray:
+            fn(
+                side,
+                uplo,
+                case.trans,
+                "N",
+                case.m,
+                case.n,
+                1.0,
+                a,
+                1,
+                1,
+                desc_a,
+                work,
+                1,
+                1,
+                desc_b,
+            )
+            return work
+
+        def restore() -> None:  # p?trsm overwrites B with X
+            np.copyto(work, b0)
+
+        what = f"{fn.symbol.__name__}"
+
+    def gather(local: np.ndarray) -> np.ndarray | None:
+        arr = bm.BlockCyclicArray(np.ascontiguousarray(local), out_layout, grid)
+        return arr.to_numpy(root=0)
+
+    (mb, nb), version = a_in.layout.block, getattr(scalapack4py, "__version__", None)
+    if version is None:
+        from importlib.metadata import version as dist_version
+
+        version = dist_version("scalapack4py")
+    blas, threads = blas_under(lib)
+    note = (
+        f"{what} of {os.path.basename(loaded.path)} via scalapack4py {version} on blasmp_array's "
+        f"descriptors (block {mb}x{nb}, BLACS grid {grid.nprow}x{grid.npcol}); "
+        f"BLAS: {blas}; MPI: {os.path.basename(loaded.mpi_path)} (mpi4py's)"
+    )
+    return MpiRun(
+        call=call, gather=gather, note=note, threads=threads, restore=restore, close=close
+    )

@@ -1,0 +1,283 @@
+"""The MPI baselines of ``--compare`` (Heat, ScaLAPACK PBLAS through scalapack4py).
+
+The pure tests (reformulation of TRSM for Heat, the checks, library discovery, skip reasons) run
+everywhere. The distributed ones run the bench command under ``mpiexec -n 2`` when the library
+is usable here and are skipped with the reason otherwise (CI installs neither Heat nor a
+ScaLAPACK library). Tolerances come from the error bounds of ``bench/operators.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+from blasmp_array.bench import heat_adapter, mpi_baselines, pblas_adapter
+from blasmp_array.bench.operators import Case
+
+ROOT = Path(__file__).resolve().parent.parent
+LIBRARY = {"heat": "heat", "scalapack4py": "scalapack (PBLAS)"}
+
+
+# -- Heat's TRSM: every case as an upper left system ---------------------------------------
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("trans", ["N", "T", "C"])
+def test_upper_left_form_gives_the_solution(dtype: str, side: str, lower: bool, trans: str) -> None:
+    rng = np.random.default_rng(7)
+    m, n = 11, 6
+    na = m if side == "left" else n
+    a = rng.standard_normal((na, na)) + na * np.eye(na)
+    b = rng.standard_normal((m, n))
+    if dtype == "complex128":
+        a = a + 1j * rng.standard_normal((na, na))
+        b = b + 1j * rng.standard_normal((m, n))
+    case = Case("trsm", m, n, 0, dtype=dtype, side=side, lower=lower, trans=trans)
+    u, rhs, undo = heat_adapter.upper_left_form(case, a, b)
+    assert np.array_equal(u, np.triu(u))  # what Heat is given is upper triangular
+    y = scipy.linalg.solve_triangular(u, rhs, lower=False)
+    x = undo(y)
+    assert x.shape == b.shape
+    # the same check as the bench's own: normwise backward error against c (na + 2) eps
+    verdict = mpi_baselines.judge(case, {"A": a, "B": b}, x, None)
+    assert verdict["passed"], verdict
+    assert verdict["error_eps"] <= verdict["bound_eps"]
+
+
+# -- the check of a baseline's result ------------------------------------------------------
+def _gemm_operands(m: int = 9, n: int = 7, k: int = 13) -> tuple[Case, dict[str, np.ndarray]]:
+    rng = np.random.default_rng(3)
+    g = {"A": rng.standard_normal((m, k)), "B": rng.standard_normal((k, n))}
+    return Case("gemm", m, n, k), g
+
+
+def test_judge_gemm_passes_a_right_product_and_fails_a_wrong_one() -> None:
+    case, g = _gemm_operands()
+    c = g["A"] @ g["B"]
+    good = mpi_baselines.judge(case, g, c, c.copy())
+    assert good["passed"] and good["bound_eps"] == case.k + 2
+    assert good["vs_blasmp_eps"] == 0.0 and good["vs_blasmp_bound_eps"] == 2 * (case.k + 2)
+    # one element off by 10 x the bound (in units of eps (|A||B|)_ij) must fail
+    absprod = np.abs(g["A"]) @ np.abs(g["B"])
+    bad = c.copy()
+    bad[2, 3] += 10 * good["bound_eps"] * np.finfo(np.float64).eps * absprod[2, 3]
+    wrong = mpi_baselines.judge(case, g, bad, c)
+    assert not wrong["passed"]
+    assert wrong["error_eps"] > wrong["bound_eps"]
+    assert wrong["vs_blasmp_eps"] > wrong["vs_blasmp_bound_eps"]
+
+
+def test_judge_flags_a_baseline_that_disagrees_with_blasmp_array() -> None:
+    case, g = _gemm_operands()
+    c = g["A"] @ g["B"]
+    absprod = np.abs(g["A"]) @ np.abs(g["B"])
+    eps = np.finfo(np.float64).eps
+    # each within its own bound of the exact product, but on opposite sides of it
+    bound = case.k + 2
+    lib = c + 0.9 * bound * eps * absprod
+    ours = c - 0.9 * bound * eps * absprod
+    verdict = mpi_baselines.judge(case, g, lib, ours)
+    assert verdict["error_eps"] <= verdict["bound_eps"]
+    assert verdict["vs_blasmp_eps"] <= verdict["vs_blasmp_bound_eps"]  # 1.8 bound <= 2 bound
+    assert verdict["passed"]
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_judge_trsm_against_blasmp_array(side: str) -> None:
+    rng = np.random.default_rng(5)
+    m, n = 12, 8
+    na = m if side == "left" else n
+    a = rng.standard_normal((na, na)) + na * np.eye(na)
+    b = rng.standard_normal((m, n))
+    case = Case("trsm", m, n, 0, side=side)
+    t = np.tril(a)
+    x = (
+        scipy.linalg.solve_triangular(t, b, lower=True)
+        if side == "left"
+        else (scipy.linalg.solve_triangular(t.T, b.T, lower=False).T)
+    )
+    ok = mpi_baselines.judge(case, {"A": a, "B": b}, x, x.copy())
+    assert ok["passed"] and ok["vs_blasmp_eps"] == 0.0
+    assert ok["vs_blasmp_bound_eps"] == 2 * (na + 2)
+    off = x.copy()
+    off[0, 0] += 1e-6 * np.abs(x).max()  # some 10^10 eps: far outside any bound
+    bad = mpi_baselines.judge(case, {"A": a, "B": b}, off, x)
+    assert not bad["passed"] and bad["vs_blasmp_eps"] > bad["vs_blasmp_bound_eps"]
+
+
+# -- discovery and skip reasons ------------------------------------------------------------
+def test_mpi_family() -> None:
+    assert pblas_adapter.mpi_family("MPICH Version:      5.0.2\n...") == "mpich"
+    assert pblas_adapter.mpi_family("Open MPI v4.1.4, package: Debian") == "openmpi"
+    assert pblas_adapter.mpi_family("Intel(R) MPI Library 2021.10") == "mpich"
+    assert pblas_adapter.mpi_family("Some other MPI 1.0") is None
+
+
+def test_library_candidates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("libscalapack-mpich.so.2.2", "libscalapack-mpich.so.2.2.1"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "libscalapack-openmpi.so.2.2").write_bytes(b"")
+    monkeypatch.setattr(pblas_adapter, "_LIB_DIRS", (str(tmp_path),))
+    found = pblas_adapter.library_candidates("mpich", env={})
+    assert found == [
+        str(tmp_path / "libscalapack-mpich.so.2.2"),
+        str(tmp_path / "libscalapack-mpich.so.2.2.1"),
+    ]
+    assert pblas_adapter.library_candidates("openmpi", env={}) == [
+        str(tmp_path / "libscalapack-openmpi.so.2.2")
+    ]
+    assert pblas_adapter.library_candidates("mpich", env={"SCALAPACK_LIB_PATH": "/x/lib.so"}) == [
+        "/x/lib.so"
+    ]
+
+
+def test_missing_libraries_are_skipped_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    missing = {"heat", "scalapack4py"}
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in missing else real(name, *a)
+    )
+    case = Case("gemm", 8, 8, 8)
+    assert heat_adapter.unusable(case) == "not installed"
+    assert "not installed" in (pblas_adapter.unusable(case) or "")
+
+
+def test_operators_without_an_adapter_are_reported_not_measured() -> None:
+    class _Prepared:
+        case = Case("syrk", 8, 8, 8)
+
+    out = mpi_baselines.measure_mpi_baselines(
+        _Prepared(), None, None, None, 0, 1, 1.0, ("heat", "scalapack4py"), False
+    )
+    assert [e["library"] for e in out] == ["heat", "scalapack (PBLAS)"]
+    for e in out:
+        assert e["median_s"] is None and e["gflops"] is None
+        assert "gemm and trsm only" in e["note"]
+
+
+# -- the adapters under mpiexec -------------------------------------------------------------
+_PROBE = {
+    "heat": "from blasmp_array.bench.heat_adapter import unusable; "
+    "from blasmp_array.bench.operators import Case; print(unusable(Case('gemm', 1, 1, 1)) or 'OK')",
+    "scalapack4py": "from blasmp_array.bench.pblas_adapter import unusable; "
+    "from blasmp_array.bench.operators import Case; print(unusable(Case('gemm', 1, 1, 1)) or 'OK')",
+}
+
+
+@cache
+def _why_unusable(name: str) -> str | None:
+    """Asked in a separate process (loading Torch or ScaLAPACK into pytest's is not wanted)."""
+    if importlib.util.find_spec(name) is None:
+        return f"{name} is not installed"
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE[name]], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    last = (proc.stdout.strip().splitlines() or [proc.stderr.strip()[-300:]])[-1]
+    return None if proc.returncode == 0 and last == "OK" else f"{name}: {last}"
+
+
+def _require(name: str) -> None:
+    why = _why_unusable(name)
+    if why is not None:
+        pytest.skip(f"baseline not usable here: {why}")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", ["heat", "scalapack4py"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["gemm", "--m", "37", "--n", "29", "--k", "23", "--block", "8x5"],
+        ["gemm", "--n", "24", "--trans", "T", "--dtype", "float32", "--grid", "2x1"],
+        ["trsm", "--m", "37", "--n", "29", "--block", "8"],
+        ["trsm", "--n", "24", "--side", "right", "--uplo", "upper", "--dtype", "complex128"],
+    ],
+    ids=["gemm", "gemm-T-f32-2x1", "trsm", "trsm-right-upper-z"],
+)
+def test_baseline_measured_and_checked(name: str, args: list[str], tmp_path: Path) -> None:
+    _require(name)
+    from test_bench import run_bench
+
+    out = tmp_path / "r.json"
+    repeat = 3
+    proc = run_bench(
+        [
+            *args,
+            "--check",
+            "--profile",
+            "--compare",
+            "--baselines",
+            name,
+            "--repeat",
+            str(repeat),
+            "--warmup",
+            "1",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
+    )
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    (result,) = json.loads(out.read_text())["results"]
+    assert result["check"]["passed"]
+    (entry,) = [b for b in result["compare"] if b["library"] == LIBRARY[name]]
+    # measured the way blasmp_array is: `repeat` times over 2 ranks, median of them
+    assert entry["ranks"] == 2
+    assert len(entry["times_s"]) == repeat
+    assert entry["median_s"] == pytest.approx(float(np.median(entry["times_s"])))
+    assert 0 < entry["min_s"] <= entry["median_s"] <= entry["max_s"]
+    assert entry["gflops"] == pytest.approx(result["flops"] / entry["median_s"] / 1e9)
+    # and right: within the operator's error bound of NumPy, and of blasmp_array's result
+    check = entry["check"]
+    assert check["passed"] is True, check
+    assert check["error_eps"] <= check["bound_eps"]
+    assert check["vs_blasmp_eps"] <= check["vs_blasmp_bound_eps"]
+    assert check["vs_blasmp_bound_eps"] == 2 * check["bound_eps"]
+
+
+@pytest.mark.mpi
+def test_pblas_uses_blasmp_array_descriptors_on_every_grid_of_a_sweep(tmp_path: Path) -> None:
+    _require("scalapack4py")
+    from test_bench import run_bench
+
+    out = tmp_path / "s.json"
+    proc = run_bench(
+        [
+            "gemm",
+            "--sweep",
+            "--sizes",
+            "16,33",
+            "--grids",
+            "1x2,2x1",
+            "--blocks",
+            "4,7",
+            "--check",
+            "--compare",
+            "--baselines",
+            "scalapack4py",
+            "--repeat",
+            "1",
+            "--warmup",
+            "0",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
+    )
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    results = json.loads(out.read_text())["results"]
+    assert len(results) == 8
+    for r in results:
+        (entry,) = r["compare"]
+        assert entry["check"]["passed"], entry
+        assert f"block {r['block'][0]}x{r['block'][1]}" in entry["note"]
+        assert f"BLACS grid {r['grid'][0]}x{r['grid'][1]}" in entry["note"]
+        assert "(mpi4py's)" in entry["note"]
