@@ -329,39 +329,14 @@ class CublasKernels:
 
     def trmm(self, stream, alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
         """``b := alpha op(a) b`` (side 'L') or ``b := alpha b op(a)`` (side 'R')."""
-        side, uplo, trans, diag = self._tri_args("trmm", a, b, side, uplo, trans, diag)
-        if b.size == 0:
-            return
-        dt = np.dtype(b.dtype)
-        alpha = _scalar(alpha, dt)
-        if alpha == 0:
-            b.fill(0)
-            return
-        a, lda = _operand(a)
-        out = _Output(b)
-        _al, pal = self._ptr(alpha, dt)
-        p = out.work.data.ptr
-        self._fn(dt, "trmm")(
-            self.handle(stream),
-            _SIDE[_OTHER_SIDE[side]],
-            _FILL[_OTHER[uplo]],
-            _OP[trans],
-            _DIAG[diag],
-            b.shape[1],
-            b.shape[0],
-            pal,
-            a.data.ptr,
-            lda,
-            p,
-            out.ld,
-            p,
-            out.ld,
-        )
-        out.done()
+        self._triangular("trmm", stream, alpha, a, b, side, uplo, trans, diag)
 
     def trsm(self, stream, alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
         """Solve ``op(a) x = alpha b`` (side 'L') or ``x op(a) = alpha b`` (side 'R'); x -> b."""
-        side, uplo, trans, diag = self._tri_args("trsm", a, b, side, uplo, trans, diag)
+        self._triangular("trsm", stream, alpha, a, b, side, uplo, trans, diag)
+
+    def _triangular(self, name, stream, alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
+        side, uplo, trans, diag = self._tri_args(name, a, b, side, uplo, trans, diag)
         if b.size == 0:
             return
         dt = np.dtype(b.dtype)
@@ -372,7 +347,9 @@ class CublasKernels:
         a, lda = _operand(a)
         out = _Output(b)
         _al, pal = self._ptr(alpha, dt)
-        self._fn(dt, "trsm")(
+        # cuBLAS's trmm is out of place (B in, C out): here C is B itself
+        bc = (out.work.data.ptr, out.ld) * (2 if name == "trmm" else 1)
+        self._fn(dt, name)(
             self.handle(stream),
             _SIDE[_OTHER_SIDE[side]],
             _FILL[_OTHER[uplo]],
@@ -383,8 +360,7 @@ class CublasKernels:
             pal,
             a.data.ptr,
             lda,
-            out.work.data.ptr,
-            out.ld,
+            *bc,
         )
         out.done()
 
