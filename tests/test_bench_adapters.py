@@ -8,10 +8,12 @@ ScaLAPACK library). Tolerances come from the error bounds of ``bench/operators.p
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import json
 import subprocess
 import sys
+import types
 from functools import cache
 from pathlib import Path
 
@@ -148,6 +150,17 @@ def test_missing_libraries_are_skipped_with_the_reason(monkeypatch: pytest.Monke
     case = Case("gemm", 8, 8, 8)
     assert heat_adapter.unusable(case) == "not installed"
     assert "not installed" in (pblas_adapter.unusable(case) or "")
+
+
+def test_heat_without_triangular_solve_skips_trsm_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.ModuleType("heat")
+    fake.__spec__ = importlib.machinery.ModuleSpec("heat", None)
+    fake.__version__ = "0.0-test"  # type: ignore[attr-defined]
+    fake.linalg = types.SimpleNamespace(matmul=None)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "heat", fake)
+    assert heat_adapter.unusable(Case("gemm", 8, 8, 8)) is None
+    why = heat_adapter.unusable(Case("trsm", 8, 8, 0))
+    assert why is not None and "no distributed triangular solve" in why
 
 
 def test_operators_without_an_adapter_are_reported_not_measured() -> None:
