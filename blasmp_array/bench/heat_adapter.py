@@ -2,8 +2,8 @@
 
 GEMM is ``heat.matmul(A, B)`` with ``A`` split along its rows and ``B`` along its rows
 (:data:`GEMM_SPLITS`); ``op(A)`` is materialised before the timing (Heat's ``matmul`` has no
-transpose flag). TRSM is ``heat.linalg.solve_triangular(U, B)``, with ``U`` split along its
-columns and ``B`` along its rows (:data:`TRSM_SPLITS`); Heat 1.8 solves only *upper* triangular
+transpose flag). TRSM is ``heat.linalg.solve_triangular(U, B)``, with ``U`` and ``B`` split
+along their rows (:data:`TRSM_SPLITS`); Heat 1.8 solves only *upper* triangular
 systems *from the left*, so any other case is handed to it as the equivalent left upper system
 (:func:`upper_left_form`: a transpose for ``side='right'``, a reversal of rows and columns for a
 lower triangle), formed on the host before the timing and undone on the gathered result.
@@ -25,10 +25,13 @@ from .mpi_baselines import MpiRun, bcast_matrix
 
 __all__ = ["GEMM_SPLITS", "TRSM_SPLITS", "unusable", "prepare", "upper_left_form"]
 
-#: ``(A.split, B.split)`` of GEMM: both operands distributed by rows
+#: ``(A.split, B.split)`` of GEMM: both operands distributed by rows. On 2 ranks at n = 4096
+#: the four pairs of splits 0/1 ran within the noise of each other (docs/_measurements/
+#: bench-cpu-n4096-compare/heat-splits-pilot.txt)
 GEMM_SPLITS = (0, 0)
-#: ``(U.split, B.split)`` of TRSM (Heat needs ``B`` split by rows or not at all)
-TRSM_SPLITS = (1, 0)
+#: ``(U.split, B.split)`` of TRSM (Heat needs ``B`` split by rows or not at all); ``U`` split by
+#: rows was the faster of the two in the same pilot
+TRSM_SPLITS = (0, 0)
 
 
 def unusable(case: Any) -> str | None:
