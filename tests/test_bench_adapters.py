@@ -294,3 +294,34 @@ def test_pblas_uses_blasmp_array_descriptors_on_every_grid_of_a_sweep(tmp_path: 
         assert f"block {r['block'][0]}x{r['block'][1]}" in entry["note"]
         assert f"BLACS grid {r['grid'][0]}x{r['grid'][1]}" in entry["note"]
         assert "(mpi4py's)" in entry["note"]
+
+
+def test_table_prints_notes_with_brackets_verbatim(capsys: pytest.CaptureFixture[str]) -> None:
+    from blasmp_array.bench import report
+
+    record = {
+        "op": "gemm",
+        "dtype": "float64",
+        "m": 2,
+        "n": 2,
+        "k": 2,
+        "grid": [1, 2],
+        "block": [1, 1],
+        "profile": {"median_s": 1.0, "min_s": 1.0, "max_s": 1.0, "gflops_total": 1.0},
+        "check": None,
+        "compare": [
+            {
+                "library": "scalapack (PBLAS)",
+                "median_s": 1.0,
+                "gflops": 2.0,
+                "threads": 1,
+                "ranks": 2,
+                "note": "BLAS [/usr/lib/libblas.so.3]",
+            }
+        ],
+    }
+    env = {"ranks": 2, "hosts": ["h"], "backend": "cpu", "blas_summary": "x [libopenblas.so]"}
+    report.print_table([record], env, "t")  # rich (when installed) must not read [...] as markup
+    text = "".join(capsys.readouterr().out.split())
+    assert "[/usr/lib/libblas.so.3]" in text and "[libopenblas.so]" in text
+    assert "(2ranksx1thr)" in text

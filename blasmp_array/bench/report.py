@@ -259,6 +259,7 @@ def print_table(results: list[dict[str, Any]], env: dict[str, Any], title: str) 
         lines.append("env: " + " ".join(f"{k}={v}" for k, v in env["env"].items()))
     try:
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
     except ImportError:
         print(title)
@@ -270,11 +271,12 @@ def print_table(results: list[dict[str, Any]], env: dict[str, Any], title: str) 
             print("  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=False)))
         sys.stdout.flush()
         return
-    table = Table(title=title, caption="\n".join(lines))
+    # escaped: notes and library paths contain "[...]", which rich reads as markup
+    table = Table(title=escape(title), caption=escape("\n".join(lines)))
     for h in header:
-        table.add_column(h, overflow="fold")
+        table.add_column(escape(h), overflow="fold")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(escape(str(x)) for x in row))
     Console(width=max(160, 100)).print(table)
 
 
