@@ -196,6 +196,11 @@ def test_waits_block_the_stream_not_the_host(be):
         word.set(np.array([3], dtype=word.dtype), stream=side)
         side.synchronize()
 
+    # cuBLAS loads a kernel at its first launch and loading waits for the device (the blocked
+    # stream included): load this gemm's kernel first, as ops/_warmup.py does for operators
+    be.gemm(1.0, a, a, 0.0, c, "N", "N", be.compute)
+    be.synchronize()
+    c.fill(np.nan)
     timer = threading.Timer(2.0, release)
     t0 = time.monotonic()
     be.signal_wait(sig, 1, 3, be.compute, what="async", peer=be.rank)
