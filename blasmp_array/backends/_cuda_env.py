@@ -9,6 +9,13 @@ therefore asks for eager loading, ``CUDA_MODULE_LOADING=EAGER``, before CUDA ini
 explicit setting of the variable is respected), and warns when the process already runs with
 lazy loading. CuPy's own element-wise kernels are compiled at first use whatever the mode; the
 operators load them before a pipeline starts (``ops/_warmup.py``).
+
+Measured on the H200 node: cuBLAS still loads some kernels at their first launch with
+``EAGER`` (a first 64x64 DGEMM enqueued behind a pending wait blocked the host until the wait was
+released). The warm-up runs each BLAS routine once on small operands, but a routine met at a new
+size may pick a kernel not loaded yet; the host then waits until this rank's streams drain. The
+signals those streams wait for come from work the peers enqueued before, so this costs overlap
+once rather than deadlocking; the GPU suite, the race tests and the benchmarks run with it.
 """
 
 from __future__ import annotations
