@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import itertools
 import os
+import sys
 import time
 import zlib
 
@@ -18,8 +19,12 @@ import numpy as np
 import pytest
 
 import blasmp_array as bm
+from blasmp_array import linalg
 from blasmp_array.backends import gpu_available
 from blasmp_array.backends._nvshmem_runtime import MPS_PID_FILE, mps_problem, mps_running
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from blas3_reference import assert_within_bound  # noqa: E402
 
 ON_GPU = os.environ.get("BLASMP_BACKEND") == "gpu" and gpu_available()
 gpu = pytest.mark.skipif(not ON_GPU, reason="needs BLASMP_BACKEND=gpu and a usable GPU")
@@ -338,3 +343,83 @@ def test_kernel_errors_are_raised_by_synchronize(be):
     with pytest.raises(TypeError):
         be.gemm(1j, a, a, 0.0, c, "N", "T", be.compute)
         be.synchronize()
+
+
+# -- operators: the GPU backend against the CPU backend on the same processes ---------------
+_CPU_GRIDS: dict[tuple[int, int], bm.ProcessGrid] = {}
+OP_N, OP_K, OP_BLOCK = 37, 23, 8
+
+
+def _cpu_twin(grid):
+    """A CPU-backend grid of ``grid``'s shape over the same processes (one per shape)."""
+    if grid.shape not in _CPU_GRIDS:
+        _CPU_GRIDS[grid.shape] = bm.ProcessGrid(*grid.shape, backend="cpu")
+    return _CPU_GRIDS[grid.shape]
+
+
+def _lower_sym(t):
+    return np.tril(t) + np.tril(t, -1).T
+
+
+# name -> (call on A, B (n x k) and T (lower triangular n x n), inner dimension of the bound,
+#          |.|-scale of the exact result from the NumPy operands)
+OPERATORS = {
+    "gemm": (
+        lambda A, B, T: linalg.gemm(A, B, trans_b="T"),
+        OP_K,
+        lambda a, b, t: np.abs(a) @ np.abs(b).T,
+    ),
+    "symm": (
+        lambda A, B, T: linalg.symm(T, A),
+        OP_N,
+        lambda a, b, t: np.abs(_lower_sym(t)) @ np.abs(a),
+    ),
+    "syrk": (lambda A, B, T: linalg.syrk(A), OP_K, lambda a, b, t: np.abs(a) @ np.abs(a).T),
+    "syr2k": (
+        lambda A, B, T: linalg.syr2k(A, B),
+        2 * OP_K,
+        lambda a, b, t: np.abs(a) @ np.abs(b).T + np.abs(b) @ np.abs(a).T,
+    ),
+    "trmm": (
+        lambda A, B, T: linalg.trmm(T, A),
+        OP_N,
+        lambda a, b, t: np.abs(np.tril(t)) @ np.abs(a),
+    ),
+    "trsm": (lambda A, B, T: linalg.trsm(T, A), None, None),
+}
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_operators_match_cpu_backend(grid, name, dtype):
+    """Each distributed operator on GPU tiles gives the CPU backend's result on the same inputs
+    to rounding: both are within C k eps |exact| of the exact result, so they differ by at most
+    twice that (TRSM: the componentwise forward bound |T^-1| |T| |X| of a backward-stable
+    solve)."""
+    n, k = OP_N, OP_K
+    rng = np.random.default_rng(zlib.crc32(f"{name}{np.dtype(dtype).name}".encode()))
+    cplx = np.dtype(dtype).kind == "c"
+
+    def rand(shape):
+        x = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if cplx else 0)
+        return np.asarray(x, dtype)
+
+    a, b = rand((n, k)), rand((n, k))
+    t = np.asarray(np.tril(rand((n, n))) / n + 2 * np.eye(n), dtype)
+    call, inner, scale_of = OPERATORS[name]
+    results = []
+    for g in (grid, _cpu_twin(grid)):
+        A, B, T = (bm.from_numpy(x, block=OP_BLOCK, grid=g) for x in (a, b, t))
+        out = call(A, B, T).to_numpy()
+        results.append(np.tril(out) if name in ("syrk", "syr2k") else out)
+    got_gpu, got_cpu = results
+    assert np.isfinite(got_gpu).all() and np.isfinite(got_cpu).all()
+    if name == "trsm":
+        tl = np.tril(t).astype(np.complex128)
+        scale, inner = np.abs(np.linalg.inv(tl)) @ np.abs(tl) @ np.abs(got_cpu), n
+    else:
+        scale = scale_of(a, b, t)
+        scale = np.tril(scale) if name in ("syrk", "syr2k") else scale
+    assert_within_bound(got_gpu, got_cpu, scale, 2 * inner, dtype, f"{name}: GPU vs CPU backend")
