@@ -29,6 +29,8 @@ import cupy
 import numpy as np
 from nvmath.bindings import cublas
 
+from ._cpu_kernels import _scalar  # one rule for the scalars of both backends
+
 __all__ = ["CublasKernels"]
 
 _OP = {"N": int(cublas.Operation.N), "T": int(cublas.Operation.T), "C": int(cublas.Operation.C)}
@@ -49,18 +51,6 @@ def _check(name: str, value: str, allowed: str) -> str:
     if not isinstance(value, str) or value.upper() not in allowed:
         raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
     return value.upper()
-
-
-def _scalar(value: Any, dtype: np.dtype, real: bool = False, what: str = "") -> Any:
-    """``value`` as a scalar of ``dtype``; one with an imaginary part cannot scale a real matrix,
-    nor be HERK's alpha/beta or HER2K's beta (``real``), exactly as the CPU backend refuses."""
-    if dtype.kind != "c" or real:
-        v = complex(value)
-        if v.imag != 0:
-            need = what if real else f"a {dtype} matrix"
-            raise TypeError(f"{need} needs a real scalar, got {value!r}")
-        return dtype.type(v.real)
-    return dtype.type(value)
 
 
 def _real_dtype(dtype: np.dtype) -> np.dtype:

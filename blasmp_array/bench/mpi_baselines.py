@@ -216,19 +216,15 @@ def _judge(
     comm: Any,
 ) -> dict[str, Any]:
     """The check of a baseline's result on rank 0, broadcast (collective)."""
+    from .operators import failed_check
+
     verdict: dict[str, Any] | None = None
     if comm.Get_rank() == 0:
         assert gathered is not None and result is not None
         try:
             verdict = judge(case, gathered, result, ours)
         except Exception as exc:  # noqa: BLE001 - a failed check, on every rank
-            verdict = {
-                "measure": "error",
-                "error_eps": float("nan"),
-                "bound_eps": 0.0,
-                "passed": False,
-                "note": f"check raised {type(exc).__name__}: {exc}",
-            }
+            verdict = failed_check(exc)
     return comm.bcast(verdict, root=0)
 
 

@@ -252,13 +252,7 @@ def check_result(p: Prepared) -> dict[str, Any]:
         try:
             verdict = _verdict(case, gathered, result, p.inputs.get("host"))
         except Exception as exc:  # noqa: BLE001 - reported as a failed check on every rank
-            verdict = {
-                "measure": "error",
-                "error_eps": float("nan"),
-                "bound_eps": 0.0,
-                "passed": False,
-                "note": f"check raised {type(exc).__name__}: {exc}",
-            }
+            verdict = failed_check(exc)
     return grid.backend.bcast(verdict, root=0)
 
 
@@ -349,4 +343,15 @@ def _verdict(case: Case, g: dict[str, Any], result: Any, host: Any) -> dict[str,
         "error_eps": err,
         "bound_eps": bound,
         "passed": bool(err <= bound),
+    }
+
+
+def failed_check(exc: BaseException) -> dict[str, Any]:
+    """The verdict of a check that raised (reported as failed, identically on every rank)."""
+    return {
+        "measure": "error",
+        "error_eps": float("nan"),
+        "bound_eps": 0.0,
+        "passed": False,
+        "note": f"check raised {type(exc).__name__}: {exc}",
     }
