@@ -2,9 +2,10 @@
 
 Lazy module loading (CUDA's default on Linux since 12.2) loads a library kernel at its first
 launch, and loading a module waits for the whole device. A cuBLAS kernel launched for the first
-time in the middle of a pipeline would then block the host behind a stream that waits for a
-peer's signal, and the peer may be waiting for a signal this host has not enqueued yet: a
-deadlock across ranks (CUDA Programming Guide, "Lazy Loading", potential hazards). The backend
+time in the middle of a pipeline then blocks the host until every wait its streams hold has been
+released: the rank stops enqueueing (overlap is lost), and a wait whose release depends on this
+host's later work never ends (CUDA Programming Guide, "Lazy Loading", potential hazards; it hung
+a GPU test here). The backend
 therefore asks for eager loading, ``CUDA_MODULE_LOADING=EAGER``, before CUDA initialises (an
 explicit setting of the variable is respected), and warns when the process already runs with
 lazy loading. CuPy's own element-wise kernels are compiled at first use whatever the mode; the
@@ -49,7 +50,8 @@ def warn_if_lazy() -> None:
     if module_loading_mode() == "LAZY":
         warnings.warn(
             "CUDA runs with lazy module loading: a library kernel loaded for the first time "
-            "inside a distributed pipeline can block the host and deadlock the ranks. Set "
+            "inside a distributed pipeline blocks the host until the streams' signal waits are "
+            "released, which can stall or hang the ranks. Set "
             "CUDA_MODULE_LOADING=EAGER before the process first uses CUDA (blasmp_array sets it "
             "when it is the first to start CUDA and the variable is unset).",
             RuntimeWarning,

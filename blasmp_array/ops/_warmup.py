@@ -3,8 +3,8 @@
 Why: loading a CUDA module waits for the whole device, including a stream that is blocked in a
 stream-ordered signal wait. CuPy compiles its element-wise kernels on first use and loads them
 then (``cuModuleLoadData``). If the host thread that enqueues an operator met a first-use kernel
-after enqueueing a wait, it would block until a peer's signal released that wait, and the peer
-may itself be waiting for a signal this host has not enqueued yet: a deadlock across ranks.
+after enqueueing a wait, it would block until a peer's signal released that wait: the rank stops
+enqueueing, and a wait whose release depends on this host's later work would never end.
 (The GPU backend also asks CUDA to load the libraries' kernels eagerly, ``CUDA_MODULE_LOADING=
 EAGER``, for cuBLAS's kernels; see ``backends/_cuda_env.py``.)
 
@@ -24,7 +24,7 @@ import numpy as np
 
 def begin_pipeline(backend: Any, dtype: Any) -> None:
     """Warm the kernels of ``dtype`` (once per backend and dtype), then ``backend.begin()``."""
-    if getattr(backend, "jit_kernels", False):
+    if backend.jit_kernels:
         warmed: set[np.dtype] = backend.__dict__.setdefault("_warmed_dtypes", set())
         dt = np.dtype(dtype)
         if dt not in warmed:

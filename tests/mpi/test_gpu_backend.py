@@ -24,7 +24,7 @@ from blasmp_array.backends import gpu_available
 from blasmp_array.backends._nvshmem_runtime import MPS_PID_FILE, mps_problem, mps_running
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from blas3_reference import assert_within_bound  # noqa: E402
+from blas3_reference import assert_within_bound, random_matrix, sym_from  # noqa: E402
 
 ON_GPU = os.environ.get("BLASMP_BACKEND") == "gpu" and gpu_available()
 gpu = pytest.mark.skipif(not ON_GPU, reason="needs BLASMP_BACKEND=gpu and a usable GPU")
@@ -250,13 +250,6 @@ def test_put_signal_ring_many_rounds_both_ops(be):
 # -- local BLAS3: cuBLAS against the CPU backend's kernels ----------------------------------
 
 
-def _rand(rng, shape, dtype):
-    x = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.standard_normal(shape)
-    return x.astype(dtype)
-
-
 def _cases(seed: int, count: int):
     rng = np.random.default_rng(seed)
     combos = list(itertools.product(DTYPES, "LU", "NTC", "LR", "NU"))
@@ -294,14 +287,14 @@ def test_kernels_match_cpu_kernels(be, dtype, uplo, trans, side, diag):
         assert np.abs(got[ok] - ref[out_index][ok]).max() <= 64 * k * eps * scale
 
     # GEMM with Fortran-ordered a (a C-ordered array's transpose)
-    a = np.asfortranarray(_rand(rng, (m, k) if trans == "N" else (k, m), dtype))
-    b = _rand(rng, (k, n) if trans == "N" else (n, k), dtype)
-    c = _rand(rng, (m, n), dtype)
+    a = np.asfortranarray(random_matrix(rng, (m, k) if trans == "N" else (k, m), dtype))
+    b = random_matrix(rng, (k, n) if trans == "N" else (n, k), dtype)
+    c = random_matrix(rng, (m, n), dtype)
     run(be.gemm, cpu.gemm, [al, a, b, bt, c, trans, trans], 4)
     # SYRK/HERK and SYR2K/HER2K, complex scalars included
-    a = _rand(rng, (m, k) if trans == "N" else (k, m), dtype)
-    b = _rand(rng, a.shape, dtype)
-    c = _rand(rng, (m, m), dtype)
+    a = random_matrix(rng, (m, k) if trans == "N" else (k, m), dtype)
+    b = random_matrix(rng, a.shape, dtype)
+    c = random_matrix(rng, (m, m), dtype)
     c[~(np.tril(np.ones((m, m), bool)) if uplo == "L" else np.triu(np.ones((m, m), bool)))] = np.nan
     herm = cplx and trans == "C"
     if herm:  # HERK's alpha and beta and HER2K's beta must be real, on both backends
@@ -321,8 +314,8 @@ def test_kernels_match_cpu_kernels(be, dtype, uplo, trans, side, diag):
     run(be.syr2k, cpu.syr2k, [al, a, b, rk_beta, c, uplo, trans], 4)
     # TRMM / TRSM
     nn = m if side == "L" else n
-    t = _rand(rng, (nn, nn), dtype) / nn + 2 * np.eye(nn, dtype=dtype)
-    b = _rand(rng, (m, n), dtype)
+    t = random_matrix(rng, (nn, nn), dtype) / nn + 2 * np.eye(nn, dtype=dtype)
+    b = random_matrix(rng, (m, n), dtype)
     run(be.trmm, cpu.trmm, [al, t, b, side, uplo, trans, diag], 2)
     run(be.trsm, cpu.trsm, [al, t, b, side, uplo, trans, diag], 2)
 
@@ -357,10 +350,6 @@ def _cpu_twin(grid):
     return _CPU_GRIDS[grid.shape]
 
 
-def _lower_sym(t):
-    return np.tril(t) + np.tril(t, -1).T
-
-
 # name -> (call on A, B (n x k) and T (lower triangular n x n), inner dimension of the bound,
 #          |.|-scale of the exact result from the NumPy operands)
 OPERATORS = {
@@ -372,7 +361,7 @@ OPERATORS = {
     "symm": (
         lambda A, B, T: linalg.symm(T, A),
         OP_N,
-        lambda a, b, t: np.abs(_lower_sym(t)) @ np.abs(a),
+        lambda a, b, t: np.abs(sym_from(t, True)) @ np.abs(a),
     ),
     "syrk": (lambda A, B, T: linalg.syrk(A), OP_K, lambda a, b, t: np.abs(a) @ np.abs(a).T),
     "syr2k": (
@@ -400,14 +389,8 @@ def test_operators_match_cpu_backend(grid, name, dtype):
     solve)."""
     n, k = OP_N, OP_K
     rng = np.random.default_rng(zlib.crc32(f"{name}{np.dtype(dtype).name}".encode()))
-    cplx = np.dtype(dtype).kind == "c"
-
-    def rand(shape):
-        x = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if cplx else 0)
-        return np.asarray(x, dtype)
-
-    a, b = rand((n, k)), rand((n, k))
-    t = np.asarray(np.tril(rand((n, n))) / n + 2 * np.eye(n), dtype)
+    a, b = random_matrix(rng, (n, k), dtype), random_matrix(rng, (n, k), dtype)
+    t = np.asarray(np.tril(random_matrix(rng, (n, n), dtype)) / n + 2 * np.eye(n), dtype)
     call, inner, scale_of = OPERATORS[name]
     results = []
     for g in (grid, _cpu_twin(grid)):

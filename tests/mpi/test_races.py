@@ -10,6 +10,7 @@ Small blocks and narrow steps give many pipeline steps with pieces from many own
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -17,14 +18,16 @@ import pytest
 import blasmp_array as bm
 from blasmp_array import linalg
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from blas3_reference import random_matrix  # noqa: E402
+
 REPEATS = int(os.environ.get("BLASMP_RACE_REPEATS", "3"))
 N, K, BLOCK, WIDTH = 61, 45, 4, 8
 
 
 def _operands(grid, dtype):
     rng = np.random.default_rng(17)
-    a = rng.standard_normal((N, K)) + (1j * rng.standard_normal((N, K)) if dtype.kind == "c" else 0)
-    b = rng.standard_normal((N, K)) + (1j * rng.standard_normal((N, K)) if dtype.kind == "c" else 0)
+    a, b = random_matrix(rng, (N, K), dtype), random_matrix(rng, (N, K), dtype)
     t = np.tril(rng.standard_normal((N, N))) / N + 2 * np.eye(N)
     bt = rng.standard_normal((N, K))
     make = lambda x: bm.from_numpy(np.asarray(x, dtype), block=BLOCK, grid=grid)  # noqa: E731
