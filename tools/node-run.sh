@@ -19,6 +19,12 @@ if [ -d .whl ] && [ ! -e "$site/.blasmp-installed" ]; then
   touch "$site/.blasmp-installed"
 fi
 export PYTHONPATH=$site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+# NCCL and cuBLASMp brought as wheels (tools/fetch-cublasmp-wheels.sh: the image's NCCL 2.28 is
+# too old for cuBLASMp) are found by the dynamic linker before the image's copies: it searches
+# LD_LIBRARY_PATH before a library's RUNPATH, so every library of the process binds to one NCCL
+for d in "$site/nvidia/cublasmp/cu13/lib" "$site/nvidia/nccl/lib"; do
+  [ -d "$d" ] && export LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+done
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # library kernels loaded at start: a lazy load inside a pipeline can deadlock (backends/_cuda_env.py)
@@ -46,7 +52,7 @@ stop_mps() { [ "$mps" = 1 ] && echo quit | nvidia-cuda-mps-control; mps=0; }
 trap stop_mps EXIT
 vars=(); declare -A seen=()
 for v in PYTHONPATH OMP_NUM_THREADS NVSHMEM_DISABLE_NVLS NCCL_NVLS_ENABLE TORCH_SYMM_MEM_DISABLE_MULTICAST \
-         PYTHONUNBUFFERED CUDA_MODULE_LOADING CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY \
+         PYTHONUNBUFFERED CUDA_MODULE_LOADING CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY LD_LIBRARY_PATH \
          $(compgen -e | grep -E '^(BLASMP_|NVSHMEM_|CUPY_)' || true); do
   [ -n "${!v+x}" ] && [ -z "${seen[$v]:-}" ] && { vars+=(-x "$v"); seen[$v]=1; }
 done
