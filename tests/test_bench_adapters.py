@@ -1,4 +1,4 @@
-"""The MPI baselines of ``--compare`` (Heat, ScaLAPACK PBLAS through scalapack4py).
+"""The MPI baselines of ``--compare`` (Heat, ScaLAPACK PBLAS through scalapack4py, cuBLASMp).
 
 The pure tests (reformulation of TRSM for Heat, the checks, library discovery, skip reasons) run
 everywhere. The distributed ones run the bench command under ``mpiexec -n 2`` when the library
@@ -168,9 +168,9 @@ def test_operators_without_an_adapter_are_reported_not_measured() -> None:
         case = Case("syrk", 8, 8, 8)
 
     out = mpi_baselines.measure_mpi_baselines(
-        _Prepared(), None, None, None, 0, 1, 1.0, ("heat", "scalapack4py"), False
+        _Prepared(), None, None, None, 0, 1, 1.0, ("heat", "scalapack4py", "cublasmp"), False
     )
-    assert [e["library"] for e in out] == ["heat", "scalapack (PBLAS)"]
+    assert [e["library"] for e in out] == ["heat", "scalapack (PBLAS)", "cublasmp"]
     for e in out:
         assert e["median_s"] is None and e["gflops"] is None
         assert "gemm and trsm only" in e["note"]
@@ -326,3 +326,31 @@ def test_table_prints_notes_with_brackets_verbatim(capsys: pytest.CaptureFixture
     assert "[/l/b.so]" in text and "[libopenblas.so]" in text
     assert report._workers(record["compare"][0]) == " (2 ranks x 1 thr)"
     assert report._workers({"threads": 2}) == " (2 thr)"
+
+
+# -- cuBLASMp: the parts that need no GPU --------------------------------------------------
+def test_nccl_version_text() -> None:
+    from blasmp_array.bench.cublasmp_adapter import MIN_NCCL, nccl_version_text
+
+    assert nccl_version_text(22902) == "2.29.2"
+    assert nccl_version_text(22809) == "2.28.9"
+    assert nccl_version_text(2804) == "2.8.4"  # the code had 1000 per major version before 2.9
+    assert nccl_version_text(MIN_NCCL) == "2.29.0"
+
+
+def test_cublasmp_refuses_ranks_sharing_a_gpu() -> None:
+    from blasmp_array.bench.cublasmp_adapter import gpu_sharing
+
+    assert gpu_sharing([("a", 0), ("a", 1), ("b", 0)]) is None
+    why = gpu_sharing([("a", 0), ("a", 1), ("a", 0)])
+    assert why is not None and "ranks 0 and 2 share GPU 0 of a" in why
+
+
+def test_cublasmp_on_the_cpu_backend_is_skipped_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from blasmp_array.bench import cublasmp_adapter
+
+    monkeypatch.delenv("BLASMP_BACKEND", raising=False)
+    why = cublasmp_adapter.unusable(Case("gemm", 8, 8, 8, backend="cpu"))
+    assert why is not None and "operands on the host" in why

@@ -2,7 +2,7 @@
 
 The single-process baselines run on rank 0 only, on the gathered matrices, while the other ranks
 wait without spinning (a sleeping poll on a non-blocking barrier, so the baseline gets every
-core). The MPI baselines (Heat, ScaLAPACK PBLAS) then run on every rank
+core). The MPI baselines (Heat, ScaLAPACK PBLAS, cuBLASMp) then run on every rank
 (:mod:`.mpi_baselines`). A library that is not installed or not usable is skipped with a note;
 nothing is ever estimated.
 
@@ -13,8 +13,9 @@ nothing is ever estimated.
   thread each; SYRK/SYR2K/SYMM/TRMM are computed as full products (Dask has no structured BLAS3),
   TRSM with ``dask.array.linalg.solve_triangular``.
 * ``cupy``: the same on one GPU (``matmul``; ``cupyx.scipy.linalg.solve_triangular``).
-* ``heat`` and ``scalapack4py``: over MPI on the job's ranks, GEMM and TRSM only
-  (:mod:`.heat_adapter`, :mod:`.pblas_adapter`).
+* ``heat``, ``scalapack4py`` and ``cublasmp``: over MPI on the job's ranks, GEMM and TRSM only
+  (:mod:`.heat_adapter`, :mod:`.pblas_adapter`, :mod:`.cublasmp_adapter`; PBLAS with the CPU
+  backend, cuBLASMp with the GPU backend and one GPU per rank).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .operators import DATA_OPERATORS, Case
 __all__ = ["run_baselines", "quiet_barrier", "blas_threads", "BASELINES"]
 
 #: the baselines ``--compare`` knows (``--baselines`` selects a subset)
-BASELINES = ("numpy", "dask", "cupy", "heat", "scalapack4py")
+BASELINES = ("numpy", "dask", "cupy", "heat", "scalapack4py", "cublasmp")
 
 
 def quiet_barrier(comm: Any, poll: float = 0.005) -> None:

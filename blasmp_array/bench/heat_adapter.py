@@ -34,8 +34,8 @@ GEMM_SPLITS = (0, 0)
 TRSM_SPLITS = (0, 0)
 
 
-def unusable(case: Any) -> str | None:
-    """Why Heat cannot run here (``None`` when it can)."""
+def unusable(case: Any, comm: Any = None) -> str | None:
+    """Why Heat cannot run here (``None`` when it can); ``comm`` is not needed."""
     if importlib.util.find_spec("heat") is None:
         return "not installed"
     try:

@@ -1,4 +1,5 @@
-"""Baselines that run over MPI on every rank of the job (``--compare``): Heat and ScaLAPACK PBLAS.
+"""Baselines that run over MPI on every rank of the job (``--compare``): Heat, ScaLAPACK PBLAS and
+cuBLASMp.
 
 The single-process baselines of :mod:`.compare` run on rank 0 while the other ranks sleep; these
 run on all ranks at once, on the same number of processes as blasmp_array, each process with the
@@ -12,7 +13,9 @@ Adapters (one module each) turn a prepared case into an :class:`MpiRun`:
 
 * :mod:`.heat_adapter`: ``heat.matmul`` and ``heat.linalg.solve_triangular`` on DNDarrays;
 * :mod:`.pblas_adapter`: ``p?gemm`` and ``p?trsm`` through ``scalapack4py`` on the very
-  block-cyclic descriptors and local matrices of blasmp_array's operands.
+  block-cyclic descriptors and local matrices of blasmp_array's operands (CPU backend);
+* :mod:`.cublasmp_adapter`: ``cublasMpGemm`` and ``cublasMpTrsm`` through nvmath-python, the
+  same on the GPU backend (one GPU per rank: NCCL's rule).
 
 Only GEMM and TRSM have adapters; other operators are reported as not measured. A library that is
 missing or not usable on every rank is skipped with the reason; nothing is ever estimated.
@@ -32,6 +35,7 @@ same run:
 
 from __future__ import annotations
 
+import ctypes
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,14 +51,15 @@ __all__ = [
     "time_collective",
     "bcast_matrix",
     "agreed_reason",
+    "shared_library_of",
 ]
 
 #: the baselines of this module, by their ``--baselines`` name
-MPI_BASELINES = ("heat", "scalapack4py")
+MPI_BASELINES = ("heat", "scalapack4py", "cublasmp")
 #: operators the adapters implement
 SUPPORTED_OPS = ("gemm", "trsm")
 
-_LIBRARY = {"heat": "heat", "scalapack4py": "scalapack (PBLAS)"}
+_LIBRARY = {"heat": "heat", "scalapack4py": "scalapack (PBLAS)", "cublasmp": "cublasmp"}
 
 
 @dataclass
@@ -124,11 +129,36 @@ def _entry(library: str, **fields: Any) -> dict[str, Any]:
     return base_entry(library, **fields)
 
 
+class _DlInfo(ctypes.Structure):
+    _fields_ = [
+        ("dli_fname", ctypes.c_char_p),
+        ("dli_fbase", ctypes.c_void_p),
+        ("dli_sname", ctypes.c_char_p),
+        ("dli_saddr", ctypes.c_void_p),
+    ]
+
+
+def shared_library_of(address: int | None) -> str | None:
+    """The path of the shared library that holds ``address`` (``dladdr``), if known."""
+    if not address:
+        return None
+    info = _DlInfo()
+    libc = ctypes.CDLL(None)
+    libc.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    if not libc.dladdr(address, ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return info.dli_fname.decode()
+
+
 def _adapter(name: str) -> Any:
     if name == "heat":
         from . import heat_adapter
 
         return heat_adapter
+    if name == "cublasmp":
+        from . import cublasmp_adapter
+
+        return cublasmp_adapter
     from . import pblas_adapter
 
     return pblas_adapter
@@ -172,7 +202,7 @@ def _measure(
     if p.case.op not in SUPPORTED_OPS:
         return _entry(label, note=f"{p.case.op}: the {name} adapter covers gemm and trsm only")
     adapter = _adapter(name)
-    why = agreed_reason(comm, adapter.unusable(p.case))
+    why = agreed_reason(comm, adapter.unusable(p.case, comm))
     if why is not None:
         return _entry(label, note=f"{why}; skipped")
     run: MpiRun | None = None

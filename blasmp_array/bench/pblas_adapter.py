@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .mpi_baselines import MpiRun
+from .mpi_baselines import MpiRun, shared_library_of
 
 __all__ = ["unusable", "prepare", "library_candidates", "mpi_family", "loaded_mpi_libraries"]
 
@@ -133,8 +133,8 @@ def _load() -> _Loaded | str:
     return _Loaded(sl, lib, candidates[0], mpi_path)
 
 
-def unusable(case: Any) -> str | None:
-    """Why PBLAS cannot run here (``None`` when it can)."""
+def unusable(case: Any, comm: Any = None) -> str | None:
+    """Why PBLAS cannot run here (``None`` when it can); ``comm`` is not needed."""
     if case.backend == "gpu" or os.environ.get("BLASMP_BACKEND") == "gpu":
         return "operands on the GPU; PBLAS works on host memory"
     if importlib.util.find_spec("scalapack4py") is None:
@@ -158,15 +158,6 @@ def _second_mpi_initialised(own: str) -> str | None:
     return None
 
 
-class _DlInfo(ctypes.Structure):
-    _fields_ = [
-        ("dli_fname", ctypes.c_char_p),
-        ("dli_fbase", ctypes.c_void_p),
-        ("dli_sname", ctypes.c_char_p),
-        ("dli_saddr", ctypes.c_void_p),
-    ]
-
-
 def blas_under(lib: Any, symbol: str = "dgemm_") -> tuple[str, int | None]:
     """Which library ``symbol`` resolves to for ScaLAPACK (the global scope first, as the dynamic
     linker binds it), with OpenBLAS's configuration, kernel and thread count when it is
@@ -175,12 +166,9 @@ def blas_under(lib: Any, symbol: str = "dgemm_") -> tuple[str, int | None]:
         addr = ctypes.cast(getattr(ctypes.CDLL(None), symbol), ctypes.c_void_p).value
     except AttributeError:
         addr = ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
-    info = _DlInfo()
-    libc = ctypes.CDLL(None)
-    libc.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
-    if not libc.dladdr(addr, ctypes.byref(info)) or not info.dli_fname:
+    path = shared_library_of(addr)
+    if path is None:
         return "unknown BLAS", None
-    path = info.dli_fname.decode()
     text, threads = path, None
     try:
         blas = ctypes.CDLL(path)

@@ -1,0 +1,63 @@
+"""The cuBLASMp baseline of ``--compare`` (:mod:`blasmp_array.bench.cublasmp_adapter`).
+
+On the GPU backend with one GPU per rank and cuBLASMp/NCCL >= 2.29 installed (the GPU node with
+``tools/fetch-cublasmp-wheels.sh``), each case runs cuBLASMp on blasmp_array's operands and its
+result must pass the bench's own check (GEMM componentwise, TRSM backward error) and agree with
+blasmp_array's result within the sum of both bounds. Where ranks share a GPU, the baseline must be
+refused with NCCL's reason on every rank; on the CPU backend, with the host-memory reason.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pytest
+
+from blasmp_array.bench import cublasmp_adapter
+from blasmp_array.bench.mpi_baselines import measure_mpi_baselines
+from blasmp_array.bench.operators import Case, flop_count, prepare
+
+BACKEND = os.environ.get("BLASMP_BACKEND", "cpu")
+
+CASES = [
+    Case("gemm", 37, 29, 23, block=(8, 5)),
+    Case("gemm", 24, 24, 24, dtype="float32", trans="T", block=(8, 8)),
+    Case("trsm", 37, 29, 0, block=(8, 8)),
+    Case("trsm", 24, 24, 0, dtype="complex128", side="right", lower=False, block=(8, 8)),
+]
+
+
+def _shares_a_gpu(comm) -> bool:
+    import cupy
+    from mpi4py import MPI
+
+    places = comm.allgather((MPI.Get_processor_name(), cupy.cuda.Device().id))
+    return len(set(places)) < len(places)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.label())
+def test_cublasmp_on_blasmp_array_operands(comm, case):
+    case = replace(case, backend=BACKEND)
+    why = cublasmp_adapter.unusable(case, comm)
+    if BACKEND != "gpu":
+        assert why is not None and "operands on the host" in why
+        return
+    if _shares_a_gpu(comm):
+        assert why is not None and "needs one GPU per rank" in why, why
+        return
+    if why is not None:
+        pytest.skip(f"cuBLASMp not usable here: {why}")
+    p = prepare(case)
+    p.run()
+    gathered = {name: x.to_numpy(root=0) for name, x in p.inputs.items()}
+    ours = p.result.to_numpy(root=0)
+    if comm.Get_rank() != 0:
+        gathered = None
+    (entry,) = measure_mpi_baselines(
+        p, gathered, ours, comm, 1, 2, flop_count(case), ("cublasmp",), True
+    )
+    assert entry["median_s"] is not None, entry["note"]
+    assert entry["check"]["passed"], entry
+    assert entry["check"]["vs_blasmp_eps"] <= entry["check"]["vs_blasmp_bound_eps"]
+    assert "cublasMp" in entry["note"] and "NCCL" in entry["note"]
