@@ -258,7 +258,12 @@ def _runs(
         descriptors.append(d)
         return f, d
 
-    def allocate(sizes: tuple[int, int]) -> tuple[int, int, Any]:
+    def allocate(buffer_size: Any, args: tuple[Any, ...]) -> tuple[int, int, Any]:
+        try:
+            sizes = buffer_size(*args)
+        except cbm.cuBLASMpError as exc:  # e.g. blocks it does not support
+            blocks = ", ".join(f"{k} {v.layout.block}" for k, v in p.inputs.items())
+            raise RuntimeError(f"cuBLASMp refused the operands (blocks {blocks}): {exc}") from exc
         device = int(comm.allreduce(int(sizes[0]), op=MPI.MAX))
         d_work = cbm.malloc(lib_grid, device) if device else 0
         if d_work:
@@ -281,7 +286,7 @@ def _runs(
             + (alpha.ctypes.data, a.data.ptr, 1, 1, desc_a, b0.data.ptr, 1, 1, desc_b)
             + (beta.ctypes.data, c.data.ptr, 1, 1, desc_c, compute_type)
         )
-        d_work, d_size, h_work = allocate(cbm.gemm_buffer_size(*args))
+        d_work, d_size, h_work = allocate(cbm.gemm_buffer_size, args)
 
         def call() -> Any:
             cbm.gemm(*args, d_work, d_size, h_work.ctypes.data, h_work.nbytes)
@@ -297,7 +302,7 @@ def _runs(
         + (alpha.ctypes.data, a.data.ptr, 1, 1, desc_a, work.data.ptr, 1, 1, desc_b)
         + (compute_type,)
     )
-    d_work, d_size, h_work = allocate(cbm.trsm_buffer_size(*trsm_args))
+    d_work, d_size, h_work = allocate(cbm.trsm_buffer_size, trsm_args)
 
     def call_trsm() -> Any:
         cbm.trsm(*trsm_args, d_work, d_size, h_work.ctypes.data, h_work.nbytes)

@@ -21,7 +21,7 @@ from blasmp_array.bench.operators import Case, flop_count, prepare
 BACKEND = os.environ.get("BLASMP_BACKEND", "cpu")
 
 CASES = [
-    Case("gemm", 37, 29, 23, block=(8, 5)),
+    Case("gemm", 37, 29, 23, block=(8, 8)),  # (8, 5) blocks: INVALID_VALUE from cuBLASMp 0.9.1
     Case("gemm", 24, 24, 24, dtype="float32", trans="T", block=(8, 8)),
     Case("trsm", 37, 29, 0, block=(8, 8)),
     Case("trsm", 24, 24, 0, dtype="complex128", side="right", lower=False, block=(8, 8)),
@@ -61,3 +61,22 @@ def test_cublasmp_on_blasmp_array_operands(comm, case):
     assert entry["check"]["passed"], entry
     assert entry["check"]["vs_blasmp_eps"] <= entry["check"]["vs_blasmp_bound_eps"]
     assert "cublasMp" in entry["note"] and "NCCL" in entry["note"]
+
+
+def test_cublasmp_blocks_it_refuses_are_named(comm):
+    """A layout cuBLASMp 0.9.1 rejects (A's column blocks unlike B's row blocks) is either
+    measured correctly by a later cuBLASMp or reported with the blocks, never a crash."""
+    case = Case("gemm", 37, 29, 23, block=(8, 5), backend=BACKEND)
+    if BACKEND != "gpu" or cublasmp_adapter.unusable(case, comm) is not None:
+        pytest.skip("cuBLASMp not usable here")
+    p = prepare(case)
+    p.run()
+    gathered = {name: x.to_numpy(root=0) for name, x in p.inputs.items()}
+    ours = p.result.to_numpy(root=0)
+    (entry,) = measure_mpi_baselines(
+        p, gathered if comm.Get_rank() == 0 else None, ours, comm, 0, 1, 1.0, ("cublasmp",), True
+    )
+    if entry["median_s"] is None:
+        assert "cuBLASMp refused the operands (blocks A (8, 5), B (8, 5))" in entry["note"], entry
+    else:
+        assert entry["check"]["passed"], entry
