@@ -1,19 +1,21 @@
 #!/bin/bash
 # The performance runs of the GPU backend on ONE GPU (issue 4's targets), with the bench command:
 #   1 rank   GEMM and TRSM, float64, n=$N, against CuPy (cupy.matmul, cupyx solve_triangular)
-#            measured in the same run
+#            and, with BASELINES=cupy,cublasmp (wheels of tools/fetch-cublasmp-wheels.sh),
+#            cuBLASMp, measured in the same run
 #   4 ranks  on the same GPU through CUDA MPS, 2x2 grid: GEMM aggregate rate (target >= 85% of the
 #            1-rank rate), and one traced run (per-rank, per-stream CUDA-event timeline)
 # Usage (repository root, wheels in .whl/):  OUT=/some/dir tools/gpu-perf.sh [PHASE...]
 #   phases: gemm1 trsm1 gemm4 trace4 (default: all)
 #   N=16384  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
+#   BASELINES=cupy (--baselines of the 1-rank phases)
 # Results: $OUT/perf-<phase>.json (the bench command's records), .log next to them; a summary last.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-gpu-perf-out}
 mkdir -p "$out"
 n=${N:-16384} block=${BLOCK:-2048} block4=${BLOCK4:-2048} repeat=${REPEAT:-5}
-limit=${PERF_TIMEOUT:-150}
+limit=${PERF_TIMEOUT:-150} baselines=${BASELINES:-cupy}
 export BLASMP_SIGNAL_TIMEOUT=${BLASMP_SIGNAL_TIMEOUT:-60}
 phases=("$@")
 [ ${#phases[@]} -gt 0 ] || phases=(gemm1 trsm1 gemm4 trace4)
@@ -26,8 +28,8 @@ bench() {  # phase ranks bench-args...
 }
 for p in "${phases[@]}"; do
   case $p in
-    gemm1) bench gemm1 1 gemm --n "$n" --block "$block" --repeat "$repeat" --compare --baselines cupy ;;
-    trsm1) bench trsm1 1 trsm --n "$n" --block "$block" --repeat "$repeat" --compare --baselines cupy ;;
+    gemm1) bench gemm1 1 gemm --n "$n" --block "$block" --repeat "$repeat" --compare --baselines "$baselines" ;;
+    trsm1) bench trsm1 1 trsm --n "$n" --block "$block" --repeat "$repeat" --compare --baselines "$baselines" ;;
     gemm4) bench gemm4 4 gemm --n "$n" --block "$block4" --grid 2x2 --repeat "$repeat" ;;
     trace4) bench trace4 4 gemm --n "$n" --block "$block4" --grid 2x2 --repeat 1 \
               --trace "$out/perf-trace4.trace.json" ;;
