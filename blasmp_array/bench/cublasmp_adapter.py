@@ -90,12 +90,22 @@ class _Loaded:
 
 
 def _open_nccl() -> Any:
+    """``libnccl.so.2`` with the signatures of the functions the adapter calls."""
     try:
-        return ctypes.CDLL("libnccl.so.2", mode=ctypes.RTLD_GLOBAL)
+        nccl = ctypes.CDLL("libnccl.so.2", mode=ctypes.RTLD_GLOBAL)
     except OSError:
         from cuda.pathfinder import load_nvidia_dynamic_lib
 
-        return ctypes.CDLL(load_nvidia_dynamic_lib("nccl").abs_path, mode=ctypes.RTLD_GLOBAL)
+        nccl = ctypes.CDLL(load_nvidia_dynamic_lib("nccl").abs_path, mode=ctypes.RTLD_GLOBAL)
+    nccl.ncclGetErrorString.restype = ctypes.c_char_p
+    nccl.ncclCommInitRank.argtypes = [
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.c_int,
+        _UniqueId,
+        ctypes.c_int,
+    ]
+    nccl.ncclCommDestroy.argtypes = [ctypes.c_void_p]
+    return nccl
 
 
 @cache
@@ -144,7 +154,6 @@ def unusable(case: Any, comm: Any = None) -> str | None:
 
 def _check(status: int, nccl: Any, what: str) -> None:
     if status != 0:
-        nccl.ncclGetErrorString.restype = ctypes.c_char_p
         raise RuntimeError(f"{what} failed: {nccl.ncclGetErrorString(status).decode()}")
 
 
@@ -156,12 +165,6 @@ def _nccl_comm(nccl: Any, comm: Any) -> ctypes.c_void_p:
     raw = comm.bcast(ctypes.string_at(ctypes.addressof(uid), ctypes.sizeof(uid)), root=0)
     ctypes.memmove(ctypes.addressof(uid), raw, ctypes.sizeof(uid))
     handle = ctypes.c_void_p()
-    nccl.ncclCommInitRank.argtypes = [
-        ctypes.POINTER(ctypes.c_void_p),
-        ctypes.c_int,
-        _UniqueId,
-        ctypes.c_int,
-    ]
     status = nccl.ncclCommInitRank(ctypes.byref(handle), comm.Get_size(), uid, comm.Get_rank())
     _check(status, nccl, "ncclCommInitRank")
     return handle
@@ -198,7 +201,6 @@ def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
             cbm.matrix_descriptor_destroy(d)
         cbm.grid_destroy(lib_grid)
         cbm.destroy(handle)
-        nccl.ncclCommDestroy.argtypes = [ctypes.c_void_p]
         nccl.ncclCommDestroy(nccl_comm)
 
     try:
@@ -206,7 +208,7 @@ def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
     except BaseException:
         close()
         raise
-    call, result, out_layout, restore, routine = run
+    call, out_layout, restore, routine = run
     stream.synchronize()
 
     def gather(local: Any) -> np.ndarray | None:
@@ -234,8 +236,9 @@ def _runs(
     descriptors: list[int],
     workspace: list[int],
     comm: Any,
-) -> tuple[Any, Any, Any, Any, str]:
-    """The call of ``p``'s operator and what goes with it (collective)."""
+) -> tuple[Any, Any, Any, str]:
+    """The call of ``p``'s operator, its result's layout, the restore before each call and the
+    routine's name (collective)."""
     import cupy as cp
     from mpi4py import MPI
 
@@ -293,7 +296,7 @@ def _runs(
             stream.synchronize()
             return c
 
-        return call, c, out_layout, lambda: None, "Gemm"
+        return call, out_layout, lambda: None, "Gemm"
     work = b0.copy(order="F")
     side = cublas.SideMode.LEFT if case.side == "left" else cublas.SideMode.RIGHT
     uplo = cublas.FillMode.LOWER if case.lower else cublas.FillMode.UPPER
@@ -314,4 +317,4 @@ def _runs(
             work[...] = b0
         stream.synchronize()
 
-    return call_trsm, work, b_in.layout, restore, "Trsm"
+    return call_trsm, b_in.layout, restore, "Trsm"

@@ -36,6 +36,20 @@ def _shares_a_gpu(comm) -> bool:
     return len(set(places)) < len(places)
 
 
+def _cublasmp_entry(comm, case: Case, warmup: int, repeat: int) -> dict:
+    """cuBLASMp's entry of ``--compare`` for ``case``, checked against blasmp_array's result."""
+    p = prepare(case)
+    p.run()
+    gathered = {name: x.to_numpy(root=0) for name, x in p.inputs.items()}
+    ours = p.result.to_numpy(root=0)
+    if comm.Get_rank() != 0:
+        gathered = None
+    (entry,) = measure_mpi_baselines(
+        p, gathered, ours, comm, warmup, repeat, flop_count(case), ("cublasmp",), True
+    )
+    return entry
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.label())
 def test_cublasmp_on_blasmp_array_operands(comm, case):
     case = replace(case, backend=BACKEND)
@@ -48,15 +62,7 @@ def test_cublasmp_on_blasmp_array_operands(comm, case):
         return
     if why is not None:
         pytest.skip(f"cuBLASMp not usable here: {why}")
-    p = prepare(case)
-    p.run()
-    gathered = {name: x.to_numpy(root=0) for name, x in p.inputs.items()}
-    ours = p.result.to_numpy(root=0)
-    if comm.Get_rank() != 0:
-        gathered = None
-    (entry,) = measure_mpi_baselines(
-        p, gathered, ours, comm, 1, 2, flop_count(case), ("cublasmp",), True
-    )
+    entry = _cublasmp_entry(comm, case, warmup=1, repeat=2)
     assert entry["median_s"] is not None, entry["note"]
     assert entry["check"]["passed"], entry
     assert entry["check"]["vs_blasmp_eps"] <= entry["check"]["vs_blasmp_bound_eps"]
@@ -69,13 +75,7 @@ def test_cublasmp_blocks_it_refuses_are_named(comm):
     case = Case("gemm", 37, 29, 23, block=(8, 5), backend=BACKEND)
     if BACKEND != "gpu" or cublasmp_adapter.unusable(case, comm) is not None:
         pytest.skip("cuBLASMp not usable here")
-    p = prepare(case)
-    p.run()
-    gathered = {name: x.to_numpy(root=0) for name, x in p.inputs.items()}
-    ours = p.result.to_numpy(root=0)
-    (entry,) = measure_mpi_baselines(
-        p, gathered if comm.Get_rank() == 0 else None, ours, comm, 0, 1, 1.0, ("cublasmp",), True
-    )
+    entry = _cublasmp_entry(comm, case, warmup=0, repeat=1)
     if entry["median_s"] is None:
         assert "cuBLASMp refused the operands (blocks A (8, 5), B (8, 5))" in entry["note"], entry
     else:
