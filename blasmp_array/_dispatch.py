@@ -119,11 +119,8 @@ def _matmul(inputs: Any, kwargs: dict[str, Any]) -> Any:
                 f"np.matmul needs two BlockCyclicArrays, got {type(x).__name__}; distribute "
                 "NumPy operands with bm.from_numpy(...) (matrix-scalar products use `*`)"
             )
-    from . import linalg
+    from .ops.matmul import matmul
 
-    matmul = getattr(linalg, "matmul", None)
-    if matmul is None:
-        raise NotImplementedError("blasmp_array.linalg.matmul is not available yet")
     result = matmul(a, b)
     if out is None:
         return result

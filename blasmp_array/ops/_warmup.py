@@ -56,6 +56,21 @@ def _run_helpers(backend: Any, dtype: np.dtype) -> None:
     zeros = ((0, 0, 1, n), (1, 0, 4, 1))
     step = panels.GroupStep(0, n, n, ((0, 0, 16, seg_pieces),), zeros, (), False)
     panels._unpack(flat, step, panel)
+    # triangles on the device (SYRK's scaled triangle, check_finite, the symmetric fill)
+    from . import _triangle, symm, trmm
+
+    rows = xp.asarray(np.arange(n))
+    tri = (rows[None, :] - rows[:, None]) <= 0
+    for beta in (dtype.type(0), dtype.type(2)):
+        _triangle._select_scaled(xp, local.copy(), beta, tri)
+    _triangle.any_nonfinite(xp, local, tri)
+    for uplo in ("L", "U"):
+        for conj in (False, True):
+            _triangle.mirror_triangle(xp, local.copy(), uplo, conj, panel=4)
+        for view in ("N", "T", "C", "R"):
+            symm._symmetrised(xp, local, view, uplo, xp.empty((n, n), dtype))
+            trmm._copy_op(xp, local, view, xp.empty((n, n), dtype))
+    xp.copyto(local.copy(), local, where=~tri)
     # C := beta C, whole and masked (SYRK/HERK's triangle mask)
     mask = xp.asarray(np.tril(np.ones((n, n), dtype=bool)))
     for beta in (dtype.type(0), dtype.type(2)):

@@ -19,20 +19,12 @@ import numpy as np
 
 from ..array import BlockCyclicArray
 from . import _checks as ck
+from ._triangle import scale_triangle, triangle_mask
 from ._warmup import begin_pipeline
-from .gemm import check_method, check_stages, new_result, scale_local
+from .gemm import check_method, check_stages, new_result
 from .panels import PanelSpec, Source, compose_op, default_step_width, make_steps, run_pipeline
 
-__all__ = ["syrk", "rank_k", "triangle_update", "triangle_mask"]
-
-
-def triangle_mask(C: BlockCyclicArray, uplo: str) -> Any:
-    """Boolean mask of the local elements of ``C`` in the ``uplo`` triangle (diagonal included)."""
-    g = C.grid
-    rows = C.layout.local_rows(g.myrow)[:, None]
-    cols = C.layout.local_cols(g.mycol)[None, :]
-    mask = rows >= cols if uplo == "L" else rows <= cols
-    return g.backend.asarray(mask)
+__all__ = ["syrk", "rank_k", "triangle_update"]
 
 
 def _local_diagonal(C: BlockCyclicArray) -> tuple[Any, Any]:
@@ -234,25 +226,27 @@ def rank_k(
             name,
             f"C has blocks {C.block} but the triangle update needs square blocks",
         )
+    fresh = Cw is None
     if Cw is None:
+        # zeroed: the other triangle of a new result is zero, and the update adds to it
         Cw = new_result((n, n), (bsz, bsz), grid, dtype, zero=True)
         beta = dtype.type(0)
 
     b = grid.backend
     begin_pipeline(b, dtype)
     if n:
-        mask = triangle_mask(Cw, uplo) if beta != 1 else None
-        scale_local(b, Cw._data, beta, mask)
+        if not fresh and beta != 1:
+            scale_triangle(b, Cw._data, beta, triangle_mask(Cw.layout, grid, uplo))
         if kdim and alpha != 0:
             o2 = compose_op(o1a, "C" if hermitian else "T")
             col_op = compose_op(o2, "T")
-            local_kernel = (
-                meth == "local"
-                and B is None
-                and ((not hermitian and o1a in ("N", "T")) or (hermitian and o1a == "C"))
-            )
-            if local_kernel:
-                b.syrk(alpha, XA._data, dtype.type(1), Cw._data, uplo, o1a, b.compute)
+            # one local BLAS call on a 1x1 grid, where the backend has the kernel for the op
+            kernel_op = (not hermitian and o1a in ("N", "T")) or (hermitian and o1a == "C")
+            one = dtype.type(1)
+            if meth == "local" and kernel_op and B is None:
+                b.syrk(alpha, XA._data, one, Cw._data, uplo, o1a, b.compute)
+            elif meth == "local" and kernel_op and B is not None and o1b == o1a:
+                b.syr2k(alpha, XA._data, XB._data, one, Cw._data, uplo, o1a, b.compute)
             else:
                 if B is None:
                     operands = [(sa, XA, 0), (Source(XA.layout, col_op), XA, 1)]

@@ -53,6 +53,8 @@ def trmm(
     overwrite_b : bool
         Write the result into ``B`` (which must be a stored array, not a view) and return it.
     method : {'auto', 'summa'}
+        'auto': one local TRMM call on a 1x1 grid, the panel pipeline otherwise; 'summa'
+        forces the pipeline.
     step_width : int, optional
 
     Returns
@@ -62,8 +64,8 @@ def trmm(
 
     Notes
     -----
-    ``m^2 n`` flops for TRMM proper; this implementation runs the GEMM pipeline on the
-    triangular panels (zero blocks skipped, diagonal blocks full), so it costs close to
+    ``m^2 n`` flops. On a 1x1 grid one local TRMM call; on larger grids the GEMM pipeline runs
+    on the triangular panels (zero blocks skipped, diagonal blocks full), so it costs close to
     GEMM's ``2 m^2 n`` on small grids, less as the number of blocks grows.
     """
     name = "trmm"
@@ -119,7 +121,13 @@ def trmm(
 
     b = grid.backend
     begin_pipeline(b, dtype)
-    if m and n:
+    if m and n and grid.size == 1 and method == "auto":
+        # one process holds everything: one TRMM call on a copy of op(B) (m^2 n flops)
+        a_loc, op_a = (b.xp.conj(XA._data), "N") if opa == "R" else (XA._data, opa)
+        b.launch(b.compute, _copy_op, b.xp, XB._data, vb, Cw._data)
+        diag = "U" if unit_diagonal else "N"
+        b.trmm(alpha, a_loc, Cw._data, sd, stored_uplo, op_a, diag, b.compute)
+    elif m and n:
         scale_local(b, Cw._data, dtype.type(0))
         if alpha != 0:
             width = step_width if grid.size > 1 or method == "summa" else max(na, 1)
@@ -151,3 +159,13 @@ def trmm(
         B._data[...] = back._data
         return B
     return Cw
+
+
+def _copy_op(xp: Any, x: Any, op: str, out: Any) -> None:
+    """``out[...] = op(x)`` for op in 'N', 'T', 'C', 'R' (R: conjugate)."""
+    if op in ("T", "C"):
+        x = x.T
+    if op in ("C", "R"):
+        xp.conjugate(x, out=out)
+    else:
+        out[...] = x

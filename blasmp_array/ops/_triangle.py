@@ -1,0 +1,94 @@
+"""Triangles of local matrices, computed where the data lives.
+
+One helper for every operator that needs "the elements of this rank's local matrix on or below
+(above) a diagonal": the SYRK/HERK scale of one triangle, ``solve_triangular``'s
+``check_finite`` on the referenced triangle, the symmetric fill of ``A.T @ A``.
+
+A local matrix holds the global rows ``layout.local_rows(myrow)`` and columns
+``layout.local_cols(mycol)``. Masks are built on the backend's device by broadcasting these two
+index *vectors* (``O(m + n)`` integers, uploaded once and cached per layout), never as an
+``m x n`` host array: on the GPU an ``n x n`` host mask cost more than the BLAS call it served
+(0.2 s of a 0.3 s ``solve_triangular`` at ``n = 16384``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..layout import BlockCyclicLayout
+
+__all__ = [
+    "local_index_vectors",
+    "triangle_mask",
+    "scale_triangle",
+    "any_nonfinite",
+    "mirror_triangle",
+]
+
+
+def local_index_vectors(layout: BlockCyclicLayout, grid: Any) -> tuple[Any, Any]:
+    """The global row and column indices of this rank's local matrix, as 1-D device arrays
+    (cached on the backend per layout and grid position)."""
+    b = grid.backend
+    cache: dict[Any, tuple[Any, Any]] = b.__dict__.setdefault("_index_vectors", {})
+    key = (layout, grid.myrow, grid.mycol)
+    hit = cache.get(key)
+    if hit is None:
+        if len(cache) > 64:  # layouts come and go with user arrays: keep the cache small
+            cache.clear()
+        hit = (b.asarray(layout.local_rows(grid.myrow)), b.asarray(layout.local_cols(grid.mycol)))
+        cache[key] = hit
+    return hit
+
+
+def triangle_mask(layout: BlockCyclicLayout, grid: Any, uplo: str, k: int = 0) -> Any:
+    """Device boolean mask of the local elements ``(i, j)`` with ``j - i <= k`` (``uplo='L'``,
+    NumPy's ``tril(., k)``) or ``j - i >= k`` (``'U'``, ``triu(., k)``)."""
+    rows, cols = local_index_vectors(layout, grid)
+    diff = cols[None, :] - rows[:, None]
+    return diff <= k if uplo == "L" else diff >= k
+
+
+def scale_triangle(b: Any, c: Any, beta: Any, mask: Any) -> None:
+    """Enqueue ``c[mask] := beta c[mask]`` on the compute stream (``beta == 0`` overwrites:
+    NaNs in the triangle do not survive); one fused select, no boolean indexing."""
+    if beta == 1 or c.size == 0:
+        return
+    b.launch(b.compute, _select_scaled, b.xp, c, beta, mask)
+
+
+def _select_scaled(xp: Any, c: Any, beta: Any, mask: Any) -> None:
+    scaled = xp.zeros((), c.dtype) if beta == 0 else c * beta
+    xp.copyto(c, scaled, where=mask)
+
+
+def any_nonfinite(xp: Any, a: Any, mask: Any = None) -> bool:
+    """Whether ``a`` (restricted to ``mask``) holds a NaN or an infinity (one device reduction,
+    one scalar to the host)."""
+    bad = ~xp.isfinite(a)
+    if mask is not None:
+        bad &= mask
+    return bool(bad.any())
+
+
+def mirror_triangle(xp: Any, c: Any, uplo: str, conjugate: bool, panel: int = 1024) -> None:
+    """Fill the strict other triangle of the square local matrix ``c`` from its ``uplo``
+    triangle: ``c := tril(c) + tril(c, -1)^T`` (``^H`` when ``conjugate``) for ``uplo='L'``.
+
+    For a matrix held whole by one process. Works panel by panel (transposing copies of
+    ``panel`` columns), so the only temporary is one ``panel x panel`` diagonal block.
+    """
+    n = c.shape[0]
+    for j0 in range(0, n, panel):
+        j1 = min(n, j0 + panel)
+        d = c[j0:j1, j0:j1]
+        if uplo == "L":
+            strict = xp.tril(d, -1)
+            d[...] = xp.tril(d) + (strict.conj().T if conjugate else strict.T)
+            src = c[j1:, j0:j1]  # below the diagonal block -> right of it
+            c[j0:j1, j1:] = src.conj().T if conjugate else src.T
+        else:
+            strict = xp.triu(d, 1)
+            d[...] = xp.triu(d) + (strict.conj().T if conjugate else strict.T)
+            src = c[j0:j1, j1:]  # right of the diagonal block -> below it
+            c[j1:, j0:j1] = src.conj().T if conjugate else src.T

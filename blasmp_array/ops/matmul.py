@@ -1,0 +1,80 @@
+"""``A @ B`` (``np.matmul``): the product a NumPy user writes, routed to the right kernel.
+
+* ``A.T @ A``, ``A @ A.T``, ``A.H @ A``, ``A @ A.H`` (the operands share storage and their views
+  are transposes of each other) run SYRK/HERK on the lower triangle (``n^2 k`` flops, half of
+  GEMM's), then fill the strict upper triangle from the lower one (:func:`fill_symmetric`);
+* everything else is GEMM with the lazy views folded into its transpose flags.
+
+On a 1x1 grid both are one local BLAS call (the operators' ``method='auto'``) and the fill is a
+local transposing copy on the device; on larger grids the fill is one distributed transpose.
+"""
+
+from __future__ import annotations
+
+from ..array import BlockCyclicArray
+from . import _checks as ck
+from ._triangle import mirror_triangle, triangle_mask
+from .gemm import gemm
+from .panels import compose_op
+from .redistribute import transpose
+from .syrk import rank_k
+
+__all__ = ["matmul", "fill_symmetric"]
+
+
+def matmul(a: BlockCyclicArray, b: BlockCyclicArray) -> BlockCyclicArray:
+    """Matrix product ``a @ b`` of two distributed matrices (what ``@`` and ``np.matmul`` call).
+
+    Products of a matrix with its own transpose -- ``A.T @ A``, ``A @ A.T``, ``A.conj().T @ A``
+    (``A.H @ A``), ``A @ A.H`` -- are recognised from the shared storage and computed as
+    SYRK/HERK (``n^2 k`` flops, half of GEMM's) on the lower triangle; the upper triangle is
+    then filled from it, so the result is the full symmetric (Hermitian) matrix. Everything
+    else is GEMM with the lazy views folded into its transpose flags (``A.T @ B`` makes no
+    transposed copy). Collective.
+
+    Returns
+    -------
+    BlockCyclicArray
+        The ``m x n`` product on ``a``'s grid.
+    """
+    for x, nm in ((a, "first"), (b, "second")):
+        if not isinstance(x, BlockCyclicArray):
+            raise TypeError(
+                f"matmul: the {nm} operand is a {type(x).__name__}, not a BlockCyclicArray; "
+                "distribute it with blasmp_array.from_numpy first"
+            )
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(
+            f"matmul: shapes {a.shape} and {b.shape} do not conform "
+            f"({a.shape[1]} (dim 1) != {b.shape[0]} (dim 0))"
+        )
+    if a.shares_storage(b) and a.grid.same_as(b.grid):
+        _, va = ck.split_view(a)
+        _, vb = ck.split_view(b)
+        for herm, flip in ((False, "T"), (True, "C")):
+            if vb == compose_op(va, flip):
+                name = "matmul(herk)" if herm else "matmul(syrk)"
+                low = rank_k(name, a, None, None, "N", "L", 1, 0, herm, 2, "auto", None)
+                return fill_symmetric(low, "L", herm and low.dtype.kind == "c")
+    return gemm(a, b)
+
+
+def fill_symmetric(C: BlockCyclicArray, uplo: str, hermitian: bool) -> BlockCyclicArray:
+    """Complete ``C`` (square blocks, its ``uplo`` triangle computed) to the full symmetric
+    (Hermitian) matrix, in place: ``C := tril(C) + tril(C, -1)^T`` for ``uplo='L'``. Collective.
+
+    One process: a local transposing copy of the strict triangle. Several: the transpose of
+    ``C`` (one exchange), selected into the other triangle on the device.
+    """
+    g = C.grid
+    b = g.backend
+    if g.size == 1:
+        b.launch(b.compute, mirror_triangle, b.xp, C._data, uplo, hermitian)
+        b.synchronize()
+        return C
+    mirrored = transpose(C, conjugate=hermitian)
+    if mirrored.layout != C.layout:
+        mirrored = mirrored.redistribute(grid=g, block=C.block)
+    keep = triangle_mask(C.layout, g, uplo)
+    b.xp.copyto(C._data, mirrored._data, where=~keep)
+    return C
