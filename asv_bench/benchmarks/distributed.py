@@ -1,4 +1,5 @@
-"""Distributed benchmarks: every operator, construction and redistribution.
+"""Distributed benchmarks: every operator, the NumPy-face calls (``A @ B``, ``A.T @ A``,
+``solve_triangular``), construction and redistribution.
 
 asv runs each benchmark in its own process, and a distributed run needs ``mpiexec``, so
 ``setup`` launches ``mpiexec -n RANKS python -m blasmp_array.bench OP ... --profile --json`` and
@@ -149,6 +150,25 @@ class Trmm(_Operator):
 
 class Trsm(_Operator):
     op = "trsm"
+
+
+class Matmul(_Operator):
+    """``A @ B`` as a NumPy user writes it (GEMM underneath)."""
+
+    op = "matmul"
+
+
+class MatmulAtA(_Operator):
+    """``A.T @ A``: SYRK plus the symmetric fill, the full result a NumPy user gets."""
+
+    op = "matmul_ata"
+
+
+class SolveTriangular(_Operator):
+    """``bm.linalg.solve_triangular(T, B, lower=True)`` with SciPy's defaults
+    (``check_finite=True``)."""
+
+    op = "solve_triangular"
 
 
 class Redistribute(_DataMovement):

@@ -6,7 +6,9 @@ core). The MPI baselines (Heat, ScaLAPACK PBLAS, cuBLASMp) then run on every ran
 (:mod:`.mpi_baselines`). A library that is not installed or not usable is skipped with a note;
 nothing is ever estimated.
 
-* ``numpy/scipy``: NumPy's ``matmul`` for GEMM, SciPy's BLAS wrappers (``?symm``, ``?syrk``,
+* ``numpy/scipy``: what a NumPy user writes for the NumPy-face rows (``a @ b``,
+  ``a.T @ a``, ``scipy.linalg.solve_triangular`` with default arguments); NumPy's ``matmul``
+  for GEMM, SciPy's BLAS wrappers (``?symm``, ``?syrk``,
   ``?syr2k``, ``?trmm``, ``?trsm``) for the others, on Fortran-ordered copies so that the
   wrappers do not copy; with ``threads`` BLAS threads (threadpoolctl).
 * ``dask.array``: the same product with the threaded scheduler and ``threads`` workers, one BLAS
@@ -78,6 +80,17 @@ def _numpy_call(case: Case, g: dict[str, np.ndarray]) -> Callable[[], Any]:
     trans = {"N": 0, "T": 1, "C": 2}[case.trans]
     a = np.asfortranarray(g["A"])
     b: Any = np.asfortranarray(g["B"]) if "B" in g else None
+    if op == "matmul":
+        ac, bc = np.ascontiguousarray(g["A"]), np.ascontiguousarray(g["B"])
+        return lambda: ac @ bc
+    if op == "matmul_ata":
+        ac = np.ascontiguousarray(g["A"])
+        return lambda: ac.conj().T @ ac  # NumPy runs SYRK/HERK for this pattern
+    if op == "solve_triangular":
+        from scipy.linalg import solve_triangular
+
+        ac, bc = np.ascontiguousarray(g["A"]), np.ascontiguousarray(g["B"])
+        return lambda: solve_triangular(ac, bc, lower=case.lower)
     if op == "gemm":
         ac, bc = np.ascontiguousarray(g["A"]), np.ascontiguousarray(g["B"])
         if case.trans == "N":
@@ -109,7 +122,13 @@ def _dask_call(case: Case, g: dict[str, np.ndarray], chunk: int) -> Callable[[],
     def opx(x: Any) -> Any:
         return x if case.trans == "N" else (x.T if case.trans == "T" else x.conj().T)
 
-    if op == "gemm":
+    if op == "matmul":
+        expr = a @ b
+    elif op == "matmul_ata":
+        expr = a.conj().T @ a
+    elif op == "solve_triangular":
+        expr = da.linalg.solve_triangular(a, b, lower=case.lower)
+    elif op == "gemm":
         expr = opx(a) @ b
     elif op == "symm":
         tri = da.tril(a) if case.lower else da.triu(a)
@@ -144,7 +163,15 @@ def _cupy_call(
     def opx(x: Any) -> Any:
         return x if case.trans == "N" else (x.T if case.trans == "T" else x.conj().T)
 
-    if op == "gemm":
+    if op == "matmul":
+        fn = lambda: a @ b  # noqa: E731
+    elif op == "matmul_ata":
+        fn = lambda: a.conj().T @ a  # noqa: E731
+    elif op == "solve_triangular":
+        from cupyx.scipy.linalg import solve_triangular as cupyx_solve
+
+        fn = lambda: cupyx_solve(a, b, lower=case.lower)  # noqa: E731
+    elif op == "gemm":
         fn = lambda: opx(a) @ b  # noqa: E731
     elif op == "symm":
         sym = cp.tril(a) + cp.tril(a, -1).T if case.lower else cp.triu(a) + cp.triu(a, 1).T

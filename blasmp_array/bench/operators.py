@@ -28,7 +28,22 @@ import blasmp_array as bm
 
 __all__ = ["OPERATORS", "Case", "Prepared", "prepare", "check_result", "flop_count"]
 
-OPERATORS = ("gemm", "symm", "syrk", "syr2k", "trmm", "trsm", "redistribute", "from_numpy")
+OPERATORS = (
+    "gemm",
+    "symm",
+    "syrk",
+    "syr2k",
+    "trmm",
+    "trsm",
+    "matmul",
+    "matmul_ata",
+    "solve_triangular",
+    "redistribute",
+    "from_numpy",
+)
+#: what a NumPy user writes, with default arguments: ``A @ B``, ``A.T @ A`` (``A.H @ A`` for
+#: complex dtypes, a full Hermitian result), ``solve_triangular(T, B, lower=...)``
+NUMPY_FACE = ("matmul", "matmul_ata", "solve_triangular")
 #: operators that only move data: measured in GB/s, checked for exact equality
 DATA_OPERATORS = ("redistribute", "from_numpy")
 
@@ -72,6 +87,9 @@ def flop_count(case: Case) -> float:
         "syr2k": 2.0 * n * (n + 1) * k,
         "trmm": 1.0 * (m * m * n if left else m * n * n),
         "trsm": 1.0 * (m * m * n if left else m * n * n),
+        "matmul": 2.0 * m * n * k,
+        "matmul_ata": 1.0 * n * (n + 1) * k,  # SYRK's count: the useful flops of A^T A
+        "solve_triangular": 1.0 * m * m * n,
     }
     flops = counts.get(case.op, 0.0)
     return flops * (4.0 if case.is_complex else 1.0)
@@ -170,6 +188,21 @@ def prepare(case: Case) -> Prepared:
         kw = _op_kwargs(fn, case, side=case.side, lower=case.lower, trans=case.trans)
         prepared = Prepared(case, grid, inputs, lambda: fn(inputs["A"], inputs["B"], **kw))
         return prepared
+    if op == "matmul":
+        inputs = {"A": normal((m, k), 0), "B": normal((k, n), 1)}
+        return Prepared(case, grid, inputs, lambda: inputs["A"] @ inputs["B"])
+    if op == "matmul_ata":
+        inputs = {"A": normal((k, n), 0)}
+        if case.is_complex:
+            return Prepared(case, grid, inputs, lambda: inputs["A"].H @ inputs["A"])
+        return Prepared(case, grid, inputs, lambda: inputs["A"].T @ inputs["A"])
+    if op == "solve_triangular":
+        a = normal((m, m), 0) + m * bm.eye(m, dtype=dt, block=blk, grid=grid)
+        inputs = {"A": a, "B": normal((m, n), 1)}
+        low = case.lower
+        return Prepared(
+            case, grid, inputs, lambda: bm.linalg.solve_triangular(a, inputs["B"], lower=low)
+        )
     if op == "redistribute":
         inputs = {"A": normal((m, n), 0)}
         to_grid = _grid(case.to_grid or (grid.npcol, grid.nprow), case.backend)
@@ -276,8 +309,16 @@ def _verdict(case: Case, g: dict[str, Any], result: Any, host: Any) -> dict[str,
         }
     rd = _ref_dtype(case.dtype)
     a = g["A"].astype(rd)
-    left = case.side == "left"
-    if op == "gemm":
+    left = case.side == "left" or op == "solve_triangular"
+    if op == "matmul":
+        b = g["B"].astype(rd)
+        err = _product_error(result, a @ b, np.abs(a) @ np.abs(b))
+        bound = c * (case.k + 2)
+    elif op == "matmul_ata":
+        ah = a.conj().T
+        err = _product_error(result, ah @ a, np.abs(ah) @ np.abs(a))
+        bound = c * (case.k + 2)
+    elif op == "gemm":
         b = g["B"].astype(rd)
         opa = _op(a, case.trans)
         ref, absprod = opa @ b, np.abs(opa) @ np.abs(b)
@@ -321,9 +362,10 @@ def _verdict(case: Case, g: dict[str, Any], result: Any, host: Any) -> dict[str,
             ref, absprod = b @ t, np.abs(b) @ np.abs(t)
         err = _product_error(result, ref, absprod)
         bound = c * (t.shape[0] + 2)
-    elif op == "trsm":
+    elif op in ("trsm", "solve_triangular"):
         b = g["B"].astype(rd)
-        t = _op(np.tril(a) if case.lower else np.triu(a), case.trans)
+        trans = case.trans if op == "trsm" else "N"
+        t = _op(np.tril(a) if case.lower else np.triu(a), trans)
         x = result.astype(rd)
         residual = t @ x - b if left else x @ t - b
         norm = lambda z: float(np.linalg.norm(z, np.inf))  # noqa: E731

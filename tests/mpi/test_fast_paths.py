@@ -1,0 +1,243 @@
+"""The fast paths of the NumPy face give what the distributed path gives.
+
+* the 1x1-grid shortcut (one local BLAS call: SYRK, SYR2K, TRMM, SYMM, TRSM) against the panel
+  pipeline on the same grid (``method='summa'``, or TRSM's local limit lowered to zero) and
+  against NumPy;
+* ``A.T @ A`` / ``A.H @ A`` / ``A @ A.T``: the full symmetric (Hermitian) result, its fill done
+  locally on one process and by a distributed transpose on several;
+* device triangle masks: a NaN in the unreferenced triangle never reaches a result; a NaN in the
+  referenced triangle is reported by ``solve_triangular``'s ``check_finite`` on every rank.
+
+Runs on every grid of the rank count (``grid`` fixture) and on a 1x1 grid per process
+(``COMM_SELF``, CPU backend only: the GPU backend refuses grids on ``COMM_SELF``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import blasmp_array as bm
+from blasmp_array.ops import trsm as trsm_module
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from blas3_reference import (  # noqa: E402
+    DTYPES,
+    assert_within_bound,
+    high,
+    op,
+    poison,
+    random_matrix,
+    sym_from,
+    tri_from,
+)
+
+BACKEND = os.environ.get("BLASMP_BACKEND", "cpu")
+_SELF: list[bm.ProcessGrid] = []
+
+
+def self_grid() -> bm.ProcessGrid:
+    """A 1x1 grid of this process alone (one per session)."""
+    if not _SELF:
+        _SELF.append(bm.ProcessGrid(1, 1, comm=MPI.COMM_SELF, backend="cpu"))
+    return _SELF[0]
+
+
+needs_cpu = pytest.mark.skipif(BACKEND != "cpu", reason="1x1 grids on COMM_SELF: CPU backend")
+
+
+def dist(x: np.ndarray, grid: bm.ProcessGrid, block: tuple[int, int]) -> bm.BlockCyclicArray:
+    return bm.from_numpy(x, block=block, grid=grid)
+
+
+# -- the 1x1 shortcut against the pipeline on the same grid ----------------------------------
+@needs_cpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("view", ["N", "T", "H"])
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("lower", [True, False])
+def test_local_trmm_symm_match_pipeline(dtype, view, side, lower):
+    g = self_grid()
+    rng = np.random.default_rng(3)
+    m, n = 13, 7
+    na = m if side == "left" else n
+    # a: the matrix of the view, NaN in the triangle the call must not read
+    a = poison(random_matrix(rng, (na, na), dtype), "upper" if lower else "lower")
+    stored = {"N": a, "T": a.T, "H": a.conj().T}[view]
+    X = dist(stored, g, (4, 4))
+    A = {"N": X, "T": X.T, "H": X.H}[view]
+    b = random_matrix(rng, (m, n), dtype)
+    B = dist(b, g, (4, 3) if side == "left" else (3, 4))
+    for unit in (False, True):
+        fast = bm.linalg.trmm(A, B, side=side, lower=lower, unit_diagonal=unit, alpha=2)
+        slow = bm.linalg.trmm(
+            A, B, side=side, lower=lower, unit_diagonal=unit, alpha=2, method="summa"
+        )
+        t = tri_from(a, lower, unit)
+        ref = 2 * (high(t) @ high(b) if side == "left" else high(b) @ high(t))
+        scale = 2 * (np.abs(t) @ np.abs(b) if side == "left" else np.abs(b) @ np.abs(t))
+        assert_within_bound(fast.to_numpy(), ref, scale, na, dtype, "trmm 1x1 local")
+        assert_within_bound(slow.to_numpy(), ref, scale, na, dtype, "trmm 1x1 summa")
+    c0 = random_matrix(rng, (m, n), dtype)
+    fast = bm.linalg.symm(A, B, C=dist(c0, g, B.block), side=side, lower=lower, beta=3)
+    slow = bm.linalg.symm(
+        A, B, C=dist(c0, g, B.block), side=side, lower=lower, beta=3, method="summa"
+    )
+    s = sym_from(np.nan_to_num(a, nan=0.0), lower)
+    ref = (high(s) @ high(b) if side == "left" else high(b) @ high(s)) + 3 * high(c0)
+    scale = (np.abs(s) @ np.abs(b) if side == "left" else np.abs(b) @ np.abs(s)) + 3 * abs(c0)
+    assert_within_bound(fast.to_numpy(), ref, scale, na, dtype, "symm 1x1 local")
+    assert_within_bound(slow.to_numpy(), ref, scale, na, dtype, "symm 1x1 summa")
+
+
+@needs_cpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("trans", ["N", "T", "C"])
+@pytest.mark.parametrize("lower", [True, False])
+def test_local_syr2k_and_syrk_beta_match_pipeline(dtype, trans, lower):
+    g = self_grid()
+    rng = np.random.default_rng(5)
+    n, k = 11, 6
+    herm = trans == "C" and np.dtype(dtype).kind == "c"
+    shape = (n, k) if trans == "N" else (k, n)
+    a, b = random_matrix(rng, shape, dtype), random_matrix(rng, shape, dtype)
+    c0 = poison(random_matrix(rng, (n, n), dtype), "upper" if lower else "lower")
+    if herm:
+        c0[np.diag_indices(n)] = c0.diagonal().real
+    A, B = dist(a, g, (4, 4)), dist(b, g, (4, 4))
+    opa, opb = op(a, trans), op(b, trans)
+    tail = (lambda x: x.conj().T) if herm else (lambda x: x.T)
+    ref2 = 2 * high(opa) @ high(tail(opb)) + 2 * high(opb) @ high(tail(opa)) - high(c0)
+    c0_abs = np.abs(np.nan_to_num(c0))
+    scale2 = 2 * (np.abs(opa) @ np.abs(opb).T + np.abs(opb) @ np.abs(opa).T) + c0_abs
+    ref1 = 2 * high(opa) @ high(tail(opa)) - high(c0)
+    scale1 = 2 * np.abs(opa) @ np.abs(opa).T + c0_abs
+    tri = np.tril if lower else np.triu
+    keep = tri(np.ones((n, n), bool))
+    for method in ("auto", "summa"):
+        C2 = dist(c0, g, (4, 4))
+        bm.linalg.syr2k(A, B, C=C2, trans=trans, lower=lower, alpha=2, beta=-1, method=method)
+        C1 = dist(c0, g, (4, 4))
+        bm.linalg.syrk(A, C=C1, trans=trans, lower=lower, alpha=2, beta=-1, method=method)
+        for got, ref, scale, what in ((C2, ref2, scale2, "syr2k"), (C1, ref1, scale1, "syrk")):
+            c = got.to_numpy()
+            # the other triangle (NaN-poisoned) is untouched, the referenced one updated
+            assert np.isnan(c[~keep]).all(), f"{what} {method}: wrote the other triangle"
+            assert_within_bound(
+                np.where(keep, c, 0), np.where(keep, ref, 0), scale, 2 * k, dtype, what
+            )
+
+
+@needs_cpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("trans", ["N", "T", "C"])
+@pytest.mark.parametrize("lower", [True, False])
+def test_local_trsm_matches_pipeline(dtype, trans, lower, monkeypatch):
+    g = self_grid()
+    rng = np.random.default_rng(7)
+    n, k = 14, 5
+    a = random_matrix(rng, (n, n), dtype) + n * np.eye(n, dtype=dtype)
+    a = poison(a, "upper" if lower else "lower")
+    b = random_matrix(rng, (n, k), dtype)
+    A, B = dist(a, g, (4, 4)), dist(b, g, (4, 3))
+    t = op(tri_from(a, lower, False), trans)
+    for local_limit in (None, 0):  # None: one local call; 0: the pipeline on the 1x1 grid
+        monkeypatch.setitem(trsm_module._LOCAL_TRSM_MAX_N, "cpu", local_limit)
+        x = bm.linalg.solve_triangular(A, B, trans=trans, lower=lower).to_numpy()
+        # normwise backward error ||op(A) x - b|| / ((||op(A)|| ||x|| + ||b||) n eps)
+        res = np.linalg.norm(high(t) @ high(x) - high(b), np.inf)
+        denom = np.linalg.norm(t, np.inf) * np.linalg.norm(x, np.inf) + np.linalg.norm(b, np.inf)
+        c = 2.0 if np.dtype(dtype).kind == "c" else 1.0
+        assert float(res / denom) <= 4 * c * (n + 2) * np.finfo(dtype).eps, local_limit
+
+
+# -- A.T @ A on every grid ---------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("form", ["ATA", "AAT", "AHA", "AAH"])
+@pytest.mark.parametrize("shape,block", [((13, 9), (4, 4)), ((7, 10), (3, 5)), ((5, 5), (8, 8))])
+def test_matmul_self_product_full_result(grid, dtype, form, shape, block):
+    rng = np.random.default_rng(11)
+    a = random_matrix(rng, shape, dtype)
+    A = dist(a, grid, block)
+    left = {"ATA": A.T, "AAT": A, "AHA": A.H, "AAH": A}[form]
+    right = {"ATA": A, "AAT": A.T, "AHA": A, "AAH": A.H}[form]
+    la = {"ATA": a.T, "AAT": a, "AHA": a.conj().T, "AAH": a}[form]
+    ra = {"ATA": a, "AAT": a.T, "AHA": a, "AAH": a.conj().T}[form]
+    got = (left @ right).to_numpy()
+    ref = high(la) @ high(ra)
+    assert_within_bound(got, ref, np.abs(la) @ np.abs(ra), la.shape[1], dtype, f"{form}")
+    if form in ("ATA", "AAT"):
+        np.testing.assert_array_equal(got, got.T)  # the fill copies: exactly symmetric
+    else:
+        np.testing.assert_array_equal(got, got.conj().T)
+
+
+@needs_cpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matmul_self_product_local_equals_distributed(grid, dtype):
+    """The 1x1 shortcut (SYRK + local mirror) gives what the grid computes, within the bound."""
+    rng = np.random.default_rng(13)
+    a = random_matrix(rng, (17, 9), dtype)
+    dist_result = (dist(a, grid, (4, 4)).H @ dist(a, grid, (4, 4))).to_numpy()
+    local = dist(a, self_grid(), (4, 4))
+    local_result = (local.H @ local).to_numpy()
+    ah = a.conj().T
+    scale = np.abs(ah) @ np.abs(a)
+    assert_within_bound(local_result, high(ah) @ high(a), scale, 17, dtype, "1x1")
+    assert_within_bound(dist_result, high(ah) @ high(a), scale, 17, dtype, "grid")
+
+
+# -- triangles: NaN outside is never read, NaN inside is reported ------------------------------
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("unit", [False, True])
+def test_solve_triangular_check_finite_reads_only_its_triangle(grid, dtype, lower, unit):
+    rng = np.random.default_rng(17)
+    n = 11
+    a = random_matrix(rng, (n, n), dtype) + n * np.eye(n, dtype=dtype)
+    a = poison(a, "upper" if lower else "lower")
+    if unit:
+        a = poison(a, "diag")
+    b = random_matrix(rng, (n, 3), dtype)
+    A, B = dist(a, grid, (3, 3)), dist(b, grid, (3, 2))
+    x = bm.linalg.solve_triangular(A, B, lower=lower, unit_diagonal=unit).to_numpy()
+    assert np.isfinite(x).all()
+    t = tri_from(a, lower, unit)
+    res = np.linalg.norm(high(t) @ high(x) - high(b), np.inf)
+    denom = np.linalg.norm(t, np.inf) * np.linalg.norm(x, np.inf) + np.linalg.norm(b, np.inf)
+    c = 2.0 if np.dtype(dtype).kind == "c" else 1.0
+    assert float(res / denom) <= 4 * c * (n + 2) * np.finfo(dtype).eps
+    # a NaN (or inf) inside the referenced triangle: ValueError on every rank
+    for i, j, bad in ((n - 1, 0, np.nan), (4, 4, np.inf), (6, 2, np.nan)):
+        if unit and i == j:
+            continue
+        r, cix = (i, j) if lower else (j, i)
+        a2 = a.copy()
+        a2[r, cix] = bad
+        with pytest.raises(ValueError, match="infs or NaNs"):
+            bm.linalg.solve_triangular(dist(a2, grid, (3, 3)), B, lower=lower, unit_diagonal=unit)
+    b2 = b.copy()
+    b2[n // 2, 1] = np.nan
+    with pytest.raises(ValueError, match=r"\(b does\)"):
+        bm.linalg.solve_triangular(A, dist(b2, grid, (3, 2)), lower=lower, unit_diagonal=unit)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_syrk_beta_scales_only_its_triangle(grid, dtype):
+    rng = np.random.default_rng(19)
+    n, k = 10, 4
+    a = random_matrix(rng, (n, k), dtype)
+    for lower in (True, False):
+        c0 = poison(random_matrix(rng, (n, n), dtype), "upper" if lower else "lower")
+        C = dist(c0, grid, (3, 3))
+        bm.linalg.syrk(dist(a, grid, (3, 3)), C=C, lower=lower, beta=0.5)
+        c = C.to_numpy()
+        keep = (np.tril if lower else np.triu)(np.ones((n, n), bool))
+        assert np.isnan(c[~keep]).all()
+        ref = high(a) @ high(a.T) + 0.5 * high(c0)
+        scale = np.abs(a) @ np.abs(a.T) + 0.5 * np.abs(np.nan_to_num(c0))
+        assert_within_bound(np.where(keep, c, 0), np.where(keep, ref, 0), scale, k, dtype, "")
