@@ -5,18 +5,24 @@
 #            cuBLASMp, measured in the same run
 #   4 ranks  on the same GPU through CUDA MPS, 2x2 grid: GEMM aggregate rate (target >= 85% of the
 #            1-rank rate), and one traced run (per-rank, per-stream CUDA-event timeline)
+#   face1    the NumPy face, 1 rank, n=$N, default block (256) as a user would: A @ B, A.T @ A,
+#            solve_triangular (defaults), trmm, syr2k, symm, against CuPy's a @ b, a.T @ a, cupyx
+#            solve_triangular, tril(t) @ b, a @ b.T + b @ a.T, s @ b in the same run
+#   faces    the same at n=$NSMALL (4096), checked against NumPy (--check)
+#   face4    A.T @ A and solve_triangular on 4 ranks (2x2, MPS), n=$N, default block
 # Usage (repository root, wheels in .whl/):  OUT=/some/dir tools/gpu-perf.sh [PHASE...]
-#   phases: gemm1 trsm1 gemm4 trace4 (default: all)
-#   N=16384  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
+#   phases: gemm1 trsm1 gemm4 trace4 face1 faces face4 (default: gemm1 trsm1 gemm4 trace4)
+#   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
 # Results: $OUT/perf-<phase>.json (the bench command's records), .log next to them; a summary last.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-gpu-perf-out}
 mkdir -p "$out"
-n=${N:-16384} block=${BLOCK:-2048} block4=${BLOCK4:-2048} repeat=${REPEAT:-5}
+n=${N:-16384} nsmall=${NSMALL:-4096} block=${BLOCK:-2048} block4=${BLOCK4:-2048} repeat=${REPEAT:-5}
 limit=${PERF_TIMEOUT:-150} baselines=${BASELINES:-cupy}
 export BLASMP_SIGNAL_TIMEOUT=${BLASMP_SIGNAL_TIMEOUT:-60}
+face=matmul,matmul_ata,solve_triangular,trmm,syr2k,symm
 phases=("$@")
 [ ${#phases[@]} -gt 0 ] || phases=(gemm1 trsm1 gemm4 trace4)
 summary=()
@@ -33,7 +39,11 @@ for p in "${phases[@]}"; do
     gemm4) bench gemm4 4 gemm --n "$n" --block "$block4" --grid 2x2 --repeat "$repeat" ;;
     trace4) bench trace4 4 gemm --n "$n" --block "$block4" --grid 2x2 --repeat 1 \
               --trace "$out/perf-trace4.trace.json" ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trace4)" >&2; exit 2 ;;
+    face1) bench face1 1 "$face" --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
+    faces) bench faces 1 "$face" --n "$nsmall" --repeat "$repeat" --check --profile \
+             --compare --baselines "$baselines" ;;
+    face4) bench face4 4 matmul_ata,solve_triangular --n "$n" --grid 2x2 --repeat "$repeat" ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trace4 face1 faces face4)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"

@@ -69,7 +69,22 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check (numerical error vs NumPy/SciPy) and profile (timing, GFLOP/s) a "
         "distributed blasmp_array operator. Run under mpiexec for several ranks; rank 0 prints.",
     )
-    p.add_argument("op", choices=OPERATORS, help="operator to run")
+    def ops(text: str) -> list[str]:
+        names = [t.strip() for t in text.split(",") if t.strip()]
+        unknown = [t for t in names if t not in OPERATORS]
+        if not names or unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown operator(s) {unknown or text!r}; choose from {', '.join(OPERATORS)} "
+                "(several: comma-separated, e.g. matmul,matmul_ata,solve_triangular)"
+            )
+        return names
+
+    p.add_argument(
+        "op",
+        type=ops,
+        metavar="OP[,OP...]",
+        help=f"operator(s) to run, comma-separated: {', '.join(OPERATORS)}",
+    )
     p.add_argument(
         "--check",
         action="store_true",
@@ -190,7 +205,8 @@ def _cases(args: argparse.Namespace, nranks: int) -> list[Any]:
     if not args.sweep:
         n = args.n
         return [
-            Case(args.op, args.m or n, n, args.k or n, block=args.block, grid=args.grid, **common)
+            Case(op, args.m or n, n, args.k or n, block=args.block, grid=args.grid, **common)
+            for op in args.op
         ]
     sizes = args.sizes or sorted({max(1, args.n // 4), max(1, args.n // 2), args.n})
     if args.grids:
@@ -201,8 +217,8 @@ def _cases(args: argparse.Namespace, nranks: int) -> list[Any]:
         grids = [(p, nranks // p) for p in range(1, nranks + 1) if nranks % p == 0]
     blocks = [(b, b) for b in args.blocks] if args.blocks else [args.block]
     return [
-        Case(args.op, s, s, s, block=b, grid=g, **common)
-        for s, g, b in itertools.product(sizes, grids, blocks)
+        Case(op, s, s, s, block=b, grid=g, **common)
+        for op, s, g, b in itertools.product(args.op, sizes, grids, blocks)
     ]
 
 
@@ -378,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = [r for r in results if r["check"] is not None and not r["check"]["passed"]]
     if rank == 0:
         if not args.quiet:
-            report.print_table(results, env, f"blasmp_array bench: {args.op}")
+            report.print_table(results, env, f"blasmp_array bench: {', '.join(args.op)}")
         if args.json:
             report.write_json(args.json, payload)
         if args.csv:
