@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check (numerical error vs NumPy/SciPy) and profile (timing, GFLOP/s) a "
         "distributed blasmp_array operator. Run under mpiexec for several ranks; rank 0 prints.",
     )
+
     def ops(text: str) -> list[str]:
         names = [t.strip() for t in text.split(",") if t.strip()]
         unknown = [t for t in names if t not in OPERATORS]

@@ -76,11 +76,17 @@ def triangle_update(
     uplo: str,
     num_stages: int,
     step_width: int | None,
+    diag_kernel: str | None = None,
 ) -> None:
     """``C[uplo triangle] += sum_t coef_t * M_{row_t} @ M_{col_t}^T`` over the pipeline.
 
     ``operands``: ``(source, stored array, axis)``; ``terms``: ``(coef, row operand index,
     col operand index)``. ``C`` has square blocks. Collective.
+
+    ``diag_kernel``: ``'syrk'`` when the update is ``coef * M M^T`` (one term whose column
+    panel is the row panel's matrix), ``'syr2k'`` when it is ``coef (M N^T + N M^T)`` (two
+    terms, same coefficient): diagonal blocks then take the backend's SYRK/SYR2K, which writes
+    only the triangle at half the flops, instead of a full product added through a mask.
     """
     grid, b = C.grid, C.grid.backend
     src0 = operands[0][0]
@@ -118,6 +124,9 @@ def triangle_update(
             if diag is None:
                 continue
             d0, d1 = diag
+            if diag_kernel is not None:
+                _diag_kernel(b, diag_kernel, terms, panels, c_loc, d0, d1, c0, c1, uplo)
+                continue
             n_d = d1 - d0
             t = tmp[:n_d, :n_d]
             first = True
@@ -143,6 +152,36 @@ def triangle_update(
                 b.launch(b.compute, _diag_add, b.xp, c_loc[d0:d1, c0:c1], t, uplo)
 
     run_pipeline(b, name, specs, locals_, steps, C.dtype, num_stages, grid.rank, update)
+
+
+def _diag_kernel(
+    b: Any,
+    kernel: str,
+    terms: Sequence[tuple[Any, int, int]],
+    panels: list[Any],
+    c_loc: Any,
+    d0: int,
+    d1: int,
+    c0: int,
+    c1: int,
+    uplo: str,
+) -> None:
+    """The diagonal block ``C[d0:d1, c0:c1]`` (same global rows and columns) by SYRK/SYR2K on
+    the row panels' rows of the block (the column panels hold the same values there)."""
+    coef, li, ri = terms[0]
+    left = panels[li]
+    if left is None or not (left.lo <= d0 and d1 <= left.hi):
+        return
+    one = c_loc.dtype.type(1)
+    rows = left.array[d0 - left.lo : d1 - left.lo]
+    if kernel == "syrk":
+        b.syrk(coef, rows, one, c_loc[d0:d1, c0:c1], uplo, "N", b.compute)
+        return
+    other = panels[terms[1][1]]  # the second term's row operand: N's row panel
+    if other is None or not (other.lo <= d0 and d1 <= other.hi):
+        return
+    rows_n = other.array[d0 - other.lo : d1 - other.lo]
+    b.syr2k(coef, rows, rows_n, one, c_loc[d0:d1, c0:c1], uplo, "N", b.compute)
 
 
 def rank_k(
@@ -269,7 +308,10 @@ def rank_k(
                     # alpha op(A) op(B)^T + alpha' op(B) op(A)^T
                     terms = [(alpha, 0, 3), (alpha2, 1, 2)]
                 width = step_width if meth != "local" else max(kdim, 1)
-                triangle_update(name, operands, terms, Cw, uplo, stages, width)
+                # HERK/HER2K keep the masked product on diagonal blocks (the backend's HERK
+                # computes A^H A, the panels hold A's rows)
+                diag = None if hermitian else ("syrk" if B is None else "syr2k")
+                triangle_update(name, operands, terms, Cw, uplo, stages, width, diag)
         if hermitian:
             ri, ci = _local_diagonal(Cw)
             b.launch(b.compute, _zero_diag_imag, Cw._data, ri, ci)
