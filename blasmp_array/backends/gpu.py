@@ -242,11 +242,17 @@ class GPUBackend(HostCollectives, Backend):
             free_dev = int(cupy.cuda.runtime.memGetInfo()[0])
         dead = sorted({i for i in self._dead if i in self._allocs})
         info = self._pcomm.allgather((int(nbytes), dead, free_dev, self._node_key))
-        common = set.intersection(*(set(x[1]) for x in info))
-        if common:
-            self._free_ids(sorted(common))
+        common = sorted(set.intersection(*(set(x[1]) for x in info)))
         need = max(x[0] for x in info)
         need = max(_ALIGN, -(-need // _ALIGN) * _ALIGN)
+        # a dead allocation of exactly this size is taken over instead of freed and allocated
+        # again (NVSHMEM's malloc and free are collective and cost more than a small GEMM);
+        # the same choice on every rank: ids and sizes are symmetric
+        reuse = next((i for i in common if self._allocs[i].nbytes == need), None)
+        if common:
+            self._free_ids([i for i in common if i != reuse])  # drains the streams first
+        if reuse is not None:
+            return self._take_over(reuse)
         # NVSHMEM keeps freed heap memory mapped and reuses it: only growth beyond the peak
         # needs free device memory (the same numbers on every rank: allocations are symmetric)
         live = sum(a.nbytes for a in self._allocs.values())
@@ -273,11 +279,22 @@ class GPUBackend(HostCollectives, Backend):
         alloc = _Alloc(next(self._ids), buf, need)
         self._allocs[alloc.id] = alloc
         self._heap_peak = max(self._heap_peak, live + need)
+        return alloc, self._owned_memory(alloc)
+
+    def _take_over(self, old_id: int) -> tuple[_Alloc, Any]:
+        """A new id (and owner token) for the memory of the dead allocation ``old_id``."""
+        old = self._allocs.pop(old_id)
+        self._dead[:] = [i for i in self._dead if i != old_id]
+        alloc = _Alloc(next(self._ids), old.buffer, old.nbytes)
+        self._allocs[alloc.id] = alloc
+        return alloc, self._owned_memory(alloc)
+
+    def _owned_memory(self, alloc: _Alloc) -> Any:
+        """CuPy memory over ``alloc`` whose owner token queues the id when the last view dies."""
         token = _Token(alloc.id)
         fin = weakref.finalize(token, self._dead.append, alloc.id)
         fin.atexit = False
-        mem = cupy.cuda.UnownedMemory(alloc.ptr, need, token, self.device_id)
-        return alloc, mem
+        return cupy.cuda.UnownedMemory(alloc.ptr, alloc.nbytes, token, self.device_id)
 
     def _heap_message(self, need: int, detail: str) -> str:
         return (

@@ -133,6 +133,26 @@ def test_free_queue_frees_only_what_is_dead_everywhere(be):
 
 @pytest.mark.gpu
 @gpu
+def test_dead_allocation_of_the_same_size_is_taken_over(be):
+    x = be.empty((300,), np.float64)
+    old = _alloc_of(be, x)
+    x[...] = 1
+    del x
+    gc.collect()
+    y = be.empty((299,), np.float64)  # the same padded size: the same memory, a new id
+    new = _alloc_of(be, y)
+    assert new.ptr == old.ptr and new.nbytes == old.nbytes and new.id != old.id
+    assert old.id not in be._allocs and old.id not in be._dead
+    assert len(set(be.allgather(new.id))) == 1
+    y[...] = 2
+    assert float(y.sum().get()) == 2 * 299
+    z = be.empty((5000,), np.float64)  # another size: a fresh allocation
+    assert _alloc_of(be, z).ptr != new.ptr
+    del y, z
+
+
+@pytest.mark.gpu
+@gpu
 def test_too_large_allocation_names_the_heap_size(be):
     import cupy
 
