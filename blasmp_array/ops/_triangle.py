@@ -22,6 +22,7 @@ __all__ = [
     "triangle_mask",
     "scale_triangle",
     "any_nonfinite",
+    "triangle_has_nonfinite",
     "mirror_triangle",
 ]
 
@@ -45,8 +46,13 @@ def triangle_mask(layout: BlockCyclicLayout, grid: Any, uplo: str, k: int = 0) -
     """Device boolean mask of the local elements ``(i, j)`` with ``j - i <= k`` (``uplo='L'``,
     NumPy's ``tril(., k)``) or ``j - i >= k`` (``'U'``, ``triu(., k)``)."""
     rows, cols = local_index_vectors(layout, grid)
-    diff = cols[None, :] - rows[:, None]
-    return diff <= k if uplo == "L" else diff >= k
+    return _mask(rows, cols, uplo, k)
+
+
+def _mask(rows: Any, cols: Any, uplo: str, k: int) -> Any:
+    # one broadcast comparison straight to booleans (no m x n integer temporary)
+    shifted = (rows + k)[:, None]
+    return cols[None, :] <= shifted if uplo == "L" else cols[None, :] >= shifted
 
 
 def scale_triangle(b: Any, c: Any, beta: Any, mask: Any) -> None:
@@ -69,6 +75,38 @@ def any_nonfinite(xp: Any, a: Any, mask: Any = None) -> bool:
     if mask is not None:
         bad &= mask
     return bool(bad.any())
+
+
+def triangle_has_nonfinite(
+    layout: BlockCyclicLayout, grid: Any, a: Any, uplo: str, k: int = 0, panel: int = 2048
+) -> bool:
+    """Whether this rank's elements of the ``tril(., k)`` (``uplo='L'``) or ``triu(., k)``
+    triangle of the matrix hold a NaN or an infinity.
+
+    Column panel by panel: a panel wholly inside the triangle is checked without a mask, one
+    wholly outside is skipped, only panels crossing the diagonal build a (panel-sized) mask;
+    the device flags of all panels are combined there and read once.
+    """
+    xp = grid.backend.xp
+    rows, cols = local_index_vectors(layout, grid)
+    rows_h = layout.local_rows(grid.myrow)
+    cols_h = layout.local_cols(grid.mycol)
+    if rows_h.size == 0 or cols_h.size == 0:
+        return False
+    lo_row, hi_row = int(rows_h.min()) + k, int(rows_h.max()) + k
+    flags = []
+    for c0 in range(0, cols_h.size, panel):
+        c1 = min(cols_h.size, c0 + panel)
+        lo_col, hi_col = int(cols_h[c0:c1].min()), int(cols_h[c0:c1].max())
+        inside = hi_col <= lo_row if uplo == "L" else lo_col >= hi_row
+        outside = lo_col > hi_row if uplo == "L" else hi_col < lo_row
+        if outside:
+            continue
+        bad = ~xp.isfinite(a[:, c0:c1])
+        if not inside:
+            bad &= _mask(rows, cols[c0:c1], uplo, k)
+        flags.append(bad.any())
+    return bool(xp.stack(flags).any()) if flags else False
 
 
 def mirror_triangle(xp: Any, c: Any, uplo: str, conjugate: bool, panel: int = 1024) -> None:

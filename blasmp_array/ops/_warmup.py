@@ -64,6 +64,9 @@ def _run_helpers(backend: Any, dtype: np.dtype) -> None:
     for beta in (dtype.type(0), dtype.type(2)):
         _triangle._select_scaled(xp, local.copy(), beta, tri)
     _triangle.any_nonfinite(xp, local, tri)
+    xp.stack([tri.any(), tri.any()]).any()
+    rows1 = rows + 1
+    _ = rows[None, :] <= rows1[:, None], rows[None, :] >= rows1[:, None]
     for uplo in ("L", "U"):
         for conj in (False, True):
             _triangle.mirror_triangle(xp, local.copy(), uplo, conj, panel=4)

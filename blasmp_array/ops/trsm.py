@@ -111,7 +111,7 @@ import numpy as np
 
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
 from ..layout import numroc
-from ._triangle import any_nonfinite, triangle_mask
+from ._triangle import any_nonfinite, triangle_has_nonfinite
 from ._warmup import begin_pipeline
 
 __all__ = ["trsm", "solve_triangular", "TrsmRedistributionWarning", "free_workspace"]
@@ -522,8 +522,7 @@ def _check_finite(A: BlockCyclicArray, B: BlockCyclicArray, spec: _Spec) -> None
     """ValueError on every rank unless B and A's referenced triangle are finite."""
     xp = A.backend.xp
     k = (-1 if spec.uplo == "L" else 1) if spec.diag == "U" else 0
-    mask = triangle_mask(A.layout, A.grid, spec.uplo, k)
-    bad_a = any_nonfinite(xp, A._data, mask)
+    bad_a = triangle_has_nonfinite(A.layout, A.grid, A._data, spec.uplo, k)
     bad_b = any_nonfinite(xp, B._data)
     bad = A.backend.allreduce(np.array([bad_a, bad_b], dtype=np.int64), op="max")
     if bad.any():
