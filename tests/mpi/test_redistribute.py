@@ -185,28 +185,67 @@ class _Recorder:
         return self.inner(send, recv)
 
 
+class _PlanRecorder:
+    """Records the one-sided plans redistribute runs (``rd._PLAN_OBSERVER``): per round, the
+    bytes this rank sends plus receives (its self-message counted both ways, as alltoallv's
+    send and receive buffers were) and the largest message."""
+
+    def __init__(self, itemsize):
+        self.itemsize = itemsize
+        self.plans = []
+
+    def __call__(self, plan):
+        self.plans.append(plan)
+
+    @property
+    def calls(self):
+        out = []
+        for plan in self.plans:
+            for step in plan.steps:
+                elems = sum(2 * m.size if m.sender in m.receivers else m.size for m in step)
+                out.append(elems * self.itemsize)
+        return out
+
+    @property
+    def largest(self):
+        return max((m.size for p in self.plans for s in p.steps for m in s), default=0)
+
+
+def _recorder(mp, backend, transport, itemsize):
+    if transport == "alltoallv":
+        rec = _Recorder(backend)
+        mp.setattr(backend, "alltoallv", rec)
+    else:
+        rec = _PlanRecorder(itemsize)
+        mp.setattr(rd, "_PLAN_OBSERVER", rec)
+    return rec
+
+
+@pytest.mark.parametrize("transport", rd.TRANSPORTS)
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])
-def test_rounds_respect_the_memory_budget(monkeypatch, dtype):
+def test_rounds_respect_the_memory_budget(monkeypatch, dtype, transport):
     src, dst = grid_of(GRID_SHAPES[-1]), grid_of(GRID_SHAPES[0])
     a = random_matrix((70, 41), dtype, seed=11)
     A = build(a, src, 3)
     itemsize = np.dtype(dtype).itemsize
     # one global row costs at most 2 * 41 * itemsize per rank: the budget allows a few rows
     budget = 6 * 41 * itemsize
-    rec = _Recorder(src.backend)
     with monkeypatch.context() as mp:
-        mp.setattr(src.backend, "alltoallv", rec)
-        B = rd.redistribute(A, grid=dst, block=(5, 2), memory_budget=budget)
+        rec = _recorder(mp, src.backend, transport, itemsize)
+        B = rd.redistribute(A, grid=dst, block=(5, 2), memory_budget=budget, transport=transport)
     assert_holds(B, a, grid=dst, block=(5, 2))
     rounds = COMM.allgather(len(rec.calls))
     assert len(set(rounds)) == 1 and rounds[0] >= 3, rounds
     assert max(rec.calls) <= budget, (rec.calls, budget)
+    if transport == "onesided":
+        # the symmetric staging of all stages (receive + send slots) fits the budget too
+        (plan,) = rec.plans
+        assert 2 * (plan.slot_elems + plan.stage_elems) * itemsize <= budget
 
     # a budget below one row: one global row per round
-    rec = _Recorder(src.backend)
     with monkeypatch.context() as mp:
-        mp.setattr(src.backend, "alltoallv", rec)
-        T = rd.transpose(A, conjugate=True, memory_budget=1)
+        rec = _recorder(mp, src.backend, transport, itemsize)
+        T = rd.transpose(A, conjugate=True, memory_budget=1, transport=transport)
     assert_holds(T, a.conj().T, grid=src, block=(3, 3))
     assert len(rec.calls) == 41
 
@@ -226,19 +265,37 @@ def test_owned_in_window_is_a_tight_bound():
                 assert rd._owned_in_window(h, b, p) == worst, (b, p, h)
 
 
-def test_messages_are_split(monkeypatch):
+class _PutRecorder:
+    """Wraps backend.put_signal to record the largest message put."""
+
+    def __init__(self, backend):
+        self.inner = backend.put_signal
+        self.largest = 0
+
+    def __call__(self, dst, offset, src, *args):
+        self.largest = max(self.largest, int(src.size))
+        return self.inner(dst, offset, src, *args)
+
+
+@pytest.mark.parametrize("transport", rd.TRANSPORTS)
+def test_messages_are_split(monkeypatch, transport):
     backend = grid_of(GRID_SHAPES[0]).backend
     a = random_matrix((37, 23), np.complex64, seed=13)
     A = build(a, grid_of(GRID_SHAPES[0]), (5, 2))
-    rec = _Recorder(backend)
     with monkeypatch.context() as mp:
         mp.setattr(backend, "max_message_elements", 7)
-        mp.setattr(backend, "alltoallv", rec)
-        B = rd.redistribute(A, grid=grid_of(GRID_SHAPES[-1]), block=(64, 3))
-        T = rd.transpose(A)
+        if transport == "alltoallv":
+            rec = _Recorder(backend)
+            mp.setattr(backend, "alltoallv", rec)
+        else:
+            rec = _PutRecorder(backend)
+            mp.setattr(backend, "put_signal", rec)
+        B = rd.redistribute(A, grid=grid_of(GRID_SHAPES[-1]), block=(64, 3), transport=transport)
+        T = rd.transpose(A, transport=transport)
     assert_holds(B, a, grid=grid_of(GRID_SHAPES[-1]), block=(64, 3))
     assert_holds(T, a.T, grid=grid_of(GRID_SHAPES[0]), block=(2, 5))
-    assert rec.largest > 7  # the exchange really had messages to split
+    if transport == "alltoallv" or SIZE > 1:  # one rank puts nothing
+        assert rec.largest > 7  # the exchange really had messages to split
 
 
 @pytest.mark.parametrize(
