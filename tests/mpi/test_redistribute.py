@@ -349,3 +349,130 @@ def test_public_api_round_trip(dtype):
     assert np.array_equal(B.to_numpy(), a)
     assert np.array_equal(B.H.redistribute(block=3).to_numpy(), a.conj().T)
     assert np.array_equal(A.T.resolve().to_numpy(), a.T)
+
+
+# -- the one-sided exchange (ops/_exchange.py) ------------------------------------------------
+def _more_grids():
+    """1xP, Px1, the near-square grid, and 2x3 / 3x2 where the rank count is 6."""
+    shapes = list(GRID_SHAPES)
+    if SIZE == 6:
+        shapes += [(2, 3), (3, 2)]
+    return list(dict.fromkeys(shapes))
+
+
+MORE_GRIDS = _more_grids()
+# ragged shapes, block 1 and 1 x k / k x 1 blocks, a block larger than the matrix
+ONESIDED_CASES = [
+    ((37, 23), 1, (4, 3)),
+    ((23, 37), (1, 5), (3, 1)),
+    ((41, 29), (7, 1), 1),
+    ((1, 33), (1, 4), 2),
+    ((33, 1), 3, (1, 7)),
+    ((50, 45), (6, 4), 64),
+]
+
+
+@pytest.mark.parametrize("dst_grid", MORE_GRIDS, ids=lambda s: f"to{s[0]}x{s[1]}")
+@pytest.mark.parametrize("src_grid", MORE_GRIDS, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_onesided_between_grids_and_blocks(src_grid, dst_grid):
+    """Every element arrives (NaN-poisoned destination), with a small budget so that many
+    rounds reuse the slots (acks, 1 and 3 stages), and the alltoallv transport agrees."""
+    for i, (shape, sb, db) in enumerate(ONESIDED_CASES):
+        stages = 1 + 2 * (i % 2)
+        dtype = DTYPES[i % len(DTYPES)]
+        a = random_matrix(shape, dtype, seed=100 + i)
+        A = build(a, grid_of(src_grid), sb, src=(i % src_grid[0], 0))
+        budget = 4 * max(shape) * np.dtype(dtype).itemsize * stages
+        B = rd.redistribute(
+            A, grid=grid_of(dst_grid), block=db, memory_budget=budget, num_stages=stages
+        )
+        assert_holds(B, a, grid=grid_of(dst_grid), block=db)
+        R = rd.redistribute(A, grid=grid_of(dst_grid), block=db, transport="alltoallv")
+        assert_holds(R, a, grid=grid_of(dst_grid), block=db)
+        assert_holds(A, a)
+
+
+@pytest.mark.parametrize("conjugate", [False, True], ids=["T", "H"])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("shape, block", [((37, 23), (5, 2)), ((9, 61), 1), ((64, 3), (1, 4))])
+def test_onesided_transposes_of_non_square(grid, shape, block, dtype, conjugate):
+    a = random_matrix(shape, dtype, seed=31)
+    A = build(a, grid, block)
+    want = a.conj().T if conjugate else a.T
+    for stages, budget in ((2, None), (1, 3 * max(shape) * 16), (3, 1)):
+        T = rd.transpose(A, conjugate=conjugate, num_stages=stages, memory_budget=budget)
+        assert_holds(T, want, grid=grid, block=as_pair(block)[::-1])
+    V = A.H if conjugate else A.T
+    assert_holds(V.resolve(), want, grid=grid, block=as_pair(block)[::-1])
+    # and back: the transpose of the materialised transpose is the matrix
+    assert_holds(rd.transpose(V.resolve(), conjugate=conjugate), a, grid=grid, block=block)
+    assert_holds(A, a)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_repeated_redistributions_are_bit_identical(dtype):
+    """A race (a slot reused while still read, a signal counted twice) shows up as a result
+    that changes between identical calls: 20 repeats of a many-round plan, all identical."""
+    src, dst = grid_of(GRID_SHAPES[-1]), grid_of(GRID_SHAPES[0])
+    a = random_matrix((61, 47), dtype, seed=41)
+    A = build(a, src, (4, 3))
+    budget = 2 * 47 * np.dtype(dtype).itemsize * 4  # a few rows per round: many rounds
+    first = None
+    for _ in range(20):
+        B = rd.redistribute(A, grid=dst, block=(3, 5), memory_budget=budget)
+        T = rd.transpose(A, conjugate=True, memory_budget=budget)
+        got = (np.asarray(B.backend.asnumpy(B._data)).tobytes(), T.backend.asnumpy(T._data))
+        if first is None:
+            first = got
+            assert_holds(B, a, grid=dst, block=(3, 5))
+            assert_holds(T, a.conj().T, grid=src, block=(3, 4))
+        same = got[0] == first[0] and np.asarray(got[1]).tobytes() == first[1].tobytes()
+        assert all(COMM.allgather(same))
+
+
+def test_plans_are_cached():
+    grid = grid_of(GRID_SHAPES[-1])
+    a = random_matrix((30, 20), np.float64, seed=43)
+    A = build(a, grid, 3)
+    seen = []
+    old = rd._PLAN_OBSERVER
+    rd._PLAN_OBSERVER = seen.append
+    try:
+        for _ in range(2):
+            assert_holds(rd.redistribute(A, block=(4, 5)), a, grid=grid, block=(4, 5))
+    finally:
+        rd._PLAN_OBSERVER = old
+    assert len(seen) == 2 and seen[0] is seen[1]
+
+
+@pytest.mark.skipif(SIZE == 1, reason="one rank puts nothing: no signal to lose")
+def test_missing_signal_times_out_on_every_rank(monkeypatch):
+    """A sender that puts its data without the ready signal: the receiver's wait times out
+    naming operator, step, signal and peer, and every rank raises SignalTimeoutError (no rank
+    is left waiting); afterwards the exchange works again."""
+    from blasmp_array.backends.base import SignalTimeoutError
+    from blasmp_array.ops import _exchange
+
+    src, dst = grid_of(GRID_SHAPES[0]), grid_of(GRID_SHAPES[1])  # 1xP -> Px1: all-to-all
+    a = random_matrix((24, 24), np.float64, seed=47)
+    A = build(a, src, 2)
+    backend = src.backend
+    sender = SIZE - 1
+    timeout = backend.signal_timeout
+    monkeypatch.setattr(_exchange, "_DROP_SIGNAL", ("redistribute", 0, sender))
+    backend.signal_timeout = 1.0
+    try:
+        with pytest.raises(SignalTimeoutError) as info:
+            rd.redistribute(A, grid=dst, block=3)
+    finally:
+        backend.signal_timeout = timeout
+    text = str(info.value)
+    for part in (
+        "redistribute step 0",
+        f"ready[slot 0, sender {sender}]",
+        "panels.signals[",
+        f"peer {sender}",
+    ):
+        assert part in text, (part, text)
+    monkeypatch.setattr(_exchange, "_DROP_SIGNAL", None)
+    assert_holds(rd.redistribute(A, grid=dst, block=3), a, grid=dst, block=3)
