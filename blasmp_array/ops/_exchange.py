@@ -9,11 +9,12 @@ process row, packed once and put to each); it occupies ``[offset, offset + size)
 receiver's *receive slot*. ``pack`` and ``unpack`` are opaque payloads (source pieces, index
 selections) that the operator's :class:`Kernels` interpret: ``pack(msg, out)`` writes the
 message into a contiguous staging range on the sender, ``unpack(msg, data)`` consumes it from
-the receive slot on the receiver, ``local(msg)`` moves a message whose only receiver is its own
-sender without any slot (a local copy). ``slot_elems`` and ``stage_elems`` (the largest receive
-slot and send staging area of any rank at any step) are the same on every rank, because every
-rank derives them from the same global quantities; they size the symmetric workspace. Plans are
-pure data: an operator builds (and caches) them; :class:`Exchange` runs them.
+the receive slot on the receiver, ``local(msg)`` delivers a message to its own sender when the
+sender is among its receivers, without any slot (a local copy). ``slot_elems`` and
+``stage_elems`` (the largest receive slot and send staging area of any rank at any step) are
+the same on every rank, because every rank derives them from the same global quantities; they
+size the symmetric workspace. Plans are pure data: an operator builds (and caches) them;
+:class:`Exchange` runs them.
 
 Workspace
 ---------
@@ -107,7 +108,7 @@ _DROP_SIGNAL: tuple[str, int, int] | None = None
 class Message:
     """One message: ``size`` elements from ``sender`` to ``receivers``, at element ``offset``
     of each receiver's slot. ``pack``/``unpack`` are the operator's payloads (sender side /
-    receiver side); a message whose receivers are only its sender is a local copy."""
+    receiver side); a sender listed among the receivers gets it by ``Kernels.local``."""
 
     sender: int
     receivers: tuple[int, ...]

@@ -30,9 +30,26 @@ once and cached per (source layout and ranks, destination layout and ranks, dtyp
 stages). ``'alltoallv'``: the previous engine, one ``backend.alltoallv`` per round (host-staged
 on the GPU); kept as the conservative reference and selectable with ``transport=``.
 
-CPU measurement (2 ranks on the 2-core CI machine, n = 4096, float64, block 256 on a 1x2 grid,
-medians of 3 runs of ``python -m blasmp_array.bench``): see the numbers next to
-:data:`TRANSPORT` below.
+Why one-sided on the CPU too (measured 2026-12-03 on the 2-core CI machine, shared with other
+jobs (load 6-11), 2 ranks, n = 4096, float64, 1x2 grid, block 256; median over 3 runs of the
+median of 5 calls; public API timed between barriers, ``/tmp/redist-bench.py`` of that session:
+``A.redistribute(block=128)``, ``A.redistribute(grid=2x1)``, ``A.T.resolve()``):
+
+=================================  ==========  ===================  ======================
+case                               before      one-sided (default)  ``transport=alltoallv``
+=================================  ==========  ===================  ======================
+block 256 -> 128                   351 ms      73 ms                375 ms
+grid 1x2 -> 2x1                    241 ms      58 ms                251 ms
+transpose                          129 ms      75 ms                138 ms
+=================================  ==========  ===================  ======================
+
+("before" is commit 9372570.) Most of the gain is the packing (slice copies per contiguous
+rectangle instead of index-array gathers; the ``'alltoallv'`` transport keeps the old packing),
+so the numbers do not isolate RMA against ``alltoallv``; they show the one-sided path is not
+slower. With the bench command (``mpiexec -n 2 python -m blasmp_array.bench redistribute --n 4096
+--block 256 --grid 1x2 --to-grid 1x2 --to-block 128 --profile --repeat 5``, slowest rank) the
+block change took 0.381 s before and 0.126 s now; ``... bench transpose --n 4096 --block 256
+--grid 1x2`` 0.129 s (1.04 GB/s).
 
 Memory bound
 ------------
