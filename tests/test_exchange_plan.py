@@ -130,3 +130,15 @@ def test_many_rectangles_fall_back_to_index_arrays(block):
     dsts = _simulate(a, src, table, dst, table, 40)
     for r in range(4):
         np.testing.assert_array_equal(dsts[r], _local(a, dst, r // 2, r % 2))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_kernel_warmup_runs(dtype):
+    """The warm-up only runs where kernels are compiled lazily (GPU): run it here once so that
+    a mistake in it cannot first show on a GPU node."""
+
+    class _Backend:
+        xp = np
+
+    k = rd._Kernels(np.zeros((2, 2), dtype), np.zeros((2, 2), dtype), False, np)
+    k.warmup(_Backend(), dtype)
