@@ -43,13 +43,15 @@ grid 1x2 -> 2x1                    241 ms      58 ms                251 ms
 transpose                          129 ms      75 ms                138 ms
 =================================  ==========  ===================  ======================
 
-("before" is commit 9372570.) Most of the gain is the packing (slice copies per contiguous
-rectangle instead of index-array gathers; the ``'alltoallv'`` transport keeps the old packing),
-so the numbers do not isolate RMA against ``alltoallv``; they show the one-sided path is not
-slower. With the bench command (``mpiexec -n 2 python -m blasmp_array.bench redistribute --n 4096
---block 256 --grid 1x2 --to-grid 1x2 --to-block 128 --profile --repeat 5``, slowest rank) the
-block change took 0.381 s before and 0.126 s now; ``... bench transpose --n 4096 --block 256
---grid 1x2`` 0.129 s (1.04 GB/s).
+("before" is commit 9372570. A second set of 3 interleaved runs, load 5-7, gave 660 / 112 /
+902 ms, 384 / 84 / 569 ms and 250 / 124 / 344 ms: the machine is noisy, the order is not.)
+Most of the gain is the packing (slice copies per contiguous rectangle instead of index-array
+gathers; the ``'alltoallv'`` transport keeps the old packing), so the numbers do not isolate
+RMA against ``alltoallv``; they show that the one-sided path is not slower. With the bench
+command (``mpiexec -n 2 python -m blasmp_array.bench redistribute --n 4096 --block 256 --grid
+1x2 --to-grid 1x2 --to-block 128 --profile --repeat 5``, slowest rank) the block change took
+0.381 s before and 0.126 s now; ``... bench transpose --n 4096 --block 256 --grid 1x2``
+0.129 s (1.04 GB/s).
 
 Memory bound
 ------------
