@@ -1,5 +1,5 @@
 """Distributed benchmarks: every operator, the NumPy-face calls (``A @ B``, ``A.T @ A``,
-``solve_triangular``), construction and redistribution.
+``solve_triangular``), construction, redistribution and transpose.
 
 asv runs each benchmark in its own process, and a distributed run needs ``mpiexec``, so
 ``setup`` launches ``mpiexec -n RANKS python -m blasmp_array.bench OP ... --profile --json`` and
@@ -106,8 +106,13 @@ class _Distributed:
     number = 1
     repeat = 1
 
+    def extra(self, ranks, grid, block):
+        """Extra arguments of the bench command (none by default)."""
+        return ()
+
     def setup(self, ranks, grid, block, backend):
-        self.result = run_bench(self.op, ranks, grid, block, backend)
+        extra = self.extra(ranks, grid, block)
+        self.result = run_bench(self.op, ranks, grid, block, backend, extra)
 
 
 class _Operator(_Distributed):
@@ -172,7 +177,37 @@ class SolveTriangular(_Operator):
 
 
 class Redistribute(_DataMovement):
+    """Block halved and grid transposed at once (the bench's default target)."""
+
     op = "redistribute"
+
+
+class RedistributeBlock(_DataMovement):
+    """Block change only: block -> block / 2 on the same grid."""
+
+    op = "redistribute"
+
+    def extra(self, ranks, grid, block):
+        pr, pc = _grid_shape(grid, ranks)
+        return ("--to-grid", f"{pr}x{pc}", "--to-block", str(max(1, block // 2)))
+
+
+class RedistributeGrid(_DataMovement):
+    """Grid change only: the transposed grid, same block (skipped where it is the same)."""
+
+    op = "redistribute"
+
+    def extra(self, ranks, grid, block):
+        pr, pc = _grid_shape(grid, ranks)
+        if pr == pc:
+            raise NotImplementedError(f"the {pr}x{pc} grid is its own transpose")
+        return ("--to-grid", f"{pc}x{pr}", "--to-block", str(block))
+
+
+class Transpose(_DataMovement):
+    """``A.T.resolve()``: the distributed transpose on the same grid."""
+
+    op = "transpose"
 
 
 class FromNumpy(_DataMovement):

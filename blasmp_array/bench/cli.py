@@ -128,13 +128,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--to-grid",
         type=_grid_arg,
         default=None,
-        help="redistribute: target grid (default: the transposed grid)",
+        help="redistribute: target grid (default: the transposed grid; pass --grid's value for a "
+        "block change only)",
     )
     p.add_argument(
         "--to-block",
         type=_pair,
         default=None,
-        help="redistribute: target block (default: half the block)",
+        help="redistribute: target block (default: half the block; pass --block's value for a "
+        "grid change only)",
     )
     p.add_argument(
         "--root",

@@ -39,13 +39,14 @@ OPERATORS = (
     "matmul_ata",
     "solve_triangular",
     "redistribute",
+    "transpose",
     "from_numpy",
 )
 #: what a NumPy user writes, with default arguments: ``A @ B``, ``A.T @ A`` (``A.H @ A`` for
 #: complex dtypes, a full Hermitian result), ``solve_triangular(T, B, lower=...)``
 NUMPY_FACE = ("matmul", "matmul_ata", "solve_triangular")
 #: operators that only move data: measured in GB/s, checked for exact equality
-DATA_OPERATORS = ("redistribute", "from_numpy")
+DATA_OPERATORS = ("redistribute", "transpose", "from_numpy")
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,10 @@ def prepare(case: Case) -> Prepared:
             lambda: inputs["A"].redistribute(grid=to_grid, block=to_block),
             notes=[f"to grid {to_grid.nprow}x{to_grid.npcol}, block {to_block}"],
         )
+    if op == "transpose":
+        # A.T.resolve(): the distributed transpose on the same grid (bytes of the matrix / time)
+        inputs = {"A": normal((m, n), 0)}
+        return Prepared(case, grid, inputs, lambda: inputs["A"].T.resolve(), notes=["A.T"])
     # from_numpy: the matrix on every rank (root=None) or on one
     host = np.random.default_rng(0).standard_normal((m, n)).astype(dt)
     if case.root is not None and grid.rank != case.root:
@@ -299,7 +304,10 @@ def _verdict(case: Case, g: dict[str, Any], result: Any, host: Any) -> dict[str,
     op = case.op
     c = 2.0 if case.is_complex else 1.0
     if op in DATA_OPERATORS:
-        expected = g["A"] if op == "redistribute" else host
+        if op == "from_numpy":
+            expected = host
+        else:
+            expected = g["A"].T if op == "transpose" else g["A"]
         same = result.shape == expected.shape and bool(np.array_equal(result, expected))
         return {
             "measure": "exact equality",

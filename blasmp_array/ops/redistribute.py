@@ -2,7 +2,7 @@
 
 Algorithm
 ---------
-One engine, :func:`_exchange`, copies a matrix from any block-cyclic *source description*
+One entry point, :func:`_exchange`, copies a matrix from any block-cyclic *source description*
 ``(local matrix, layout, rank_of)`` to any destination description over the same processes.
 ``rank_of(prow, pcol)`` maps grid coordinates to the rank in the backend's communicator, so a
 source may be described on a *virtual* grid: the transpose of ``A`` is the source
@@ -14,25 +14,67 @@ destination process ``(p', q')`` are
 ``(rows_src(p) & rows_dst(p')) x (cols_src(q) & cols_dst(q'))``.
 Sender and receiver compute the same intersections, vectorised from the owner formula
 ``owner(i) = (i // nb + src) mod P`` over their own index vectors (no loops over elements or
-blocks), and pack/unpack them in ascending global (row-major) order, so no indices travel. The
-data moves with one ``backend.alltoallv`` per round (it splits messages over 2**31 elements).
+blocks), and pack/unpack them in ascending global (row-major) order, so no indices travel.
+
+Transports
+----------
+``'onesided'`` (the default on both backends): the redistribution is a :class:`~._exchange.Plan`
+over the one-sided exchange engine of ``ops/_exchange.py`` -- one step per round (below); a
+step's messages are the rectangles above, packed on the sender into a symmetric staging slot,
+``put_signal`` into the receiver's symmetric slot and unpacked there; the self-message is a
+local copy. On the GPU everything stays on the device (packs and unpacks are CuPy slice copies,
+or gathers/scatters through device index arrays when a message has more than
+:data:`MAX_RECTANGLES` contiguous rectangles, e.g. block 1); the only host collective is the
+outcome check at the end of the exchange. Plans (with their device index arrays) are computed
+once and cached per (source layout and ranks, destination layout and ranks, dtype size, budget,
+stages). ``'alltoallv'``: the previous engine, one ``backend.alltoallv`` per round (host-staged
+on the GPU); kept as the conservative reference and selectable with ``transport=``.
+
+Why one-sided on the CPU too (measured 2026-12-03 on the 2-core CI machine, shared with other
+jobs (load 6-11), 2 ranks, n = 4096, float64, 1x2 grid, block 256; median over 3 runs of the
+median of 5 calls; public API timed between barriers, ``/tmp/redist-bench.py`` of that session:
+``A.redistribute(block=128)``, ``A.redistribute(grid=2x1)``, ``A.T.resolve()``):
+
+=================================  ==========  ===================  ======================
+case                               before      one-sided (default)  ``transport=alltoallv``
+=================================  ==========  ===================  ======================
+block 256 -> 128                   351 ms      73 ms                375 ms
+grid 1x2 -> 2x1                    241 ms      58 ms                251 ms
+transpose                          129 ms      75 ms                138 ms
+=================================  ==========  ===================  ======================
+
+("before" is commit 9372570. A second set of 3 interleaved runs, load 5-7, gave 660 / 112 /
+902 ms, 384 / 84 / 569 ms and 250 / 124 / 344 ms: the machine is noisy, the order is not.)
+Most of the gain is the packing (slice copies per contiguous rectangle instead of index-array
+gathers; the ``'alltoallv'`` transport keeps the old packing), so the numbers do not isolate
+RMA against ``alltoallv``; they show that the one-sided path is not slower. With the bench
+command (``mpiexec -n 2 python -m blasmp_array.bench redistribute --n 4096 --block 256 --grid
+1x2 --to-grid 1x2 --to-block 128 --profile --repeat 5``, slowest rank) the block change took
+0.381 s before and 0.126 s now; ``... bench transpose --n 4096 --block 256 --grid 1x2``
+0.129 s (1.04 GB/s).
 
 Memory bound
 ------------
 The matrix is moved in *rounds*, each a stripe of ``h`` consecutive global rows. A process row
 owns at most ``(h // (mb * P)) * mb + min(h mod (mb * P), mb)`` rows of any stripe, so the
-bytes one rank sends plus receives in one round are at most
-``itemsize * (own_src(h) * max_local_cols_src + own_dst(h) * max_local_cols_dst)``. ``h`` is the
-largest stripe height keeping this under ``memory_budget`` (:data:`MEMORY_BUDGET_BYTES`, 256 MiB
-by default), or one row when a single row already exceeds it. ``h`` and so the number of rounds
-are computed from global quantities only, so every rank takes part in the same rounds. Besides
-the source and destination local matrices, a rank never holds more than one round's messages;
-no rank ever holds the whole matrix.
+elements one rank sends plus receives in one round are at most
+``own_src(h) * max_local_cols_src + own_dst(h) * max_local_cols_dst``. With the one-sided
+transport ``h`` is the largest stripe height keeping ``itemsize`` times this under
+``memory_budget // num_stages`` (:data:`MEMORY_BUDGET_BYTES`, 256 MiB by default): the
+symmetric workspace of a rank, ``num_stages`` receive slots plus ``num_stages`` staging slots
+each sized to the largest round, is then at most ``memory_budget`` bytes (the pool it comes
+from, shared with the SUMMA panels, keeps its largest size). With ``'alltoallv'`` the bound is
+``memory_budget`` per round (one round's messages in flight). ``h`` and so the number of
+rounds are computed from global quantities only, so every rank takes part in the same rounds.
+Besides the source and destination local matrices and this staging, no rank ever holds more
+than one message's temporary; no rank ever holds the whole matrix.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from numbers import Integral
 from typing import Any
 
@@ -41,8 +83,9 @@ import numpy as np
 from ..array import BlockCyclicArray
 from ..grid import ProcessGrid
 from ..layout import BlockCyclicLayout
+from . import _exchange as engine
 
-__all__ = ["redistribute", "transpose", "MEMORY_BUDGET_BYTES"]
+__all__ = ["redistribute", "transpose", "MEMORY_BUDGET_BYTES", "TRANSPORT", "MAX_RECTANGLES"]
 
 #: Default upper bound on the bytes one rank sends plus receives in one round.
 MEMORY_BUDGET_BYTES = 256 * 2**20
@@ -53,6 +96,17 @@ _DEBUG_FILL: Any = None
 
 RankOf = Callable[[int, int], int]
 
+#: Transport used per backend name when ``transport=None`` (see the module docstring).
+TRANSPORT = {"cpu": "onesided", "gpu": "onesided"}
+TRANSPORTS = ("onesided", "alltoallv")
+
+#: A message with more contiguous rectangles than this is packed/unpacked with index arrays
+#: (one gather/scatter) instead of one slice copy per rectangle.
+MAX_RECTANGLES = 64
+
+#: Test hook: when not None, called with every one-sided :class:`~._exchange.Plan` before it runs.
+_PLAN_OBSERVER: Callable[[engine.Plan], None] | None = None
+
 
 # -- public API -------------------------------------------------------------------------------
 def redistribute(
@@ -61,6 +115,8 @@ def redistribute(
     block: int | Sequence[int] | None = None,
     *,
     memory_budget: int | None = None,
+    num_stages: int = 2,
+    transport: str | None = None,
 ) -> BlockCyclicArray:
     """Copy ``A`` into another block-cyclic layout (PBLAS ``pxgemr2d``). Collective.
 
@@ -75,8 +131,14 @@ def redistribute(
     block : int or (int, int), optional
         Destination block ``(mb, nb)``; an int means square blocks. Default ``A.block``.
     memory_budget : int, optional
-        Upper bound, in bytes, on what one rank sends plus receives per round (default
-        :data:`MEMORY_BUDGET_BYTES`); smaller budgets mean more rounds.
+        Upper bound, in bytes, on one rank's symmetric staging (one-sided transport: all
+        slots of all stages) or on what it sends plus receives per round (``'alltoallv'``);
+        default :data:`MEMORY_BUDGET_BYTES`. Smaller budgets mean more rounds.
+    num_stages : int
+        Rounds in flight in the one-sided exchange (1: no overlap of one round's transfer
+        with the previous round's unpacking; 2: double buffering).
+    transport : {'onesided', 'alltoallv'}, optional
+        Default :data:`TRANSPORT` of the backend (see the module docstring).
 
     Returns
     -------
@@ -100,6 +162,8 @@ def redistribute(
     _check_grid(A.grid, dst_grid)
     dst_block = A.block if block is None else _check_block(block)
     budget = _check_budget(memory_budget)
+    stages = _check_stages(num_stages)
+    how = _check_transport(transport, A.grid.backend)
 
     dst_layout = BlockCyclicLayout(shape=A.shape, block=dst_block, grid_shape=dst_grid.shape)
     backend = A.grid.backend
@@ -132,12 +196,19 @@ def redistribute(
         backend,
         conjugate=A._conjugated,
         memory_budget=budget,
+        num_stages=stages,
+        transport=how,
     )
     return BlockCyclicArray(out, dst_layout, dst_grid)
 
 
 def transpose(
-    A: BlockCyclicArray, conjugate: bool = False, *, memory_budget: int | None = None
+    A: BlockCyclicArray,
+    conjugate: bool = False,
+    *,
+    memory_budget: int | None = None,
+    num_stages: int = 2,
+    transport: str | None = None,
 ) -> BlockCyclicArray:
     """Materialised (conjugate) transpose of ``A`` on the same grid. Collective.
 
@@ -147,7 +218,7 @@ def transpose(
         The matrix to transpose (a lazy view is transposed as viewed).
     conjugate : bool
         Return ``A^H`` instead of ``A^T`` (no effect on real dtypes).
-    memory_budget : int, optional
+    memory_budget, num_stages, transport
         See :func:`redistribute`.
 
     Returns
@@ -160,7 +231,14 @@ def transpose(
     if not isinstance(A, BlockCyclicArray):
         raise TypeError(f"transpose expects a BlockCyclicArray, got {type(A).__name__}")
     view = A.T.conj() if conjugate else A.T
-    return redistribute(view, grid=A.grid, block=view.block, memory_budget=memory_budget)
+    return redistribute(
+        view,
+        grid=A.grid,
+        block=view.block,
+        memory_budget=memory_budget,
+        num_stages=num_stages,
+        transport=transport,
+    )
 
 
 # -- argument checks (identical on every rank, before any collective) -------------------------
@@ -206,6 +284,20 @@ def _check_budget(memory_budget: Any) -> int:
     if memory_budget <= 0:
         raise ValueError(f"memory_budget must be positive, got {memory_budget}")
     return int(memory_budget)
+
+
+def _check_stages(num_stages: Any) -> int:
+    if isinstance(num_stages, bool) or not isinstance(num_stages, Integral) or num_stages < 1:
+        raise ValueError(f"num_stages must be an int >= 1, got {num_stages!r}")
+    return int(num_stages)
+
+
+def _check_transport(transport: Any, backend: Any) -> str:
+    if transport is None:
+        return TRANSPORT.get(backend.name, "onesided")
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
+    return str(transport)
 
 
 def _alloc(grid: ProcessGrid, layout: BlockCyclicLayout, dtype: Any) -> Any:
@@ -279,6 +371,8 @@ def _exchange(
     *,
     conjugate: bool = False,
     memory_budget: int = MEMORY_BUDGET_BYTES,
+    num_stages: int = 2,
+    transport: str = "onesided",
 ) -> None:
     """Copy the matrix described by the source into ``dst_local`` (collective, see module doc).
 
@@ -292,6 +386,370 @@ def _exchange(
     m, n = src_layout.shape
     if m == 0 or n == 0:
         return
+    if transport == "alltoallv":
+        _exchange_alltoallv(
+            src_local,
+            src_layout,
+            src_rank_of,
+            dst_local,
+            dst_layout,
+            dst_rank_of,
+            backend,
+            conjugate=conjugate,
+            memory_budget=memory_budget,
+        )
+        return
+    dtype = np.dtype(dst_local.dtype)
+    plan = _plan(
+        backend,
+        src_layout,
+        _rank_table(src_layout, src_rank_of),
+        dst_layout,
+        _rank_table(dst_layout, dst_rank_of),
+        dtype.itemsize,
+        memory_budget,
+        num_stages,
+    )
+    if _PLAN_OBSERVER is not None:
+        _PLAN_OBSERVER(plan)
+    conj = bool(conjugate) and dtype.kind == "c"
+    kernels = _Kernels(src_local, dst_local, conj, backend.xp)
+    engine.run_plan(backend, plan, dtype, kernels, num_stages)
+
+
+# -- the one-sided plan -----------------------------------------------------------------------
+RankTable = tuple[tuple[int, ...], ...]
+
+
+def _rank_table(layout: BlockCyclicLayout, rank_of: RankOf) -> RankTable:
+    pr, pc = layout.grid_shape
+    return tuple(tuple(int(rank_of(p, q)) for q in range(pc)) for p in range(pr))
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """Ascending local positions along one axis, as ``runs`` ``(start, length)`` of contiguous
+    positions, and (only where index arrays are used) an ``xp`` index or slice."""
+
+    runs: tuple[tuple[int, int], ...]
+    n: int
+    index: Any = None
+
+
+@dataclass(frozen=True)
+class _Rect:
+    """The rectangle ``rows x cols`` of a local matrix; ``loops``: copy it run by run."""
+
+    rows: _Axis
+    cols: _Axis
+    loops: bool
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.rows.n, self.cols.n)
+
+
+@dataclass(frozen=True)
+class _LocalCopy:
+    """The self-message: ``src`` rectangle -> ``dst`` rectangle. ``pieces`` ``(sr, sc, dr, dc,
+    nr, nc)``: aligned contiguous blocks to copy one by one, or None (gather + scatter)."""
+
+    src: _Rect
+    dst: _Rect
+    pieces: tuple[tuple[int, int, int, int, int, int], ...] | None
+
+
+def _runs(positions: np.ndarray) -> tuple[tuple[int, int], ...]:
+    if positions.size == 0:
+        return ()
+    breaks = np.flatnonzero(np.diff(positions) != 1) + 1
+    starts = positions[np.concatenate(([0], breaks))]
+    lengths = np.diff(np.concatenate(([0], breaks, [positions.size])))
+    return tuple(zip(starts.tolist(), lengths.tolist(), strict=True))
+
+
+def _rect(rows: np.ndarray, cols: np.ndarray, xp: Any, indexed: bool | None = None) -> _Rect:
+    rr, cr = _runs(rows), _runs(cols)
+    if indexed is None:
+        indexed = len(rr) * len(cr) > MAX_RECTANGLES
+    if not indexed:
+        return _Rect(_Axis(rr, int(rows.size)), _Axis(cr, int(cols.size)), True)
+    return _Rect(
+        _Axis(rr, int(rows.size), _index(rows, xp)),
+        _Axis(cr, int(cols.size), _index(cols, xp)),
+        False,
+    )
+
+
+def _align(a: _Axis, b: _Axis) -> list[tuple[int, int, int]]:
+    """Split two run lists of equal total length at each other's breaks:
+    ``(start in a, start in b, length)`` pieces."""
+    out: list[tuple[int, int, int]] = []
+    i = j = 0
+    ia = ib = 0  # consumed part of the current run of a / b
+    while i < len(a.runs) and j < len(b.runs):
+        (sa, la), (sb, lb) = a.runs[i], b.runs[j]
+        step = min(la - ia, lb - ib)
+        out.append((sa + ia, sb + ib, step))
+        ia += step
+        ib += step
+        if ia == la:
+            i, ia = i + 1, 0
+        if ib == lb:
+            j, ib = j + 1, 0
+    return out
+
+
+def _local_copy(
+    src_rows: np.ndarray, src_cols: np.ndarray, dst_rows: np.ndarray, dst_cols: np.ndarray, xp: Any
+) -> _LocalCopy:
+    src, dst = _rect(src_rows, src_cols, xp, False), _rect(dst_rows, dst_cols, xp, False)
+    rows, cols = _align(src.rows, dst.rows), _align(src.cols, dst.cols)
+    if len(rows) * len(cols) <= MAX_RECTANGLES:
+        pieces = tuple((sr, sc, dr, dc, nr, nc) for sr, dr, nr in rows for sc, dc, nc in cols)
+        return _LocalCopy(src, dst, pieces)
+    return _LocalCopy(
+        _rect(src_rows, src_cols, xp, True), _rect(dst_rows, dst_cols, xp, True), None
+    )
+
+
+_PLANS: OrderedDict[tuple[Any, ...], tuple[Any, engine.Plan]] = OrderedDict()
+_PLAN_CACHE_SIZE = 32
+
+
+def _plan(
+    backend: Any,
+    src_layout: BlockCyclicLayout,
+    src_ranks: RankTable,
+    dst_layout: BlockCyclicLayout,
+    dst_ranks: RankTable,
+    itemsize: int,
+    budget: int,
+    num_stages: int,
+) -> engine.Plan:
+    """This rank's redistribution plan, cached per layouts, ranks, item size, budget, stages."""
+    key = (id(backend), src_layout, src_ranks, dst_layout, dst_ranks, itemsize, budget, num_stages)
+    hit = _PLANS.get(key)
+    if hit is not None and hit[0] is backend:
+        _PLANS.move_to_end(key)
+        return hit[1]
+    plan = _build_plan(
+        backend.rank,
+        backend.size,
+        backend.xp,
+        src_layout,
+        src_ranks,
+        dst_layout,
+        dst_ranks,
+        _rows_per_round(src_layout, dst_layout, itemsize, max(1, budget // num_stages)),
+    )
+    _PLANS[key] = (backend, plan)
+    while len(_PLANS) > _PLAN_CACHE_SIZE:
+        _PLANS.popitem(last=False)
+    return plan
+
+
+def _build_plan(
+    rank: int,
+    nranks: int,
+    xp: Any,
+    src_layout: BlockCyclicLayout,
+    src_ranks: RankTable,
+    dst_layout: BlockCyclicLayout,
+    dst_ranks: RankTable,
+    h: int,
+) -> engine.Plan:
+    """One step per stripe of ``h`` global rows; every rank computes the global message sizes
+    (``P x P`` per step, from owner counts) so that slot offsets and sizes agree everywhere."""
+    m, n = src_layout.shape
+    spr, spc = src_layout.grid_shape
+    dpr, dpc = dst_layout.grid_shape
+    (smb, snb), (dmb, dnb) = src_layout.block, dst_layout.block
+    s_of = np.asarray(src_ranks, dtype=np.int64).reshape(-1)  # rank of src coords p * spc + q
+    d_of = np.asarray(dst_ranks, dtype=np.int64).reshape(-1)
+    if sorted(s_of.tolist()) != list(range(nranks)) or sorted(d_of.tolist()) != list(range(nranks)):
+        raise ValueError(f"both grids must cover the {nranks} ranks once each")
+    s_coords = {int(r): divmod(i, spc) for i, r in enumerate(s_of)}
+    d_coords = {int(r): divmod(i, dpc) for i, r in enumerate(d_of)}
+    sp, sq = s_coords[rank]
+    dp, dq = d_coords[rank]
+
+    # global counts: rows of each (src process row, dst process row) pair; same for columns
+    gi, gj = np.arange(m), np.arange(n)
+    row_pair = _owners(gi, smb, spr, src_layout.src[0]) * dpr + _owners(
+        gi, dmb, dpr, dst_layout.src[0]
+    )
+    col_count = np.bincount(
+        _owners(gj, snb, spc, src_layout.src[1]) * dpc + _owners(gj, dnb, dpc, dst_layout.src[1]),
+        minlength=spc * dpc,
+    ).reshape(spc, dpc)
+
+    # my source rows/cols and their destination owners; and the reverse
+    rows_s = src_layout.local_rows(sp)
+    rows_d = dst_layout.local_rows(dp)
+    to_row = _owners(rows_s, dmb, dpr, dst_layout.src[0])
+    from_row = _owners(rows_d, smb, spr, src_layout.src[0])
+    send_cols = _group(_owners(src_layout.local_cols(sq), dnb, dpc, dst_layout.src[1]), dpc)
+    recv_cols = _group(_owners(dst_layout.local_cols(dq), snb, spc, src_layout.src[1]), spc)
+
+    steps: list[tuple[engine.Message, ...]] = []
+    slot_elems = stage_elems = 0
+    for r0 in range(0, m, h):
+        r1 = min(m, r0 + h)
+        row_count = np.bincount(row_pair[r0:r1], minlength=spr * dpr).reshape(spr, dpr)
+        # size[sender rank, receiver rank] of this round's messages
+        pair = (row_count[:, None, :, None] * col_count[None, :, None, :]).reshape(
+            spr * spc, dpr * dpc
+        )
+        size = np.zeros((nranks, nranks), dtype=np.int64)
+        size[np.ix_(s_of, d_of)] = pair
+        own = int(size[rank, rank])
+        np.fill_diagonal(size, 0)
+        offset = np.cumsum(size, axis=0) - size  # receiver slots: senders in rank order
+        slot_elems = max(slot_elems, int(size.sum(axis=0).max()))
+        stage_elems = max(stage_elems, int(size.sum(axis=1).max()))
+
+        a, b = np.searchsorted(rows_s, (r0, r1))
+        c, d = np.searchsorted(rows_d, (r0, r1))
+        send_rows = _group(to_row[a:b], dpr, int(a))
+        recv_rows = _group(from_row[c:d], spr, int(c))
+        msgs: list[engine.Message] = []
+        if own:
+            # S[my rows & rows of (dp, dq), my cols & cols of (dp, dq)] -> my D, locally
+            copy = _local_copy(send_rows[dp], send_cols[dq], recv_rows[sp], recv_cols[sq], xp)
+            msgs.append(engine.Message(rank, (rank,), 0, own, pack=copy))
+        for q in np.flatnonzero(size[rank]).tolist():
+            # S[my rows & rows of (p', q'), my cols & cols of (p', q')] -> rank q's slot
+            p2, q2 = d_coords[q]
+            msgs.append(
+                engine.Message(
+                    rank,
+                    (q,),
+                    int(offset[rank, q]),
+                    int(size[rank, q]),
+                    pack=_rect(send_rows[p2], send_cols[q2], xp),
+                )
+            )
+        for p in np.flatnonzero(size[:, rank]).tolist():
+            # rank p's slot part -> D[my rows & rows of (p', q'), my cols & cols of (p', q')]
+            p2, q2 = s_coords[p]
+            msgs.append(
+                engine.Message(
+                    p,
+                    (rank,),
+                    int(offset[p, rank]),
+                    int(size[p, rank]),
+                    unpack=_rect(recv_rows[p2], recv_cols[q2], xp),
+                )
+            )
+        steps.append(tuple(msgs))
+    return engine.Plan("redistribute", rank, nranks, tuple(steps), slot_elems, stage_elems)
+
+
+# -- local data movement of the one-sided plan (run on a stream) -------------------------------
+def _gather(xp: Any, a: Any, r: _Rect, out: Any) -> None:
+    """``out[...] = a[r]`` (``out`` C-contiguous of ``r.shape``)."""
+    if not r.loops:
+        out[...] = _take(a, r.rows.index, r.cols.index, xp)
+        return
+    i = 0
+    for r0, nr in r.rows.runs:
+        j = 0
+        for c0, nc in r.cols.runs:
+            out[i : i + nr, j : j + nc] = a[r0 : r0 + nr, c0 : c0 + nc]
+            j += nc
+        i += nr
+
+
+def _scatter(xp: Any, a: Any, r: _Rect, values: Any) -> None:
+    """``a[r] = values``."""
+    if not r.loops:
+        _put(a, r.rows.index, r.cols.index, values, xp)
+        return
+    i = 0
+    for r0, nr in r.rows.runs:
+        j = 0
+        for c0, nc in r.cols.runs:
+            a[r0 : r0 + nr, c0 : c0 + nc] = values[i : i + nr, j : j + nc]
+            j += nc
+        i += nr
+
+
+class _Kernels:
+    """Packs from ``src`` (conjugating if asked) and unpacks into ``dst`` (engine.Kernels)."""
+
+    def __init__(self, src: Any, dst: Any, conjugate: bool, xp: Any) -> None:
+        self.src, self.dst, self.conj, self.xp = src, dst, conjugate, xp
+
+    def pack(self, msg: engine.Message, out: Any) -> None:
+        r: _Rect = msg.pack
+        out2d = out.reshape(r.shape)
+        _gather(self.xp, self.src, r, out2d)
+        if self.conj:
+            self.xp.conjugate(out2d, out=out2d)
+
+    def unpack(self, msg: engine.Message, data: Any) -> None:
+        r: _Rect = msg.unpack
+        _scatter(self.xp, self.dst, r, data.reshape(r.shape))
+
+    def local(self, msg: engine.Message) -> None:
+        lc: _LocalCopy = msg.pack
+        xp, src, dst = self.xp, self.src, self.dst
+        if lc.pieces is None:
+            tmp = _take(src, lc.src.rows.index, lc.src.cols.index, xp)
+            _put(dst, lc.dst.rows.index, lc.dst.cols.index, xp.conj(tmp) if self.conj else tmp, xp)
+            return
+        for sr, sc, dr, dc, nr, nc in lc.pieces:
+            blk, out = src[sr : sr + nr, sc : sc + nc], dst[dr : dr + nr, dc : dc + nc]
+            if self.conj:
+                xp.conjugate(blk, out=out)
+            else:
+                out[...] = blk
+
+    def warmup(self, backend: Any, dtype: Any) -> None:
+        """Every kernel variant of pack/unpack/local once, on 6x6 arrays (see ``_warmup.py``):
+        C-ordered and transposed sources, contiguous and strided rectangles, slices and index
+        arrays, with and without conjugation."""
+        xp, dt = backend.xp, np.dtype(dtype)
+        a = xp.zeros((6, 6), dt)
+        flat = xp.zeros(36, dt)
+        picks = [np.arange(6), np.arange(1, 4), np.array([0, 2, 5])]
+        conjs = (False, True) if dt.kind == "c" else (False,)
+        for src in (a, a.T):
+            for conj in conjs:
+                k = _Kernels(src, a, conj, xp)
+                for rows in picks:
+                    for cols in picks:
+                        for indexed in (False, True):
+                            r = _rect(rows, cols, xp, indexed)
+                            size = rows.size * cols.size
+                            msg = engine.Message(0, (0,), 0, size, pack=r, unpack=r)
+                            k.pack(msg, flat[:size])
+                            k.unpack(msg, flat[:size])
+                        k.local(
+                            engine.Message(0, (0,), 0, 0, _local_copy(rows, cols, rows, cols, xp))
+                        )
+                        many = _LocalCopy(
+                            _rect(rows, cols, xp, True), _rect(rows, cols, xp, True), None
+                        )
+                        k.local(engine.Message(0, (0,), 0, 0, many))
+
+
+# -- the alltoallv engine (conservative reference) ---------------------------------------------
+def _exchange_alltoallv(
+    src_local: Any,
+    src_layout: BlockCyclicLayout,
+    src_rank_of: RankOf,
+    dst_local: Any,
+    dst_layout: BlockCyclicLayout,
+    dst_rank_of: RankOf,
+    backend: Any,
+    *,
+    conjugate: bool = False,
+    memory_budget: int = MEMORY_BUDGET_BYTES,
+) -> None:
+    """:func:`_exchange` with one ``backend.alltoallv`` per round (the previous engine)."""
+    m, n = src_layout.shape
     xp = backend.xp
     nranks = backend.size
     spr, spc = src_layout.grid_shape
