@@ -10,8 +10,10 @@
 #            solve_triangular, tril(t) @ b, a @ b.T + b @ a.T, s @ b in the same run
 #   faces    the same at n=$NSMALL (4096), checked against NumPy (--check)
 #   face4    A.T @ A and solve_triangular on 4 ranks (2x2, MPS), n=$N, default block
+#   redist4  A.T.resolve() and A.redistribute(block=1024) from block 2048 on 4 ranks (2x2, MPS),
+#            n=$N: GB/s of the matrix moved (issue 13)
 # Usage (repository root, wheels in .whl/):  OUT=/some/dir tools/gpu-perf.sh [PHASE...]
-#   phases: gemm1 trsm1 gemm4 trace4 face1 faces face4 (default: gemm1 trsm1 gemm4 trace4)
+#   phases: gemm1 trsm1 gemm4 trace4 face1 faces face4 redist4 (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
 # Results: $OUT/perf-<phase>.json (the bench command's records), .log next to them; a summary last.
@@ -22,7 +24,7 @@ mkdir -p "$out"
 n=${N:-16384} nsmall=${NSMALL:-4096} block=${BLOCK:-2048} block4=${BLOCK4:-2048} repeat=${REPEAT:-5}
 limit=${PERF_TIMEOUT:-150} baselines=${BASELINES:-cupy}
 export BLASMP_SIGNAL_TIMEOUT=${BLASMP_SIGNAL_TIMEOUT:-60}
-face=matmul,matmul_ata,solve_triangular,trmm,syr2k,symm
+face=${FACE:-matmul,matmul_ata,solve_triangular,trsm,trmm,syr2k,symm}
 phases=("$@")
 [ ${#phases[@]} -gt 0 ] || phases=(gemm1 trsm1 gemm4 trace4)
 summary=()
@@ -43,7 +45,9 @@ for p in "${phases[@]}"; do
     faces) bench faces 1 "$face" --n "$nsmall" --repeat "$repeat" --check --profile \
              --compare --baselines "$baselines" ;;
     face4) bench face4 4 matmul_ata,solve_triangular --n "$n" --grid 2x2 --repeat "$repeat" ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trace4 face1 faces face4)" >&2; exit 2 ;;
+    redist4) bench redist4 4 transpose,redistribute --n "$n" --block 2048 --grid 2x2 \
+               --to-grid 2x2 --to-block 1024 --repeat "$repeat" ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trace4 face1 faces face4 redist4)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"
