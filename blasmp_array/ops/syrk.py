@@ -52,6 +52,7 @@ class _LocalTriangle:
     def __init__(self, C: BlockCyclicArray, uplo: str) -> None:
         g, lay = C.grid, C.layout
         b = lay.block[0]
+        self.uplo = uplo
         ib = list(lay.local_block_rows(g.myrow))
         roff = [t * b for t in range(len(ib))] + [C._data.shape[0]]
         self.cols = []
@@ -66,6 +67,31 @@ class _LocalTriangle:
             else:
                 strict = (0, roff[pos])
             self.cols.append((c0, c1, strict, diag))
+
+    def chunks(self, width: int) -> list[tuple[int, int, tuple[int, int], list[Any]]]:
+        """Consecutive block columns grouped to about ``width`` columns: ``(c0, c1, shared,
+        columns)`` where ``shared`` is the run of local rows strictly inside the triangle for
+        EVERY column of the chunk (one wide GEMM) and ``columns`` lists each column's
+        ``(c0, c1, band, diag)`` with ``band`` the rest of its strict rows.
+
+        The strict runs are nested (lower: they start lower for later columns; upper: they end
+        lower), so their intersection is the run of the last (lower) or first (upper) column.
+        """
+        out: list[tuple[int, int, tuple[int, int], list[Any]]] = []
+        group: list[Any] = []
+        for col in self.cols + [None]:
+            if group and (col is None or col[1] - group[0][0] > width):
+                lower = self.uplo == "L"
+                shared = group[-1][2] if lower else group[0][2]
+                columns = []
+                for c0, c1, (r0, r1), diag in group:
+                    band = (r0, shared[0]) if lower else (shared[1], r1)
+                    columns.append((c0, c1, band, diag))
+                out.append((group[0][0], group[-1][1], shared, columns))
+                group = []
+            if col is not None:
+                group.append(col)
+        return out
 
 
 def triangle_update(
@@ -101,55 +127,64 @@ def triangle_update(
     bsz = C.layout.block[0]
     tmp = b.xp.empty((bsz, bsz), C.dtype)  # private scratch for diagonal blocks
 
-    def update(k: int, panels: list[Any]) -> None:
-        for c0, c1, (r0, r1), diag in tri.cols:
-            for coef, li, ri in terms:
-                left, right = panels[li], panels[ri]
-                if left is None or right is None:
-                    continue
-                a0, a1 = max(r0, left.lo), min(r1, left.hi)
-                b0, b1 = max(c0, right.lo), min(c1, right.hi)
-                if a0 < a1 and b0 < b1:
-                    # C[rows inside the triangle, block column J] += coef * L @ R^T
-                    b.gemm(
-                        coef,
-                        left.array[a0 - left.lo : a1 - left.lo],
-                        right.array[b0 - right.lo : b1 - right.lo],
-                        one,
-                        c_loc[a0:a1, b0:b1],
-                        "N",
-                        "T",
-                        b.compute,
-                    )
-            if diag is None:
+    chunks = tri.chunks(default_step_width(b))  # wide GEMMs below the staircase
+
+    def product(panels: list[Any], r0: int, r1: int, c0: int, c1: int) -> None:
+        # C[rows r0:r1, cols c0:c1] (inside the triangle) += sum of coef * L @ R^T
+        for coef, li, ri in terms:
+            left, right = panels[li], panels[ri]
+            if left is None or right is None:
                 continue
-            d0, d1 = diag
-            if diag_kernel is not None:
-                _diag_kernel(b, diag_kernel, terms, panels, c_loc, d0, d1, c0, c1, uplo)
-                continue
-            n_d = d1 - d0
-            t = tmp[:n_d, :n_d]
-            first = True
-            for coef, li, ri in terms:
-                left, right = panels[li], panels[ri]
-                if left is None or right is None:
-                    continue
-                if not (left.lo <= d0 and d1 <= left.hi and right.lo <= c0 and c1 <= right.hi):
-                    continue
-                # diagonal block: full n_d x n_d product, then only its triangle is added
+            a0, a1 = max(r0, left.lo), min(r1, left.hi)
+            b0, b1 = max(c0, right.lo), min(c1, right.hi)
+            if a0 < a1 and b0 < b1:
                 b.gemm(
                     coef,
-                    left.array[d0 - left.lo : d1 - left.lo],
-                    right.array[c0 - right.lo : c1 - right.lo],
-                    zero if first else one,
-                    t,
+                    left.array[a0 - left.lo : a1 - left.lo],
+                    right.array[b0 - right.lo : b1 - right.lo],
+                    one,
+                    c_loc[a0:a1, b0:b1],
                     "N",
                     "T",
                     b.compute,
                 )
-                first = False
-            if not first:
-                b.launch(b.compute, _diag_add, b.xp, c_loc[d0:d1, c0:c1], t, uplo)
+
+    def update(k: int, panels: list[Any]) -> None:
+        for cc0, cc1, (s0, s1), columns in chunks:
+            product(panels, s0, s1, cc0, cc1)  # the rows every column of the chunk needs
+            for c0, c1, (r0, r1), diag in columns:
+                product(panels, r0, r1, c0, c1)
+                if diag is not None:
+                    update_diagonal(panels, c0, c1, diag)
+
+    def update_diagonal(panels: list[Any], c0: int, c1: int, diag: tuple[int, int]) -> None:
+        d0, d1 = diag
+        if diag_kernel is not None:
+            _diag_kernel(b, diag_kernel, terms, panels, c_loc, d0, d1, c0, c1, uplo)
+            return
+        n_d = d1 - d0
+        t = tmp[:n_d, :n_d]
+        first = True
+        for coef, li, ri in terms:
+            left, right = panels[li], panels[ri]
+            if left is None or right is None:
+                continue
+            if not (left.lo <= d0 and d1 <= left.hi and right.lo <= c0 and c1 <= right.hi):
+                continue
+            # diagonal block: full n_d x n_d product, then only its triangle is added
+            b.gemm(
+                coef,
+                left.array[d0 - left.lo : d1 - left.lo],
+                right.array[c0 - right.lo : c1 - right.lo],
+                zero if first else one,
+                t,
+                "N",
+                "T",
+                b.compute,
+            )
+            first = False
+        if not first:
+            b.launch(b.compute, _diag_add, b.xp, c_loc[d0:d1, c0:c1], t, uplo)
 
     run_pipeline(b, name, specs, locals_, steps, C.dtype, num_stages, grid.rank, update)
 
