@@ -248,7 +248,31 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         )
 
     def __len__(self) -> int:
+        """Number of rows (``A.shape[0]``), as for a 2-D NumPy array."""
         return self.shape[0]
+
+    def __iter__(self) -> Any:
+        raise TypeError(
+            "iterating over a BlockCyclicArray is not supported (each row would be a collective "
+            "exchange); index rows with A[i, :] or gather with A.to_numpy()"
+        )
+
+    # -- indexing (see blasmp_array.ops.indexing) ------------------------------------------
+    def __getitem__(self, key: Any) -> Any:
+        """``A[i0:i1, j0:j1]`` (a BlockCyclicArray view when the offsets are block-aligned,
+        else a copy with a ViewCopyWarning), ``A[i, :]``/``A[:, j]`` (``1 x n``/``m x 1``
+        views) or ``A[i, j]`` (the element, on every rank). Slices with step 1 only."""
+        from .ops.indexing import getitem
+
+        return getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """``A[key] = value`` for a scalar, a NumPy array given on every rank (broadcast as
+        NumPy) or a BlockCyclicArray of the window's shape in any layout. Collective only for
+        a BlockCyclicArray value in another layout."""
+        from .ops.indexing import setitem
+
+        setitem(self, key, value)
 
     def __repr__(self) -> str:
         view = f", view={self.op if self._transposed else 'conj'}" if self.is_view else ""

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._warnings import RedistributionWarning
 from ..array import BlockCyclicArray, check_dtype
 
 __all__ = [
@@ -138,6 +139,7 @@ def move(
         f"{nbytes / 1e6:.3g} MB all-to-all){where} to block {tuple(block)} on a "
         f"{grid.nprow}x{grid.npcol} grid. Create {name} with block={tuple(block)} on the same "
         "grid to avoid this copy.",
+        RedistributionWarning,
         stacklevel=4,
     )
     return redistribute(x, grid=grid, block=tuple(block))
