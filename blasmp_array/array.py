@@ -256,6 +256,10 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         """Index of the first smallest element (``np.argmin``; flat index when ``axis=None``)."""
         return np.argmin(self, axis=axis, keepdims=keepdims)
 
+    def clip(self, min: Any = None, max: Any = None) -> BlockCyclicArray:  # noqa: A002
+        """``np.clip(A, min, max)``: a new array."""
+        return np.clip(self, min, max)  # type: ignore[return-value]
+
     @property
     def real(self) -> BlockCyclicArray:
         """The real part (``np.real``; ``A`` itself for real dtypes)."""

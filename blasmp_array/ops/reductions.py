@@ -436,7 +436,8 @@ def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> 
 
     The Frobenius norm is accumulated in float64 with LAPACK-style scaling (per-process
     ``(scale, sum of squares)`` pairs), so it neither overflows nor underflows needlessly. The
-    2-norm and the nuclear norm need an SVD and are not provided.
+    2-norm and the nuclear norm need an SVD and are refused for matrices (a vector, ``n x 1`` or
+    ``1 x n``, has one singular value: its 2-norm, the Frobenius norm, is returned).
     """
     a = _require(x, "np.linalg.norm")
     if axis is not None and _norm_axis(axis, "np.linalg.norm") is not None:
@@ -456,10 +457,14 @@ def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> 
         if sums.size == 0:
             raise ValueError("zero-size array to reduction operation which has no identity")
         result = np.max(sums) if ord in (1, np.inf) else np.min(sums)
+    elif ord in (2, -2, "nuc") and min(a.shape) == 1:
+        result = _frobenius(s)  # a vector has one singular value: its 2-norm
     elif ord in (2, -2, "nuc"):
         raise NotImplementedError(
-            f"np.linalg.norm(A, ord={ord!r}) needs singular values, which blasmp_array does not "
-            "compute; use ord='fro', 1 or np.inf, or np.linalg.norm(A.to_numpy(), ord)"
+            f"np.linalg.norm(A, ord={ord!r}) of a {a.shape[0]}x{a.shape[1]} matrix needs "
+            "singular values, which blasmp_array does not compute; use ord='fro' (an upper "
+            "bound of the 2-norm), 1 or np.inf (sqrt(norm(A, 1) * norm(A, inf)) also bounds "
+            "it), or np.linalg.norm(A.to_numpy(), ord) on a gathered copy"
         )
     else:
         raise ValueError(f"Invalid norm order {ord!r} for matrices")
@@ -663,9 +668,3 @@ def _size(a: Any, axis: Any = None) -> int:
     """``np.size``: number of elements (or the length of ``axis``)."""
     a = _require(a, "np.size")
     return a.size if axis is None else a.shape[axis]
-
-
-@implements(np.dot)
-def _dot(a: Any, b: Any, out: Any = None) -> Any:
-    """``np.dot`` of two matrices: ``np.matmul`` (distributed GEMM)."""
-    return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
