@@ -348,3 +348,29 @@ def test_windows_property(data):
     got = A.to_numpy()
     a[i0:i1, j0:j1] = np.nan
     np.testing.assert_array_equal(got, a)
+
+
+def test_symm_trmm_syr2k_on_views(grid):
+    A, a = _matrix(grid, np.float64, shape=(14, 14), block=(3, 3), seed=7)
+    B, b = _matrix(grid, np.float64, shape=(14, 12), block=(3, 3), seed=8)
+    V, W, v, w = A[3:12, 3:12], B[3:12, 6:12], a[3:12, 3:12], b[3:12, 6:12]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bm.RedistributionWarning)  # views need no copy
+        sym = np.tril(v) + np.tril(v, -1).T
+        got = linalg.symm(V, W, lower=True).to_numpy()
+        assert_within_bound(
+            got, high(sym) @ high(w), np.abs(sym) @ np.abs(w), 9, np.float64, "symm"
+        )
+        got = linalg.trmm(V, W, lower=True).to_numpy()
+        tri = np.tril(v)
+        assert_within_bound(
+            got, high(tri) @ high(w), np.abs(tri) @ np.abs(w), 9, np.float64, "trmm"
+        )
+        x = B[3:12, 0:9]
+        xn = b[3:12, 0:9]
+        got = np.tril(linalg.syr2k(V, x, lower=True).to_numpy())
+        ref = high(v) @ high(xn).T + high(xn) @ high(v).T
+        scale = np.abs(v) @ np.abs(xn).T + np.abs(xn) @ np.abs(v).T
+        assert_within_bound(got, np.tril(ref), np.tril(scale), 18, np.float64, "syr2k")
+    np.testing.assert_array_equal(A.to_numpy(), a)  # inputs unchanged
+    np.testing.assert_array_equal(B.to_numpy(), b)
