@@ -283,7 +283,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
             raise TypeError(f"fill needs a number, got {value!r}")
         if v.dtype.kind == "c" and self.dtype.kind != "c":
             raise TypeError(f"cannot fill a {self.dtype} matrix with the complex {value!r}")
-        self._data[...] = np.conj(v) if self._conjugated else v
+        self._data[...] = (np.conj(v) if self._conjugated else v)[()]  # a NumPy scalar
 
     def item(self, *args: Any) -> Any:
         """The element as a Python scalar, on every rank: ``A.item()`` of a 1x1 matrix,
