@@ -158,3 +158,13 @@ def test_small_methods(grid, dtype):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert len(A) == 13
+
+
+def test_methods_on_bool_results(grid):
+    A = bm.random.standard_normal(SHAPE, seed=6, block=BLOCK, grid=grid)
+    a = A.to_numpy()
+    assert np.isfinite(A).all() is not None and bool(np.isfinite(A).all())
+    assert (A > 0).sum() == (a > 0).sum() and _same_everywhere((A > 0).sum())
+    np.testing.assert_array_equal((A > 0).any(axis=1), (a > 0).any(axis=1))
+    A[3, 4] = np.inf
+    assert not np.isfinite(A).all() and np.isinf(A).any()
