@@ -4,6 +4,10 @@ The array holds only ``(local matrix, layout, grid)`` plus two lazy view flags: 
 ``A.conj()`` share ``A``'s storage and are resolved by the operator that consumes them (GEMM with
 a transpose flag, SYRK for ``A.T @ A``) or materialised by :meth:`BlockCyclicArray.resolve` when an
 operation needs the data as stored.
+
+Submatrix views ``A[i0:i1, j0:j1]`` need no flag: when the window is block-cyclic (offsets on
+block boundaries) the view is an ordinary array whose local matrix is a slice of ``A``'s and whose
+layout carries the shifted source process (see :mod:`blasmp_array.ops.indexing`).
 """
 
 from __future__ import annotations

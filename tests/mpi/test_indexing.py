@@ -226,6 +226,11 @@ def test_setitem_transposed_and_overlapping(grid):
     a[0:6, 0:5] = a[4:10, 3:8].copy()
     np.testing.assert_array_equal(A.to_numpy(), a)
     A[3:9, 2:6] = A[3:9, 2:6].T.T  # the same window
+    v = np.arange(20.0).reshape(4, 5)
+    A.T[1:5, 2:7] = v  # a NumPy value through a transposed view
+    a[2:7, 1:5] = v.T
+    A.T[0, :] = -1.0
+    a[:, 0] = -1.0
     np.testing.assert_array_equal(A.to_numpy(), a)
     Z, _ = _matrix(grid, np.complex128)
     with pytest.raises(ValueError, match="conjugated view"):
