@@ -11,7 +11,9 @@ process ``((src_r + i0 // mb) % Pr, (src_c + j0 // nb) % Pc)``, when in each dim
 
 * the offset is on a block boundary (``i0 % mb == 0``), or
 * the window lies inside one block (``i0 // mb == (i1 - 1) // mb``: e.g. one row or column, or
-  one element).
+  one element), or
+* the grid has one process in that dimension (``Pr == 1``: every row is on the one process
+  row, in order, whatever the blocking; so on a ``1 x 1`` grid every window is a view).
 
 Then ``A[i0:i1, j0:j1]`` is a *view*: a BlockCyclicArray whose local matrix is a slice of
 ``A``'s (no copy, no communication) and whose layout carries the shifted source process. Every
@@ -132,14 +134,15 @@ def parse_key(key: Any, shape: tuple[int, int]) -> tuple[Range, Range, bool]:
 
 
 # -- windows of a stored matrix ---------------------------------------------------------------
-def _free(r: Range, b: int) -> bool:
+def _free(r: Range, b: int, nprocs: int) -> bool:
     i0, i1 = r
-    return i0 % b == 0 or i1 <= i0 or i0 // b == (i1 - 1) // b
+    return nprocs == 1 or i0 % b == 0 or i1 <= i0 or i0 // b == (i1 - 1) // b
 
 
 def window_is_view(layout: BlockCyclicLayout, rows: Range, cols: Range) -> bool:
     """True when the window of ``layout`` is itself block-cyclic (a view, see module doc)."""
-    return _free(rows, layout.block[0]) and _free(cols, layout.block[1])
+    (mb, nb), (pr, pc) = layout.block, layout.grid_shape
+    return _free(rows, mb, pr) and _free(cols, nb, pc)
 
 
 def _local_range(r: Range, b: int, p: int, nprocs: int, src: int) -> tuple[int, int]:
