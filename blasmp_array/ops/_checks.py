@@ -26,6 +26,7 @@ __all__ = [
     "cast_scalar",
     "cast_storage",
     "move",
+    "store",
     "flip_uplo",
 ]
 
@@ -143,3 +144,18 @@ def move(
         stacklevel=4,
     )
     return redistribute(x, grid=grid, block=tuple(block))
+
+
+def store(target: BlockCyclicArray, value: BlockCyclicArray) -> None:
+    """Copy ``value`` (``target``'s shape, on its grid and block) into ``target``'s storage.
+
+    A local copy when the layouts agree; an exchange when only the source process differs
+    (``target`` a submatrix view ``C[i0:i1, j0:j1]``, whose layout starts at another process).
+    Collective in that case; every rank decides the same from the layouts.
+    """
+    if value.layout == target.layout and value.grid.same_as(target.grid):
+        target._data[...] = value._data
+        return
+    from .indexing import copy_window
+
+    copy_window(value, (0, 0), target, (0, 0), target.shape)

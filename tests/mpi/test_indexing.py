@@ -380,3 +380,46 @@ def test_symm_trmm_syr2k_on_views(grid):
         assert_within_bound(got, np.tril(ref), np.tril(scale), 18, np.float64, "syr2k")
     np.testing.assert_array_equal(A.to_numpy(), a)  # inputs unchanged
     np.testing.assert_array_equal(B.to_numpy(), b)
+
+
+def test_outputs_into_views_through_a_working_copy(grid):
+    """C views whose operator works on a copy (C on another grid, C's blocks not square for
+    SYRK, TRMM's overwrite_b) are written back into the parent, the rest untouched."""
+    other = cached_grid(*grid_shapes(grid.size)[0])
+    A, a = _matrix(other, np.float64, shape=(9, 6), block=(3, 3), seed=11)
+    B, b = _matrix(other, np.float64, shape=(6, 5), block=(3, 3), seed=12)
+    C = bm.full((12, 8), np.nan, block=3, grid=grid)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bm.RedistributionWarning)
+        linalg.gemm(A, B, C=C[3:12, 3:8])
+    c = C.to_numpy()
+    _gemm_check(c[3:12, 3:8], a, b, np.float64, "gemm into a view on another grid")
+    mask = np.ones(c.shape, bool)
+    mask[3:12, 3:8] = False
+    assert np.isnan(c[mask]).all()
+    # SYRK into a view with non-square blocks (computed on a working copy)
+    S = bm.full((12, 12), np.nan, block=(3, 2), grid=grid)
+    S[3:11, 4:12] = 0.0
+    A8, a8 = _matrix(grid, np.float64, shape=(8, 6), block=(3, 3), seed=13)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bm.RedistributionWarning)
+        linalg.syrk(A8, C=S[3:11, 4:12], lower=True)
+    s = S.to_numpy()
+    ref, scale = high(a8) @ high(a8).T, np.abs(a8) @ np.abs(a8).T
+    assert_within_bound(np.tril(s[3:11, 4:12]), np.tril(ref), np.tril(scale), 6, np.float64, "syrk")
+    mask = np.ones(s.shape, bool)
+    mask[3:11, 4:12] = False
+    assert np.isnan(s[mask]).all()
+    # TRMM overwrite_b into a view
+    t = np.tril(a[:6, :6]) + 6 * np.eye(6)
+    T = bm.from_numpy(t, block=3, grid=grid)
+    P = bm.full((12, 9), np.nan, block=3, grid=grid)
+    P[3:9, 3:9] = np.outer(b[:, 0], b[:, 1]) + 1.0
+    p0 = P.to_numpy()
+    linalg.trmm(T, P[3:9, 3:9], lower=True, overwrite_b=True)
+    p = P.to_numpy()
+    ref, scale = high(t) @ high(p0[3:9, 3:9]), np.abs(t) @ np.abs(p0[3:9, 3:9])
+    assert_within_bound(p[3:9, 3:9], ref, scale, 6, np.float64, "trmm overwrite_b into a view")
+    mask = np.ones(p.shape, bool)
+    mask[3:9, 3:9] = False
+    assert np.isnan(p[mask]).all()
