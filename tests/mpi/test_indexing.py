@@ -380,6 +380,22 @@ def test_symm_trmm_syr2k_on_views(grid):
         assert_within_bound(got, np.tril(ref), np.tril(scale), 18, np.float64, "syr2k")
     np.testing.assert_array_equal(A.to_numpy(), a)  # inputs unchanged
     np.testing.assert_array_equal(B.to_numpy(), b)
+    # symm and syr2k into views of a NaN-poisoned C
+    C = bm.full((15, 15), np.nan, block=3, grid=grid)
+    linalg.symm(V, W, C=C[6:15, 0:6], lower=True)
+    C[3:12, 6:15] = 0.0
+    linalg.syr2k(V, x, C=C[3:12, 6:15], lower=True)
+    c = C.to_numpy()
+    assert_within_bound(
+        c[6:15, 0:6], high(sym) @ high(w), np.abs(sym) @ np.abs(w), 9, np.float64, "symm C[v]"
+    )
+    assert_within_bound(
+        np.tril(c[3:12, 6:15]), np.tril(ref), np.tril(scale), 18, np.float64, "syr2k C[v]"
+    )
+    mask = np.ones(c.shape, bool)
+    mask[6:15, 0:6] = False
+    mask[3:12, 6:15] = False
+    assert np.isnan(c[mask]).all()
 
 
 def test_outputs_into_views_through_a_working_copy(grid):
