@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import layout, linalg, random
+from ._warnings import RedistributionWarning, ViewCopyWarning
 from .array import SUPPORTED_DTYPES, BlockCyclicArray
 from .backends import SignalTimeoutError
 from .creation import (
@@ -35,6 +36,7 @@ __all__ = [
     "BlockCyclicArray",
     "BlockCyclicLayout",
     "ProcessGrid",
+    "RedistributionWarning",
     "SUPPORTED_DTYPES",
     "SignalTimeoutError",
     "empty",
@@ -50,6 +52,7 @@ __all__ = [
     "random",
     "square_grid_shape",
     "trace",
+    "ViewCopyWarning",
     "zeros",
     "zeros_like",
     "from_dask",

@@ -6,8 +6,9 @@ ufunc runs distributed only if an implementation was registered with :func:`impl
 ``TypeError`` naming the function (never a silent gather-and-compute fallback). To run an
 unsupported NumPy function, gather explicitly with ``A.to_numpy()``.
 
-Implementations live in :mod:`blasmp_array.ops.elementwise` (ufuncs) and
-:mod:`blasmp_array.ops.reductions` (reductions, triangles, ``*_like``, ...); they are imported on
+Implementations live in :mod:`blasmp_array.ops.elementwise` (ufuncs),
+:mod:`blasmp_array.ops.reductions` (reductions, triangles, ``*_like``, ...) and
+:mod:`blasmp_array.ops.functions` (diagonals, stacking, products, einsum, ...); they are imported on
 the first dispatch so that ``import blasmp_array`` stays cheap and free of import cycles.
 """
 
@@ -65,7 +66,7 @@ def implements_ufunc(*ufuncs: np.ufunc) -> Callable[[Callable[..., Any]], Callab
 def _load() -> None:
     global _loaded
     if not _loaded:
-        from .ops import elementwise, reductions  # noqa: F401  (they register themselves)
+        from .ops import elementwise, functions, reductions  # noqa: F401  (they register themselves)
 
         _loaded = True
 

@@ -4,6 +4,10 @@ The array holds only ``(local matrix, layout, grid)`` plus two lazy view flags: 
 ``A.conj()`` share ``A``'s storage and are resolved by the operator that consumes them (GEMM with
 a transpose flag, SYRK for ``A.T @ A``) or materialised by :meth:`BlockCyclicArray.resolve` when an
 operation needs the data as stored.
+
+Submatrix views ``A[i0:i1, j0:j1]`` need no flag: when the window is block-cyclic (offsets on
+block boundaries) the view is an ordinary array whose local matrix is a slice of ``A``'s and whose
+layout carries the shifted source process (see :mod:`blasmp_array.ops.indexing`).
 """
 
 from __future__ import annotations
@@ -205,6 +209,125 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
             return r
         return BlockCyclicArray(r._data.astype(dtype), r.layout, r.grid)
 
+    # -- NumPy methods (each the NumPy function of the same name, see ops/reductions.py) --------
+    # Full reductions return a NumPy scalar on every rank; reductions along an axis return a
+    # 1-D NumPy array on every rank (2-D with keepdims=True), as np.sum(A, axis=0) does.
+    def sum(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+        """Sum of the elements (``np.sum``): a scalar or a NumPy vector on every rank."""
+        return np.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def prod(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+        """Product of the elements (``np.prod``)."""
+        return np.prod(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def min(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """Smallest element (``np.min``)."""
+        return np.min(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """Largest element (``np.max``)."""
+        return np.max(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+        """Arithmetic mean (``np.mean``)."""
+        return np.mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def var(
+        self, axis: Any = None, dtype: Any = None, ddof: Any = 0, keepdims: bool = False
+    ) -> Any:
+        """Variance (``np.var``, two passes)."""
+        return np.var(self, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+
+    def std(
+        self, axis: Any = None, dtype: Any = None, ddof: Any = 0, keepdims: bool = False
+    ) -> Any:
+        """Standard deviation (``np.std``)."""
+        return np.std(self, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+
+    def all(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """True where every element is nonzero (``np.all``)."""
+        return np.all(self, axis=axis, keepdims=keepdims)
+
+    def any(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """True where some element is nonzero (``np.any``)."""
+        return np.any(self, axis=axis, keepdims=keepdims)
+
+    def argmax(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """Index of the first largest element (``np.argmax``; flat index when ``axis=None``)."""
+        return np.argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """Index of the first smallest element (``np.argmin``; flat index when ``axis=None``)."""
+        return np.argmin(self, axis=axis, keepdims=keepdims)
+
+    def clip(self, min: Any = None, max: Any = None) -> BlockCyclicArray:  # noqa: A002
+        """``np.clip(A, min, max)``: a new array."""
+        return np.clip(self, min, max)  # type: ignore[return-value]
+
+    @property
+    def real(self) -> BlockCyclicArray:
+        """The real part (``np.real``; ``A`` itself for real dtypes)."""
+        return np.real(self)  # type: ignore[no-any-return]
+
+    @property
+    def imag(self) -> BlockCyclicArray:
+        """The imaginary part (``np.imag``; zeros for real dtypes)."""
+        return np.imag(self)  # type: ignore[no-any-return]
+
+    def fill(self, value: Any) -> None:
+        """Set every element to the scalar ``value``, in place (local, no communication).
+
+        On a lazy view the stored matrix is filled (with ``conj(value)`` under a conjugated
+        view), so ``A.T.fill(x)`` fills ``A``.
+        """
+        if isinstance(value, BlockCyclicArray) or np.ndim(value) != 0:
+            raise TypeError(f"fill needs a scalar, got {type(value).__name__}")
+        v = np.asarray(value)
+        if v.dtype.kind not in "biufc":
+            raise TypeError(f"fill needs a number, got {value!r}")
+        if v.dtype.kind == "c" and self.dtype.kind != "c":
+            raise TypeError(f"cannot fill a {self.dtype} matrix with the complex {value!r}")
+        self._data[...] = (np.conj(v) if self._conjugated else v)[()]  # a NumPy scalar
+
+    def item(self, *args: Any) -> Any:
+        """The element as a Python scalar, on every rank: ``A.item()`` of a 1x1 matrix,
+        ``A.item(i, j)`` or ``A.item(flat_index)`` (one broadcast from its owner)."""
+        if not args:
+            if self.size != 1:
+                raise ValueError(
+                    f"can only convert a matrix of size 1 to a Python scalar, not {self.shape}; "
+                    "pass indices (A.item(i, j)) or gather with A.to_numpy()"
+                )
+            args = (0, 0)
+        if len(args) == 1:
+            k = args[0]
+            if not isinstance(k, int | np.integer) or not -self.size <= k < self.size:
+                raise IndexError(f"index {k!r} is out of bounds for size {self.size}")
+            args = divmod(int(k) % self.size, self.shape[1])
+        return self[tuple(args)].item()
+
+    def reshape(self, *shape: Any, order: str = "C") -> BlockCyclicArray:
+        """``A`` itself when ``shape`` is its own shape (``-1`` allowed): a distributed matrix
+        cannot change shape without moving elements between processes."""
+        if len(shape) == 1 and isinstance(shape[0], tuple | list):
+            shape = tuple(shape[0])
+        m, n = self.shape
+        want = (
+            [int(s) for s in shape] if all(isinstance(s, int | np.integer) for s in shape) else None
+        )
+        if want is not None and len(want) == 2 and want.count(-1) <= 1:
+            if -1 in want and self.size:
+                other = want[1 - want.index(-1)]
+                if other > 0 and self.size % other == 0:
+                    want[want.index(-1)] = self.size // other
+            if tuple(want) == (m, n):
+                return self
+        raise ValueError(
+            f"cannot reshape a distributed {m}x{n} matrix to {shape}: only the same shape (a "
+            "relabelling) is supported, since any other shape moves elements between processes; "
+            "gather with A.to_numpy() and reshape there, or build a new array with bm.from_numpy"
+        )
+
     def redistribute(
         self, grid: ProcessGrid | None = None, block: tuple[int, int] | int | None = None
     ) -> BlockCyclicArray:
@@ -248,7 +371,31 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         )
 
     def __len__(self) -> int:
+        """Number of rows (``A.shape[0]``), as for a 2-D NumPy array."""
         return self.shape[0]
+
+    def __iter__(self) -> Any:
+        raise TypeError(
+            "iterating over a BlockCyclicArray is not supported (each row would be a collective "
+            "exchange); index rows with A[i, :] or gather with A.to_numpy()"
+        )
+
+    # -- indexing (see blasmp_array.ops.indexing) ------------------------------------------
+    def __getitem__(self, key: Any) -> Any:
+        """``A[i0:i1, j0:j1]`` (a BlockCyclicArray view when the offsets are block-aligned,
+        else a copy with a ViewCopyWarning), ``A[i, :]``/``A[:, j]`` (``1 x n``/``m x 1``
+        views) or ``A[i, j]`` (the element, on every rank). Slices with step 1 only."""
+        from .ops.indexing import getitem
+
+        return getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """``A[key] = value`` for a scalar, a NumPy array given on every rank (broadcast as
+        NumPy) or a BlockCyclicArray of the window's shape in any layout. Collective only for
+        a BlockCyclicArray value in another layout."""
+        from .ops.indexing import setitem
+
+        setitem(self, key, value)
 
     def __repr__(self) -> str:
         view = f", view={self.op if self._transposed else 'conj'}" if self.is_view else ""

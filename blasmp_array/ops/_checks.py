@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._warnings import RedistributionWarning
 from ..array import BlockCyclicArray, check_dtype
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "cast_scalar",
     "cast_storage",
     "move",
+    "store",
     "flip_uplo",
 ]
 
@@ -138,6 +140,22 @@ def move(
         f"{nbytes / 1e6:.3g} MB all-to-all){where} to block {tuple(block)} on a "
         f"{grid.nprow}x{grid.npcol} grid. Create {name} with block={tuple(block)} on the same "
         "grid to avoid this copy.",
+        RedistributionWarning,
         stacklevel=4,
     )
     return redistribute(x, grid=grid, block=tuple(block))
+
+
+def store(target: BlockCyclicArray, value: BlockCyclicArray) -> None:
+    """Copy ``value`` (``target``'s shape, on its grid and block) into ``target``'s storage.
+
+    A local copy when the layouts agree; an exchange when only the source process differs
+    (``target`` a submatrix view ``C[i0:i1, j0:j1]``, whose layout starts at another process).
+    Collective in that case; every rank decides the same from the layouts.
+    """
+    if value.layout == target.layout and value.grid.same_as(target.grid):
+        target._data[...] = value._data
+        return
+    from .indexing import copy_window
+
+    copy_window(value, (0, 0), target, (0, 0), target.shape)

@@ -21,13 +21,10 @@ from typing import Any
 import numpy as np
 
 from .._dispatch import implements, implements_ufunc
+from .._warnings import RedistributionWarning
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
 
 __all__ = ["RedistributionWarning", "UNARY", "BINARY", "aligned", "assign", "local_view"]
-
-
-class RedistributionWarning(UserWarning):
-    """An operand was redistributed (all-to-all) to match another operand's layout."""
 
 
 UNARY = (
@@ -155,20 +152,19 @@ def aligned(x: BlockCyclicArray, like: BlockCyclicArray, what: str) -> BlockCycl
     if x.layout == like.layout and x.grid.same_as(like.grid):
         return x
     warnings.warn(
-        f"{what}: an operand in block {x.block} on a {x.grid.nprow}x{x.grid.npcol} grid is "
-        f"redistributed to block {like.block} on a {like.grid.nprow}x{like.grid.npcol} grid "
+        f"{what}: an operand in block {x.block} on a {x.grid.nprow}x{x.grid.npcol} grid "
+        f"(source process {x.layout.src}) is redistributed to block {like.block} on a "
+        f"{like.grid.nprow}x{like.grid.npcol} grid (source process {like.layout.src}) "
         "(an all-to-all exchange of the whole operand); build operands with the same block "
         "and grid to avoid it",
         RedistributionWarning,
         stacklevel=_user_stacklevel(),
     )
-    y = x.redistribute(grid=like.grid, block=like.block)
-    if y.layout != like.layout:
-        raise ValueError(
-            f"{what}: cannot align layout {x.layout} with {like.layout} (different source "
-            "process); redistribute the operands explicitly"
-        )
-    return y
+    if like.layout.src == (0, 0):
+        return x.redistribute(grid=like.grid, block=like.block)
+    from .indexing import to_layout  # a view's layout: another source process
+
+    return to_layout(x, like)
 
 
 def _check_out(out: Any, nout: int, what: str) -> BlockCyclicArray | None:

@@ -202,6 +202,202 @@ implements(np.any)(_folding("any", np.logical_or, False, _LOGICAL_DOC.format("an
 implements(np.all)(_folding("all", np.logical_and, True, _LOGICAL_DOC.format("all")))
 
 
+@implements(np.prod)
+def _prod(
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    keepdims: bool = False,
+    initial: Any = _NOVALUE,
+    where: Any = _NOVALUE,
+) -> Any:
+    """``np.prod``: a scalar (``axis=None``) or a 1-D NumPy array, identical on every rank."""
+    _no_extras("np.prod", out, initial=initial, where=where)
+    a = _require(a, "np.prod")
+    ax = _norm_axis(axis, "np.prod")
+    s, sax = _unview(a, ax)
+    xp = s.backend.xp
+
+    def local(x: Any, axis: int | None) -> Any:
+        return (np if isinstance(x, np.ndarray) else xp).prod(x, axis=axis, dtype=dtype)
+
+    return _keepdims(_reduce(s, sax, local, np.multiply, 1, "np.prod"), ax, keepdims)
+
+
+def _moment(
+    name: str,
+    a: Any,
+    axis: Any,
+    dtype: Any,
+    out: Any,
+    ddof: Any,
+    keepdims: bool,
+    kw: dict[str, Any],
+) -> Any:
+    """``np.var`` (two passes: the mean, then the mean of ``|x - mean|**2``)."""
+    _no_extras(f"np.{name}", out, **kw)
+    a = _require(a, f"np.{name}")
+    ax = _norm_axis(axis, f"np.{name}")
+    if not isinstance(ddof, int | np.integer | float | np.floating) or isinstance(ddof, bool):
+        raise TypeError(f"np.{name}: ddof must be a number, got {ddof!r}")
+    count = a.size if ax is None else a.shape[ax]
+    if count == 0:
+        raise ValueError(f"np.{name} of an empty BlockCyclicArray (no elements)")
+    mean = _mean(a, axis=ax, dtype=dtype)
+    s, sax = _unview(a, ax)
+    xp, g = s.backend.xp, s.grid
+    if sax is None:
+        center: Any = mean
+    elif sax == 0:  # one mean per column: this process column's entries, as a row
+        center = xp.asarray(np.asarray(mean)[s.layout.local_cols(g.mycol)][None, :])
+    else:
+        center = xp.asarray(np.asarray(mean)[s.layout.local_rows(g.myrow)][:, None])
+
+    def local(x: Any, axis: int | None) -> Any:
+        mod = np if isinstance(x, np.ndarray) else xp
+        # the dtype probe of _reduce is a NumPy array even when center lives on the GPU
+        c = center if mod is xp or isinstance(center, np.ndarray | np.generic) else 0
+        d = mod.abs(x - c) if np.iscomplexobj(x) else x - c
+        return mod.sum(d * d, axis=axis)
+
+    ssq = _reduce(s, sax, local, np.add, 0, f"np.{name}")
+    real_dt = np.asarray(mean).real.dtype
+    with np.errstate(divide="ignore", invalid="ignore"):  # ddof >= count: inf/nan as NumPy
+        res = np.asarray(ssq / max(count - ddof, 0)).astype(real_dt)
+    res = res[()] if res.ndim == 0 else res
+    if name == "std":
+        res = np.sqrt(res)
+    return _keepdims(res, ax, keepdims)
+
+
+@implements(np.var)
+def _var(
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    ddof: Any = 0,
+    keepdims: bool = False,
+    *,
+    where: Any = _NOVALUE,
+    mean: Any = _NOVALUE,
+    correction: Any = _NOVALUE,
+) -> Any:
+    """``np.var``: two passes (mean, then squared deviations); identical on every rank."""
+    return _moment(
+        "var",
+        a,
+        axis,
+        dtype,
+        out,
+        ddof,
+        keepdims,
+        dict(where=where, mean=mean, correction=correction),
+    )
+
+
+@implements(np.std)
+def _std(
+    a: Any,
+    axis: Any = None,
+    dtype: Any = None,
+    out: Any = None,
+    ddof: Any = 0,
+    keepdims: bool = False,
+    *,
+    where: Any = _NOVALUE,
+    mean: Any = _NOVALUE,
+    correction: Any = _NOVALUE,
+) -> Any:
+    """``np.std``: the square root of :func:`np.var`'s result; identical on every rank."""
+    return _moment(
+        "std",
+        a,
+        axis,
+        dtype,
+        out,
+        ddof,
+        keepdims,
+        dict(where=where, mean=mean, correction=correction),
+    )
+
+
+def _arg(name: str, a: Any, axis: Any, out: Any, keepdims: bool) -> Any:
+    """``np.argmax``/``np.argmin``: each process's first extremum with its global index, then
+    NumPy's own ``argmax`` over the candidates in global order (NaN and complex as NumPy)."""
+    _no_extras(f"np.{name}", out)
+    a = _require(a, f"np.{name}")
+    ax = _norm_axis(axis, f"np.{name}")
+    if a.size == 0 or (ax is not None and a.shape[ax] == 0):
+        raise ValueError(f"attempt to get {name} of an empty sequence")
+    s, sax = _unview(a, ax)
+    backend, xp, g, lay = s.backend, s.backend.xp, s.grid, s.layout
+    rows, cols = lay.local_rows(g.myrow), lay.local_cols(g.mycol)
+    x = s._data
+    fn = getattr(np, name)
+    part = None
+    if x.size:
+        if sax is None:
+            # the first extremum in the VIEW's row-major order (the storage's column-major
+            # order for A.T), so that ties and NaNs resolve as NumPy's
+            if a._transposed:
+                k = int(getattr(xp, name)(x.T))
+                j, i = divmod(k, x.shape[0])
+            else:
+                k = int(getattr(xp, name)(x))
+                i, j = divmod(k, x.shape[1])
+            gi, gj = int(rows[i]), int(cols[j])
+            flat = gj * a.shape[1] + gi if a._transposed else gi * a.shape[1] + gj
+            part = (flat, backend.asnumpy(x[i : i + 1, j : j + 1])[0, 0])
+        else:
+            k = getattr(xp, name)(x, axis=sax)
+            v = backend.asnumpy(xp.take_along_axis(x, xp.expand_dims(k, sax), axis=sax)).reshape(-1)
+            idx = (rows if sax == 0 else cols)[backend.asnumpy(k)]
+            part = (idx, v)
+    parts = backend.allgather(part)
+    if sax is None:
+        cands = sorted(p for p in parts if p is not None)
+        best = cands[int(fn(np.array([c[1] for c in cands])))][0]
+        result: Any = np.intp(best)
+        return np.asarray(result).reshape(1, 1) if keepdims else result
+    out_ = np.empty(s.shape[1 - sax], dtype=np.intp)
+    if sax == 0:  # per column: candidates of each process row of this process column
+        groups = [
+            (lay.local_cols(c), [parts[g.rank_of(r, c)] for r in range(g.nprow)])
+            for c in range(g.npcol)
+        ]
+    else:
+        groups = [
+            (lay.local_rows(r), [parts[g.rank_of(r, c)] for c in range(g.npcol)])
+            for r in range(g.nprow)
+        ]
+    for gidx, group in groups:
+        valid = [p for p in group if p is not None]
+        if not valid or gidx.size == 0:
+            continue
+        idx = np.stack([p[0] for p in valid])
+        vals = np.stack([p[1] for p in valid])
+        order = np.argsort(idx, axis=0, kind="stable")
+        idx = np.take_along_axis(idx, order, axis=0)
+        vals = np.take_along_axis(vals, order, axis=0)
+        pick = fn(vals, axis=0)
+        out_[gidx] = np.take_along_axis(idx, pick[None, :], axis=0)[0]
+    return _keepdims(out_, ax, keepdims)
+
+
+@implements(np.argmax)
+def _argmax(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
+    """``np.argmax``: flat index (``axis=None``) or a 1-D NumPy array, identical on every rank."""
+    return _arg("argmax", a, axis, out, keepdims)
+
+
+@implements(np.argmin)
+def _argmin(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
+    """``np.argmin``: flat index (``axis=None``) or a 1-D NumPy array, identical on every rank."""
+    return _arg("argmin", a, axis, out, keepdims)
+
+
 # -- trace and norms ---------------------------------------------------------------------------
 @implements(np.trace)
 def _trace(
@@ -240,7 +436,8 @@ def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> 
 
     The Frobenius norm is accumulated in float64 with LAPACK-style scaling (per-process
     ``(scale, sum of squares)`` pairs), so it neither overflows nor underflows needlessly. The
-    2-norm and the nuclear norm need an SVD and are not provided.
+    2-norm and the nuclear norm need an SVD and are refused for matrices (a vector, ``n x 1`` or
+    ``1 x n``, has one singular value: its 2-norm, the Frobenius norm, is returned).
     """
     a = _require(x, "np.linalg.norm")
     if axis is not None and _norm_axis(axis, "np.linalg.norm") is not None:
@@ -260,10 +457,14 @@ def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> 
         if sums.size == 0:
             raise ValueError("zero-size array to reduction operation which has no identity")
         result = np.max(sums) if ord in (1, np.inf) else np.min(sums)
+    elif ord in (2, -2, "nuc") and min(a.shape) == 1:
+        result = _frobenius(s)  # a vector has one singular value: its 2-norm
     elif ord in (2, -2, "nuc"):
         raise NotImplementedError(
-            f"np.linalg.norm(A, ord={ord!r}) needs singular values, which blasmp_array does not "
-            "compute; use ord='fro', 1 or np.inf, or np.linalg.norm(A.to_numpy(), ord)"
+            f"np.linalg.norm(A, ord={ord!r}) of a {a.shape[0]}x{a.shape[1]} matrix needs "
+            "singular values, which blasmp_array does not compute; use ord='fro' (an upper "
+            "bound of the 2-norm), 1 or np.inf (sqrt(norm(A, 1) * norm(A, inf)) also bounds "
+            "it), or np.linalg.norm(A.to_numpy(), ord) on a gathered copy"
         )
     else:
         raise ValueError(f"Invalid norm order {ord!r} for matrices")
@@ -467,9 +668,3 @@ def _size(a: Any, axis: Any = None) -> int:
     """``np.size``: number of elements (or the length of ``axis``)."""
     a = _require(a, "np.size")
     return a.size if axis is None else a.shape[axis]
-
-
-@implements(np.dot)
-def _dot(a: Any, b: Any, out: Any = None) -> Any:
-    """``np.dot`` of two matrices: ``np.matmul`` (distributed GEMM)."""
-    return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)

@@ -159,7 +159,7 @@ def symm(
     b.synchronize()
     if C is not None and Cw is not C:
         back = ck.move(Cw, C.grid, C.block, "C", name, "C lives on another grid than A")
-        C._data[...] = back._data
+        ck.store(C, back)
         return C
     return Cw
 

@@ -353,7 +353,7 @@ def rank_k(
     b.synchronize()
     if C is not None and Cw is not C:
         back = ck.move(Cw, C.grid, C.block, "C", name, "C's layout differs from the working one")
-        C._data[...] = back._data
+        ck.store(C, back)
         return C
     return Cw
 

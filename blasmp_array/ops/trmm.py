@@ -156,7 +156,7 @@ def trmm(
             if (Cw.layout == B.layout and Cw.grid.same_as(B.grid))
             else ck.move(Cw, B.grid, B.block, "B", name, "B's layout differs from the working one")
         )
-        B._data[...] = back._data
+        ck.store(B, back)
         return B
     return Cw
 

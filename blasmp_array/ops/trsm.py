@@ -109,6 +109,7 @@ from typing import Any
 
 import numpy as np
 
+from .._warnings import RedistributionWarning
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
 from ..layout import numroc
 from ._triangle import any_nonfinite, triangle_has_nonfinite
@@ -121,7 +122,7 @@ _TRANS = {"n": "N", "t": "T", "c": "C"}
 _SCIPY_TRANS = {0: "N", 1: "T", 2: "C"}
 
 
-class TrsmRedistributionWarning(UserWarning):
+class TrsmRedistributionWarning(RedistributionWarning):
     """An operand of ``trsm`` was redistributed to a conforming blocking (costs a copy)."""
 
 

@@ -1,0 +1,434 @@
+"""Indexing of BlockCyclicArrays: submatrix views, element reads and assignment into windows.
+
+Submatrix views (PBLAS's ``IA, JA``)
+------------------------------------
+Process row ``p`` stores the global rows it owns in increasing order, so the rows of ANY window
+``[i0, i1)`` that ``p`` owns are one contiguous run of its local rows:
+``[numroc(i0, mb, p, Pr, src), numroc(i1, mb, p, Pr, src))`` (likewise for columns). A window is
+therefore always a slice of every local matrix; the question is only whether that slice is again
+a block-cyclic matrix of the window's shape. It is, with the parent's block and grid and source
+process ``((src_r + i0 // mb) % Pr, (src_c + j0 // nb) % Pc)``, when in each dimension
+
+* the offset is on a block boundary (``i0 % mb == 0``), or
+* the window lies inside one block (``i0 // mb == (i1 - 1) // mb``: e.g. one row or column, or
+  one element), or
+* the grid has one process in that dimension (``Pr == 1``: every row is on the one process
+  row, in order, whatever the blocking; so on a ``1 x 1`` grid every window is a view).
+
+Then ``A[i0:i1, j0:j1]`` is a *view*: a BlockCyclicArray whose local matrix is a slice of
+``A``'s (no copy, no communication) and whose layout carries the shifted source process. Every
+operator accepts it as any operand, and writing into it (``gemm(..., C=A[v])``, ufuncs with
+``out=``, ``A[v][...] = x``) writes into ``A``. Otherwise (an offset inside a block and a window
+spanning several blocks) the window is *copied* into a new array with source ``(0, 0)`` by one
+all-to-all exchange, with a :class:`~blasmp_array.ViewCopyWarning`; the copy does not share
+storage with ``A``. Assignment ``A[i0:i1, j0:j1] = value`` always writes into ``A``, whatever
+the offset: scalars and NumPy arrays are written locally, a BlockCyclicArray of another layout
+is exchanged straight into the window.
+
+Integers select one row/column and keep it as a dimension of length 1 (2-D stays 2-D:
+``A[:, j]`` is ``m x 1``, ``A[i, :]`` is ``1 x n``); ``A[i, j]`` is the element itself, a NumPy
+scalar on every rank (one broadcast from its owner). Negative indices, ``...`` and slices with
+step 1 follow NumPy; other steps, ``None``, index arrays and boolean masks raise
+:class:`IndexError`. All checks use the global shape only, so every rank raises the same error
+before any communication.
+
+The window exchange
+-------------------
+:func:`copy_window` copies ``X[s0 : s0 + h, t0 : t0 + w]`` of one block-cyclic matrix into
+``Y[d0 : d0 + h, e0 : e0 + w]`` of another (any blocks, sources and grids over the same
+processes), the engine of :mod:`.redistribute` generalised to offsets: sender and receiver
+compute the same row/column intersections from the owner formula over their own index vectors
+(no indices travel), pack in ascending window order, and move everything with
+``backend.alltoallv`` in stripes of rows bounded by :data:`MEMORY_BUDGET_BYTES`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from numbers import Integral
+from typing import Any
+
+import numpy as np
+
+from .._warnings import ViewCopyWarning
+from ..array import BlockCyclicArray
+from ..grid import ProcessGrid
+from ..layout import BlockCyclicLayout, numroc
+from .elementwise import _user_stacklevel
+
+__all__ = [
+    "parse_key",
+    "getitem",
+    "setitem",
+    "window",
+    "window_is_view",
+    "copy_window",
+    "to_layout",
+    "MEMORY_BUDGET_BYTES",
+]
+
+#: Upper bound on the bytes one rank sends plus receives in one stripe of :func:`copy_window`.
+MEMORY_BUDGET_BYTES = 256 * 2**20
+
+_SUPPORTED = (
+    "supported indices are integers and slices with step 1 (negative values and ... as NumPy), "
+    "e.g. A[i0:i1, j0:j1], A[i, :], A[:, j], A[i, j]"
+)
+
+Range = tuple[int, int]
+
+
+# -- keys (pure: identical on every rank) -----------------------------------------------------
+def _one(k: Any, n: int, axis: int) -> tuple[Range, bool]:
+    """``(start, stop)`` of one index component over a dimension of length ``n``, and whether
+    it was an integer."""
+    if isinstance(k, Integral) and not isinstance(k, bool | np.bool_):
+        i = int(k)
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+        i %= n
+        return (i, i + 1), True
+    if isinstance(k, slice):
+        for name, v in (("start", k.start), ("stop", k.stop), ("step", k.step)):
+            if v is not None and not (isinstance(v, Integral) and not isinstance(v, bool)):
+                raise IndexError(
+                    f"slice {name} must be an integer or None, got {v!r}; {_SUPPORTED}"
+                )
+        if k.step is not None and int(k.step) != 1:
+            raise IndexError(
+                f"slices with step {k.step} are not supported (a strided submatrix is not "
+                f"block-cyclic); {_SUPPORTED}"
+            )
+        start, stop, _ = k.indices(n)
+        return (start, max(start, stop)), False
+    if k is None:
+        kind = "np.newaxis (None)"
+    elif isinstance(k, bool | np.bool_) or np.dtype(getattr(k, "dtype", object)) == np.bool_:
+        kind = f"boolean index ({type(k).__name__})"
+    else:
+        kind = f"index of type {type(k).__name__}"
+    raise IndexError(
+        f"BlockCyclicArray does not support {kind} (fancy, boolean and new-axis indexing are "
+        f"not distributed); {_SUPPORTED}"
+    )
+
+
+def parse_key(key: Any, shape: tuple[int, int]) -> tuple[Range, Range, bool]:
+    """``key`` as row and column ranges, and whether both were integers (an element)."""
+    parts = list(key) if isinstance(key, tuple) else [key]
+    nell = sum(1 for p in parts if p is Ellipsis)
+    if nell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if nell:
+        at = next(i for i, p in enumerate(parts) if p is Ellipsis)
+        fill = [slice(None)] * max(0, 2 - (len(parts) - 1))
+        parts = parts[:at] + fill + parts[at + 1 :]
+    if len(parts) > 2:
+        raise IndexError(
+            f"too many indices for a 2-D BlockCyclicArray: {len(parts)} were given; {_SUPPORTED}"
+        )
+    parts += [slice(None)] * (2 - len(parts))
+    (rows, ri), (cols, ci) = (_one(parts[a], shape[a], a) for a in (0, 1))
+    return rows, cols, ri and ci
+
+
+# -- windows of a stored matrix ---------------------------------------------------------------
+def _free(r: Range, b: int, nprocs: int) -> bool:
+    i0, i1 = r
+    return nprocs == 1 or i0 % b == 0 or i1 <= i0 or i0 // b == (i1 - 1) // b
+
+
+def window_is_view(layout: BlockCyclicLayout, rows: Range, cols: Range) -> bool:
+    """True when the window of ``layout`` is itself block-cyclic (a view, see module doc)."""
+    (mb, nb), (pr, pc) = layout.block, layout.grid_shape
+    return _free(rows, mb, pr) and _free(cols, nb, pc)
+
+
+def _local_range(r: Range, b: int, p: int, nprocs: int, src: int) -> tuple[int, int]:
+    return numroc(r[0], b, p, nprocs, src), numroc(r[1], b, p, nprocs, src)
+
+
+def _local_slices(a: BlockCyclicArray, rows: Range, cols: Range) -> tuple[slice, slice]:
+    """This rank's local slice of the window (valid for ANY window, aligned or not)."""
+    lay, g = a.layout, a.grid
+    (mb, nb), (pr, pc), (sr, sc) = lay.block, lay.grid_shape, lay.src
+    r0, r1 = _local_range(rows, mb, g.myrow, pr, sr)
+    c0, c1 = _local_range(cols, nb, g.mycol, pc, sc)
+    return slice(r0, r1), slice(c0, c1)
+
+
+def _view_layout(lay: BlockCyclicLayout, rows: Range, cols: Range) -> BlockCyclicLayout:
+    (mb, nb), (pr, pc), (sr, sc) = lay.block, lay.grid_shape, lay.src
+    return BlockCyclicLayout(
+        shape=(rows[1] - rows[0], cols[1] - cols[0]),
+        block=lay.block,
+        grid_shape=lay.grid_shape,
+        src=((sr + rows[0] // mb) % pr, (sc + cols[0] // nb) % pc),
+    )
+
+
+def window(a: BlockCyclicArray, rows: Range, cols: Range, what: str = "A[...]") -> BlockCyclicArray:
+    """The window ``rows x cols`` of the stored matrix ``a`` (no lazy flags): a view when
+    :func:`window_is_view`, else a copy with a :class:`ViewCopyWarning`. Collective only for a
+    copy."""
+    if window_is_view(a.layout, rows, cols):
+        rs, cs = _local_slices(a, rows, cols)
+        return BlockCyclicArray(a._data[rs, cs], _view_layout(a.layout, rows, cols), a.grid)
+    (i0, i1), (j0, j1) = rows, cols
+    warnings.warn(
+        f"{what}: the window [{i0}:{i1}, {j0}:{j1}] of a matrix with blocks {a.block} starts "
+        "inside a block, so it is copied (an all-to-all moving its "
+        f"{i1 - i0}x{j1 - j0} elements) instead of viewed; writes into the copy do not reach "
+        "the matrix (assign with A[i0:i1, j0:j1] = value). Offsets that are multiples of the "
+        "block size give views.",
+        ViewCopyWarning,
+        stacklevel=_user_stacklevel(),
+    )
+    g = a.grid
+    layout = BlockCyclicLayout((i1 - i0, j1 - j0), a.layout.block, g.shape)
+    out = BlockCyclicArray(
+        g.backend.empty(layout.local_shape(g.myrow, g.mycol), a.dtype), layout, g
+    )
+    copy_window(a, (i0, j0), out, (0, 0), out.shape)
+    return out
+
+
+def _storage_ranges(a: BlockCyclicArray, rows: Range, cols: Range) -> tuple[Range, Range]:
+    return (cols, rows) if a._transposed else (rows, cols)
+
+
+def getitem(a: BlockCyclicArray, key: Any) -> Any:
+    """``a[key]``: an element (NumPy scalar on every rank) or a BlockCyclicArray window."""
+    rows, cols, element = parse_key(key, a.shape)
+    srows, scols = _storage_ranges(a, rows, cols)
+    if element:
+        return _element(a, srows[0], scols[0])
+    s = window(a.storage, srows, scols)
+    if a._transposed:
+        s = s.T
+    return s.conj() if a._conjugated else s
+
+
+def _element(a: BlockCyclicArray, i: int, j: int) -> Any:
+    """Element ``(i, j)`` of ``a``'s storage, broadcast from its owner (conjugated if a is)."""
+    lay, g = a.layout, a.grid
+    (prow, pcol), (il, jl) = lay.global_to_local(i, j)
+    root = g.rank_of(prow, pcol)
+    value = None
+    if g.rank == root:
+        value = a.backend.asnumpy(a._data[il : il + 1, jl : jl + 1])[0, 0]
+    value = a.backend.bcast(value, root=root)
+    value = a.dtype.type(value)
+    return np.conj(value) if a._conjugated else value
+
+
+# -- assignment -------------------------------------------------------------------------------
+def setitem(a: BlockCyclicArray, key: Any, value: Any) -> None:
+    """``a[key] = value`` (see module doc). Every check runs before any write or collective."""
+    if a._conjugated:
+        raise ValueError(
+            "cannot assign into a lazy conjugated view (A.conj(), A.H): it has no storage of its "
+            "own; assign conj(value) into the stored matrix instead"
+        )
+    rows, cols, _ = parse_key(key, a.shape)
+    srows, scols = _storage_ranges(a, rows, cols)
+    h, w = srows[1] - srows[0], scols[1] - scols[0]
+    s = a.storage
+    what = "A[...] = value"
+    if isinstance(value, BlockCyclicArray):
+        src = value.T if a._transposed else value
+        if src.shape != (h, w):
+            raise ValueError(
+                f"{what}: cannot assign a BlockCyclicArray of shape {value.shape} to a window of "
+                f"shape {(rows[1] - rows[0], cols[1] - cols[0])} (BlockCyclicArrays do not "
+                "broadcast)"
+            )
+        if not np.can_cast(src.dtype, s.dtype, "same_kind"):
+            raise TypeError(f"{what}: cannot cast {src.dtype} to {s.dtype} (same_kind)")
+        _check_same_processes(src.grid, s.grid, what)
+        if h and w:
+            src = src.resolve()
+            if _base(src._data) is _base(s._data):
+                src = src.copy()  # overlapping source and target: read everything first
+            if window_is_view(s.layout, srows, scols):
+                view = window(s, srows, scols)
+                if src.layout == view.layout and src.grid.same_as(view.grid):
+                    view._data[...] = src._data
+                    return
+            copy_window(src, (0, 0), s, (srows[0], scols[0]), (h, w))
+        return
+    local = _host_value(value, s.dtype, (rows[1] - rows[0], cols[1] - cols[0]), what)
+    if a._transposed and local.ndim == 2:
+        local = local.T
+    rs, cs = _local_slices(s, srows, scols)
+    if local.ndim == 0:
+        s._data[rs, cs] = local[()]
+        return
+    g = s.grid
+    grow = s.layout.local_rows(g.myrow)[rs] - srows[0]
+    gcol = s.layout.local_cols(g.mycol)[cs] - scols[0]
+    part = local[np.ix_(grow, gcol)] if grow.size and gcol.size else np.empty((0, 0), local.dtype)
+    if part.size:
+        s._data[rs, cs] = s.backend.asarray(part, dtype=s.dtype)
+
+
+def _base(x: Any) -> Any:
+    while getattr(x, "base", None) is not None:
+        x = x.base
+    return x
+
+
+def _check_same_processes(x: ProcessGrid, y: ProcessGrid, what: str) -> None:
+    if x.size != y.size or x.backend is not y.backend:
+        raise ValueError(
+            f"{what}: the value lives on a grid of {x.size} processes ({x.backend.name}) and the "
+            f"matrix on one of {y.size} ({y.backend.name}); both must be over the same "
+            "processes and backend"
+        )
+
+
+def _host_value(value: Any, dtype: np.dtype, shape: tuple[int, int], what: str) -> Any:
+    """A scalar (0-d) or a NumPy array of ``shape`` (broadcast as NumPy) in ``dtype``."""
+    if hasattr(value, "__cuda_array_interface__") and not isinstance(value, np.ndarray):
+        value = np.asarray(value.get())  # a CuPy array given on every rank
+    try:
+        arr = np.asarray(value)
+    except Exception:
+        raise TypeError(
+            f"{what}: unsupported value of type {type(value).__name__}; assign a scalar, a NumPy "
+            "array given on every rank or a BlockCyclicArray"
+        ) from None
+    if arr.dtype == object or arr.dtype.kind not in "biufc":
+        raise TypeError(f"{what}: cannot assign a value of dtype {arr.dtype} to a {dtype} matrix")
+    if arr.dtype.kind == "c" and dtype.kind != "c":
+        raise TypeError(f"{what}: cannot assign complex values to a {dtype} matrix")
+    if arr.ndim == 0:
+        return arr.astype(dtype)
+    tshape = shape
+    try:
+        b = np.broadcast_to(arr, tshape)
+    except ValueError:
+        raise ValueError(
+            f"{what}: could not broadcast a value of shape {arr.shape} into a window of shape "
+            f"{tshape}"
+        ) from None
+    return b.astype(dtype, copy=False)
+
+
+# -- the window exchange ----------------------------------------------------------------------
+RankOf = Callable[[int, int], int]
+
+
+def to_layout(x: BlockCyclicArray, like: BlockCyclicArray) -> BlockCyclicArray:
+    """A copy of the stored ``x`` in ``like``'s layout and grid (source process included).
+    Collective."""
+    g = like.grid
+    out = BlockCyclicArray(
+        g.backend.empty(like.layout.local_shape(g.myrow, g.mycol), x.dtype), like.layout, g
+    )
+    copy_window(x, (0, 0), out, (0, 0), x.shape)
+    return out
+
+
+def _group(owners: np.ndarray, nprocs: int) -> list[np.ndarray]:
+    order = np.argsort(owners, kind="stable")
+    counts = np.bincount(owners, minlength=nprocs)
+    return np.split(order, np.cumsum(counts)[:-1])
+
+
+def _ix(positions: np.ndarray, start: int, xp: Any) -> Any:
+    """Local positions ``start + positions`` as a slice when contiguous, else an index array."""
+    if positions.size == 0:
+        return slice(0, 0)
+    first, last = int(positions[0]), int(positions[-1])
+    if last - first + 1 == positions.size:
+        return slice(start + first, start + last + 1)
+    idx = positions + start
+    return idx if xp is np else xp.asarray(idx)
+
+
+def _sel(a: Any, rows: Any, cols: Any, xp: Any) -> tuple[Any, Any]:
+    if isinstance(rows, slice) or isinstance(cols, slice):
+        return rows, cols
+    return xp.ix_(rows, cols)
+
+
+def _length(ix: Any) -> int:
+    return ix.stop - ix.start if isinstance(ix, slice) else int(ix.size)
+
+
+def copy_window(
+    x: BlockCyclicArray,
+    x_off: tuple[int, int],
+    y: BlockCyclicArray,
+    y_off: tuple[int, int],
+    shape: tuple[int, int],
+    memory_budget: int | None = None,
+) -> None:
+    """``y[y_off + window] = x[x_off + window]`` for stored arrays ``x`` and ``y`` (no lazy
+    flags) on grids over the same processes, ``window`` of ``shape``. Collective; casts to
+    ``y``'s dtype. See the module doc."""
+    h, w = shape
+    if h == 0 or w == 0:
+        return
+    backend, xp = y.backend, y.backend.xp
+    xl, yl, xg, yg = x.layout, y.layout, x.grid, y.grid
+    (xmb, xnb), (xpr, xpc), (xsr, xsc) = xl.block, xl.grid_shape, xl.src
+    (ymb, ynb), (ypr, ypc), (ysr, ysc) = yl.block, yl.grid_shape, yl.src
+    (xr0, xc0), (yr0, yc0) = x_off, y_off
+    dt = y.dtype
+    wire = np.dtype(np.uint8) if dt == np.bool_ else dt
+
+    # my window rows/cols as a sender (local positions of x) and their destination owners
+    xr = _local_range((xr0, xr0 + h), xmb, xg.myrow, xpr, xsr)
+    xc = _local_range((xc0, xc0 + w), xnb, xg.mycol, xpc, xsc)
+    send_u = xl.local_rows(xg.myrow)[xr[0] : xr[1]] - xr0  # window rows, ascending
+    send_v = xl.local_cols(xg.mycol)[xc[0] : xc[1]] - xc0
+    send_cols = [_ix(c, xc[0], xp) for c in _group(((send_v + yc0) // ynb + ysc) % ypc, ypc)]
+    to_row = ((send_u + yr0) // ymb + ysr) % ypr
+    # ... and as a receiver (local positions of y) and their source owners
+    yr = _local_range((yr0, yr0 + h), ymb, yg.myrow, ypr, ysr)
+    yc = _local_range((yc0, yc0 + w), ynb, yg.mycol, ypc, ysc)
+    recv_u = yl.local_rows(yg.myrow)[yr[0] : yr[1]] - yr0
+    recv_v = yl.local_cols(yg.mycol)[yc[0] : yc[1]] - yc0
+    recv_cols = [_ix(c, yc[0], xp) for c in _group(((recv_v + xc0) // xnb + xsc) % xpc, xpc)]
+    from_row = ((recv_u + xr0) // xmb + xsr) % xpr
+
+    # stripes of window rows: a rank owns at most `stripe` rows of each on either side
+    budget = MEMORY_BUDGET_BYTES if memory_budget is None else int(memory_budget)
+    width = xl.max_local_shape()[1] + yl.max_local_shape()[1]
+    stripe = max(1, budget // max(1, wire.itemsize * width))
+    nothing = xp.empty(0, dtype=wire)
+    for u0 in range(0, h, stripe):
+        u1 = min(h, u0 + stripe)
+        a, b = np.searchsorted(send_u, (u0, u1))
+        c, d = np.searchsorted(recv_u, (u0, u1))
+        send: list[Any] = [nothing] * backend.size
+        for p, rows in enumerate(_group(to_row[a:b], ypr)):
+            if rows.size == 0:
+                continue
+            rix = _ix(rows, xr[0] + int(a), xp)
+            for q, cix in enumerate(send_cols):
+                if _length(cix) == 0:
+                    continue
+                piece = x._data[_sel(x._data, rix, cix, xp)].astype(dt, copy=False)
+                send[yg.rank_of(p, q)] = xp.ascontiguousarray(piece).reshape(-1).view(wire)
+        recv: list[Any] = [nothing] * backend.size
+        places: list[Any] = [None] * backend.size
+        for p, rows in enumerate(_group(from_row[c:d], xpr)):
+            if rows.size == 0:
+                continue
+            rix = _ix(rows, yr[0] + int(c), xp)
+            for q, cix in enumerate(recv_cols):
+                if _length(cix) == 0:
+                    continue
+                k = xg.rank_of(p, q)
+                recv[k] = xp.empty(rows.size * _length(cix), dtype=wire)
+                places[k] = (rix, cix, (rows.size, _length(cix)))
+        backend.alltoallv(send, recv)
+        del send
+        for k, place in enumerate(places):
+            if place is not None:
+                rix, cix, shp = place
+                y._data[_sel(y._data, rix, cix, xp)] = recv[k].view(dt).reshape(shp)
