@@ -8,9 +8,12 @@ ufuncs and :func:`blasmp_array.linalg.solve_triangular` run distributed kernels 
 
 from __future__ import annotations
 
-from typing import Any
-
-from . import layout, linalg, random
+# The face is the top layer (see docs/overview.md, "Layers"): it imports every layer, and with
+# them the modules that fill the registry of blasmp_array._dispatch (ops._methods: NumPy
+# functions, ufuncs, np.matmul and the operator-backed array methods; creation: gather; io: the
+# writers), so the array's methods work as soon as `import blasmp_array` returns. Dask, zarr,
+# h5py and CuPy stay unimported: io and backends import them inside the functions that use them.
+from . import io, layout, linalg, random
 from ._warnings import RedistributionWarning, ViewCopyWarning
 from .array import SUPPORTED_DTYPES, BlockCyclicArray
 from .backends import SignalTimeoutError
@@ -27,7 +30,9 @@ from .creation import (
     zeros_like,
 )
 from .grid import ProcessGrid, square_grid_shape
+from .io import from_dask, from_hdf5, from_npy, from_zarr
 from .layout import BlockCyclicLayout
+from .ops import _methods  # noqa: F401  (fills the registry of _dispatch)
 from .trace import trace
 
 __version__ = "0.1.0"
@@ -45,6 +50,7 @@ __all__ = [
     "from_numpy",
     "full",
     "full_like",
+    "io",
     "layout",
     "linalg",
     "ones",
@@ -60,17 +66,6 @@ __all__ = [
     "from_npy",
     "from_hdf5",
 ]
-
-_IO_NAMES = {"from_dask", "from_zarr", "from_npy", "from_hdf5"}
-
-
-def __getattr__(name: str) -> Any:
-    # io imports Dask/zarr lazily; keep `import blasmp_array` light
-    if name in _IO_NAMES:
-        from . import io
-
-        return getattr(io, name)
-    raise AttributeError(f"module 'blasmp_array' has no attribute {name!r}")
 
 
 def _trace_from_environment() -> None:

@@ -1,15 +1,32 @@
-"""Strict registry of the NumPy functions and ufuncs a BlockCyclicArray implements.
+"""Strict registries of what a BlockCyclicArray delegates to the layers above it.
 
-``BlockCyclicArray.__array_function__`` and ``__array_ufunc__`` land here. A NumPy function or
-ufunc runs distributed only if an implementation was registered with :func:`implements` or
-:func:`implements_ufunc`; anything else returns ``NotImplemented``, so NumPy raises a
-``TypeError`` naming the function (never a silent gather-and-compute fallback). To run an
-unsupported NumPy function, gather explicitly with ``A.to_numpy()``.
+The array (:mod:`blasmp_array.array`) sits below the operators, the construction functions and
+the I/O package, so it never imports them, not even lazily inside a method (the import-layer
+check of ``.ci/run`` enforces this; see ``CONTRIBUTING.md``). Instead it looks its
+implementations up here, and the higher layers fill these tables when they are imported --
+``import blasmp_array`` imports them all, so the tables are full before any user code runs. The
+pattern is Dask's and CuPy's ``__array_function__`` registries.
 
-Implementations live in :mod:`blasmp_array.ops.elementwise` (ufuncs),
-:mod:`blasmp_array.ops.reductions` (reductions, triangles, ``*_like``, ...) and
-:mod:`blasmp_array.ops.functions` (diagonals, stacking, products, einsum, ...); they are imported on
-the first dispatch so that ``import blasmp_array`` stays cheap and free of import cycles.
+Three tables:
+
+* **NumPy functions** (``__array_function__``), filled with :func:`implements`.
+* **ufuncs** (``__array_ufunc__``, ``np.matmul`` and so ``@`` included), filled with
+  :func:`implements_ufunc`.
+* **array methods** that need an operator (``A.redistribute``, ``A[i0:i1, j0:j1]``,
+  ``A.T.resolve()``, ``A.to_numpy``, ``A.to_zarr``, ...), filled with
+  :func:`implements_method` and looked up with :func:`method`.
+
+A NumPy function or ufunc runs distributed only if an implementation was registered; anything
+else returns ``NotImplemented``, so NumPy raises a ``TypeError`` naming the function (never a
+silent gather-and-compute fallback). To run an unsupported NumPy function, gather explicitly with
+``A.to_numpy()``. A method with no registered implementation raises a ``RuntimeError`` naming it.
+
+Who fills what: :mod:`blasmp_array.ops.elementwise` (ufuncs), :mod:`blasmp_array.ops.reductions`
+and :mod:`blasmp_array.ops.functions` (NumPy functions) register themselves;
+:mod:`blasmp_array.ops._methods` registers ``np.matmul`` and the operator-backed methods and
+imports the three modules above; :mod:`blasmp_array.creation` registers ``gather``;
+:mod:`blasmp_array.io` registers ``to_dask``, ``to_zarr`` and ``to_npy``. This module imports
+nothing of the package.
 """
 
 from __future__ import annotations
@@ -22,15 +39,18 @@ import numpy as np
 __all__ = [
     "implements",
     "implements_ufunc",
+    "implements_method",
+    "method",
     "array_function",
     "array_ufunc",
     "registered_functions",
     "registered_ufuncs",
+    "registered_methods",
 ]
 
 _FUNCTIONS: dict[Any, Callable[..., Any]] = {}
 _UFUNCS: dict[np.ufunc, Callable[..., Any]] = {}
-_loaded = False
+_METHODS: dict[str, Callable[..., Any]] = {}
 
 
 def implements(*numpy_functions: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -63,70 +83,80 @@ def implements_ufunc(*ufuncs: np.ufunc) -> Callable[[Callable[..., Any]], Callab
     return decorator
 
 
-def _load() -> None:
-    global _loaded
-    if not _loaded:
-        from .ops import elementwise, functions, reductions  # noqa: F401  (they register themselves)
+def implements_method(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated function as the implementation ``name`` of an array method.
 
-        _loaded = True
+    ``name`` is the name of the public function that implements it (``"redistribute"``,
+    ``"transpose"``, ``"getitem"``, ...); the array calls it with the array as the first
+    argument. A second, different implementation of the same name is an error (two modules
+    claiming one method would make the result depend on the import order).
+    """
+
+    def decorator(impl: Callable[..., Any]) -> Callable[..., Any]:
+        known = _METHODS.get(name)
+        if known is not None and _qualified(known) != _qualified(impl):
+            raise ValueError(
+                f"array method {name!r} is already implemented by {_qualified(known)}; "
+                f"{_qualified(impl)} cannot register it too"
+            )
+        _METHODS[name] = impl
+        return impl
+
+    return decorator
+
+
+def _qualified(f: Callable[..., Any]) -> str:
+    return f"{getattr(f, '__module__', '?')}.{getattr(f, '__qualname__', repr(f))}"
+
+
+def method(name: str) -> Callable[..., Any]:
+    """The registered implementation ``name`` of an array method (see :func:`implements_method`).
+
+    Raises
+    ------
+    RuntimeError
+        If no module registered ``name``: the module that implements it was not imported (a
+        method called while ``blasmp_array`` is still being imported) or forgot to register it.
+    """
+    impl = _METHODS.get(name)
+    if impl is None:
+        raise RuntimeError(
+            f"no implementation of the array method {name!r} is registered: the module that "
+            f"implements it registers it with `@_dispatch.implements_method({name!r})` when it "
+            "is imported, and `import blasmp_array` imports all of them (was it called while "
+            f"blasmp_array was still being imported?); registered: {sorted(_METHODS)}"
+        )
+    return impl
 
 
 def registered_functions() -> frozenset[Any]:
     """The NumPy functions with a distributed implementation."""
-    _load()
     return frozenset(_FUNCTIONS)
 
 
 def registered_ufuncs() -> frozenset[np.ufunc]:
     """The ufuncs with a distributed implementation (``np.matmul`` included)."""
-    _load()
-    return frozenset(_UFUNCS) | {np.matmul}
+    return frozenset(_UFUNCS)
+
+
+def registered_methods() -> frozenset[str]:
+    """The names of the array methods with a registered implementation."""
+    return frozenset(_METHODS)
 
 
 def array_function(func: Any, types: Any, args: Any, kwargs: Any) -> Any:
     """``__array_function__``: the registered implementation, or ``NotImplemented``."""
-    _load()
     impl = _FUNCTIONS.get(func)
     if impl is None:
         return NotImplemented
     return impl(*args, **kwargs)
 
 
-def array_ufunc(ufunc: np.ufunc, method: str, inputs: Any, kwargs: dict[str, Any]) -> Any:
+def array_ufunc(ufunc: np.ufunc, ufunc_method: str, inputs: Any, kwargs: dict[str, Any]) -> Any:
     """``__array_ufunc__``: only plain calls (``method == '__call__'``) of registered ufuncs."""
-    if method != "__call__":
+    if ufunc_method != "__call__":
         return NotImplemented
-    if ufunc is np.matmul:
-        return _matmul(inputs, kwargs)
-    _load()
     impl = _UFUNCS.get(ufunc)
     if impl is None:
         return NotImplemented
     return impl(ufunc, *inputs, **kwargs)
-
-
-def _matmul(inputs: Any, kwargs: dict[str, Any]) -> Any:
-    from .array import BlockCyclicArray
-
-    out = kwargs.pop("out", None)
-    if kwargs:
-        raise TypeError(
-            f"np.matmul on BlockCyclicArrays does not support the keywords {sorted(kwargs)}"
-        )
-    a, b = inputs
-    for x in (a, b):
-        if not isinstance(x, BlockCyclicArray):
-            raise TypeError(
-                f"np.matmul needs two BlockCyclicArrays, got {type(x).__name__}; distribute "
-                "NumPy operands with bm.from_numpy(...) (matrix-scalar products use `*`)"
-            )
-    from .ops.matmul import matmul
-
-    result = matmul(a, b)
-    if out is None:
-        return result
-    from .ops.elementwise import assign
-
-    (target,) = out
-    assign(target, result)
-    return target

@@ -8,6 +8,12 @@ operation needs the data as stored.
 Submatrix views ``A[i0:i1, j0:j1]`` need no flag: when the window is block-cyclic (offsets on
 block boundaries) the view is an ordinary array whose local matrix is a slice of ``A``'s and whose
 layout carries the shifted source process (see :mod:`blasmp_array.ops.indexing`).
+
+The array is a low layer: it imports only the layout, the grid and the registry
+:mod:`blasmp_array._dispatch`, never the operators, the construction functions or the I/O
+package above it. Methods that need them (``resolve``, ``redistribute``, ``to_numpy``,
+``to_dask``/``to_zarr``/``to_npy``, indexing, and the NumPy protocols) call the implementation
+those layers registered, ``_dispatch.method(name)``.
 """
 
 from __future__ import annotations
@@ -177,9 +183,8 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         """
         if not self.is_view:
             return self
-        from .ops.redistribute import transpose
-
         if self._transposed:
+            transpose = _dispatch.method("transpose")  # ops/redistribute.py
             return transpose(self.storage, conjugate=self._conjugated)
         out = BlockCyclicArray(self.backend.xp.conj(self._data), self.layout, self.grid)
         return out
@@ -190,8 +195,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
 
         Collective. Returns ``None`` on ranks other than ``root`` when ``root`` is given.
         """
-        from .creation import gather
-
+        gather = _dispatch.method("gather")  # creation.py
         return gather(self, root=root)  # a view is gathered as stored, then transposed
 
     def copy(self) -> BlockCyclicArray:
@@ -332,30 +336,25 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         self, grid: ProcessGrid | None = None, block: tuple[int, int] | int | None = None
     ) -> BlockCyclicArray:
         """This matrix in another block-cyclic layout (PBLAS ``pxgemr2d``). Collective."""
-        from .ops.redistribute import redistribute
-
+        redistribute = _dispatch.method("redistribute")  # ops/redistribute.py
         return redistribute(self, grid=grid, block=block)
 
     def to_dask(self, **kwargs: Any) -> Any:
         """Lazy Dask array of the matrix, through a temporary zarr store (see
         :func:`blasmp_array.io.to_dask`; the store must be on a filesystem all ranks share).
         Collective."""
-        from .io import to_dask
-
-        return to_dask(self, **kwargs)
+        return _dispatch.method("to_dask")(self, **kwargs)  # io/_dask.py
 
     def to_zarr(self, url_or_store: Any, overwrite: bool = False, progress: bool = False) -> None:
         """Parallel write to a zarr store, one chunk per block (:func:`blasmp_array.io.to_zarr`).
         Collective."""
-        from .io import to_zarr
-
+        to_zarr = _dispatch.method("to_zarr")  # io/_zarr.py
         to_zarr(self, url_or_store, overwrite=overwrite, progress=progress)
 
     def to_npy(self, path: Any, overwrite: bool = False, progress: bool = False) -> None:
         """Parallel write to a ``.npy`` file through memory maps (:func:`blasmp_array.io.to_npy`).
         Collective."""
-        from .io import to_npy
-
+        to_npy = _dispatch.method("to_npy")  # io/_npy.py
         to_npy(self, path, overwrite=overwrite, progress=progress)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -385,17 +384,13 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         """``A[i0:i1, j0:j1]`` (a BlockCyclicArray view when the offsets are block-aligned,
         else a copy with a ViewCopyWarning), ``A[i, :]``/``A[:, j]`` (``1 x n``/``m x 1``
         views) or ``A[i, j]`` (the element, on every rank). Slices with step 1 only."""
-        from .ops.indexing import getitem
-
-        return getitem(self, key)
+        return _dispatch.method("getitem")(self, key)  # ops/indexing.py
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """``A[key] = value`` for a scalar, a NumPy array given on every rank (broadcast as
         NumPy) or a BlockCyclicArray of the window's shape in any layout. Collective only for
         a BlockCyclicArray value in another layout."""
-        from .ops.indexing import setitem
-
-        setitem(self, key, value)
+        _dispatch.method("setitem")(self, key, value)  # ops/indexing.py
 
     def __repr__(self) -> str:
         view = f", view={self.op if self._transposed else 'conj'}" if self.is_view else ""

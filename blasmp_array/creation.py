@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ._dispatch import implements_method
 from .array import SUPPORTED_DTYPES, BlockCyclicArray, check_dtype
 from .grid import ProcessGrid
 from .layout import BlockCyclicLayout
@@ -470,6 +471,7 @@ def _rounds(sizes: list[int], itemsize: int, exclude: int | None = None) -> list
     return groups
 
 
+@implements_method("gather")  # BlockCyclicArray.to_numpy
 def gather(a: BlockCyclicArray, root: int | None = None) -> np.ndarray | None:
     """Gather the global matrix into a NumPy array on every rank, or on ``root`` only.
 

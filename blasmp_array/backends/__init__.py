@@ -17,15 +17,9 @@ _instances: dict[tuple[str, int], Backend] = {}
 
 def gpu_available() -> bool:
     """True when CuPy imports and sees at least one CUDA device."""
-    from ._cuda_env import prefer_eager_loading
+    from ._cuda_env import gpu_available as probe  # only the GPU backend's modules import CuPy
 
-    prefer_eager_loading()
-    try:
-        import cupy
-
-        return bool(cupy.cuda.runtime.getDeviceCount() > 0)
-    except Exception:
-        return False
+    return probe()
 
 
 def get_backend(kind: str | None, comm: Any) -> Backend:

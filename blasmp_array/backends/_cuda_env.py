@@ -30,6 +30,17 @@ def prefer_eager_loading() -> None:
     os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
 
 
+def gpu_available() -> bool:
+    """True when CuPy imports and sees at least one CUDA device (asks for eager loading first)."""
+    prefer_eager_loading()
+    try:
+        import cupy
+
+        return bool(cupy.cuda.runtime.getDeviceCount() > 0)
+    except Exception:
+        return False
+
+
 def module_loading_mode() -> str | None:
     """``'EAGER'`` or ``'LAZY'`` as the driver reports it, or None where it cannot be asked."""
     try:

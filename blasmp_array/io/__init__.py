@@ -10,10 +10,15 @@ Only this package imports Dask, zarr and h5py, lazily inside the functions: they
 * :func:`to_npy` / :func:`from_npy` -- parallel ``.npy`` through memory maps.
 * :func:`from_hdf5` -- read an HDF5 dataset through Dask.
 
+Importing this package registers :func:`to_dask`, :func:`to_zarr` and :func:`to_npy` as the
+implementations of the array methods of the same names (see :mod:`blasmp_array._dispatch`; the
+array never imports io).
+
 The writers publish a store only when every rank has written its part (see
 :mod:`blasmp_array.io._common`); a failure on any rank raises :class:`DistributedIOError` on all.
 """
 
+from .._dispatch import implements_method
 from ._common import DistributedIOError
 from ._dask import from_dask, to_dask
 from ._hdf5 import from_hdf5
@@ -30,3 +35,8 @@ __all__ = [
     "to_npy",
     "from_hdf5",
 ]
+
+# the implementations of BlockCyclicArray.to_dask, .to_zarr and .to_npy
+implements_method("to_dask")(to_dask)
+implements_method("to_zarr")(to_zarr)
+implements_method("to_npy")(to_npy)

@@ -315,7 +315,7 @@ def _outer(a: Any, b: Any, out: Any = None) -> BlockCyclicArray:
     _no_extras("np.outer", out)
     u = _as_vector(_require(a, "np.outer"), True, "np.outer")
     v = _as_vector(_require(b, "np.outer"), False, "np.outer")
-    from ..linalg import gemm
+    from .gemm import gemm
 
     # K has length 1: give v's stored K-dimension u's K block (the same distribution) so that
     # GEMM sees conforming blocks and copies nothing

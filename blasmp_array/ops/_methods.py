@@ -1,0 +1,57 @@
+"""What the ops layer registers in :mod:`blasmp_array._dispatch` for the array.
+
+The array sits below the operators and never imports them (the import-layer check enforces it);
+its methods that need an operator look the implementation up in the registry instead. This
+module fills the registry for the ops layer, in one place:
+
+* the array methods ``A.T.resolve()`` (``transpose``), ``A.redistribute`` (``redistribute``),
+  ``A[key]`` (``getitem``) and ``A[key] = value`` (``setitem``);
+* ``np.matmul``, so ``A @ B`` (NumPy's ufunc protocol) reaches :func:`ops.matmul.matmul`;
+* the NumPy functions and ufuncs of :mod:`.elementwise`, :mod:`.reductions` and
+  :mod:`.functions`, which register themselves when imported here.
+
+``blasmp_array/__init__.py`` imports this module, so ``import blasmp_array`` fills the registry.
+To give the array a new operator-backed method, see CONTRIBUTING.md ("Adding an array method").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._dispatch import implements_method, implements_ufunc
+from ..array import BlockCyclicArray
+from . import elementwise, functions, reductions  # noqa: F401  (they register themselves)
+from .elementwise import assign
+from .indexing import getitem, setitem
+from .matmul import matmul
+from .redistribute import redistribute, transpose
+
+__all__: list[str] = []
+
+implements_method("transpose")(transpose)
+implements_method("redistribute")(redistribute)
+implements_method("getitem")(getitem)
+implements_method("setitem")(setitem)
+
+
+@implements_ufunc(np.matmul)
+def _matmul_ufunc(ufunc: np.ufunc, a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
+    """``np.matmul(a, b, out=...)`` and ``a @ b``: :func:`matmul`, then the copy into ``out``."""
+    if kwargs:
+        raise TypeError(
+            f"np.matmul on BlockCyclicArrays does not support the keywords {sorted(kwargs)}"
+        )
+    for x in (a, b):
+        if not isinstance(x, BlockCyclicArray):
+            raise TypeError(
+                f"np.matmul needs two BlockCyclicArrays, got {type(x).__name__}; distribute "
+                "NumPy operands with bm.from_numpy(...) (matrix-scalar products use `*`)"
+            )
+    result = matmul(a, b)
+    if out is None:
+        return result
+    (target,) = out
+    assign(target, result)
+    return target
