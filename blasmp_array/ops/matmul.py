@@ -11,6 +11,8 @@ local transposing copy on the device; on larger grids the fill is one distribute
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..array import BlockCyclicArray
 from . import _checks as ck
 from ._triangle import mirror_triangle, triangle_mask
@@ -48,7 +50,7 @@ def matmul(a: BlockCyclicArray, b: BlockCyclicArray) -> BlockCyclicArray:
             f"matmul: shapes {a.shape} and {b.shape} do not conform "
             f"({a.shape[1]} (dim 1) != {b.shape[0]} (dim 0))"
         )
-    if a.shares_storage(b) and a.grid.same_as(b.grid):
+    if _same_stored_matrix(a, b):
         _, va = ck.split_view(a)
         _, vb = ck.split_view(b)
         for herm, flip in ((False, "T"), (True, "C")):
@@ -57,6 +59,29 @@ def matmul(a: BlockCyclicArray, b: BlockCyclicArray) -> BlockCyclicArray:
                 low = rank_k(name, a, None, None, "N", "L", 1, 0, herm, 2, "auto", None)
                 return fill_symmetric(low, "L", herm and low.dtype.kind == "c")
     return gemm(a, b)
+
+
+def _same_stored_matrix(a: BlockCyclicArray, b: BlockCyclicArray) -> bool:
+    """Whether ``a`` and ``b`` view the same stored matrix (``A.T @ A``; also two separate
+    ``A[v]`` of one window, whose local matrices are distinct objects over the same memory).
+
+    The same answer on every rank: the layouts decide first (global data), then one reduction
+    of the per-rank memory comparison (an empty local matrix proves nothing on its own)."""
+    if not a.grid.same_as(b.grid):
+        return False
+    if a.shares_storage(b):
+        return True
+    if a.layout != b.layout or a.dtype != b.dtype:
+        return False
+    same = _memory(a._data) == _memory(b._data)
+    return bool(a.grid.backend.allreduce(int(same), op="min"))
+
+
+def _memory(x: Any) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    ptr = getattr(getattr(x, "data", None), "ptr", None)  # CuPy
+    if ptr is None:
+        ptr = x.__array_interface__["data"][0]  # NumPy
+    return int(ptr), tuple(x.shape), tuple(x.strides)
 
 
 def fill_symmetric(C: BlockCyclicArray, uplo: str, hermitian: bool) -> BlockCyclicArray:

@@ -241,3 +241,30 @@ def test_syrk_beta_scales_only_its_triangle(grid, dtype):
         ref = high(a) @ high(a.T) + 0.5 * high(c0)
         scale = np.abs(a) @ np.abs(a.T) + 0.5 * np.abs(np.nan_to_num(c0))
         assert_within_bound(np.where(keep, c, 0), np.where(keep, ref, 0), scale, k, dtype, "")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_self_product_of_two_equal_views_is_recognised(grid, dtype, monkeypatch):
+    """``A[v].T @ A[v]`` (two view objects of one window) runs SYRK/HERK, on every rank alike;
+    a different window of the same parent is a GEMM."""
+    from blasmp_array.ops import matmul as matmul_module
+
+    calls: list[str] = []
+    rank_k = matmul_module.rank_k
+    monkeypatch.setattr(
+        matmul_module, "rank_k", lambda *a, **k: (calls.append(a[0]), rank_k(*a, **k))[1]
+    )
+    rng = np.random.default_rng(23)
+    a = random_matrix(rng, (16, 12), dtype)
+    A = dist(a, grid, (4, 4))
+    v, w = (slice(4, 16), slice(0, 8)), (slice(0, 12), slice(0, 8))
+    got = (A[v].H @ A[v]).to_numpy()
+    av = a[4:16, 0:8]
+    ref = high(av.conj().T) @ high(av)
+    assert_within_bound(got, ref, np.abs(av.T) @ np.abs(av), 12, dtype, "A[v].H @ A[v]")
+    assert len(calls) == 1
+    other = (A[w].H @ A[v]).to_numpy()  # another window: GEMM
+    aw = a[0:12, 0:8]
+    scale = np.abs(aw.T) @ np.abs(av)
+    assert_within_bound(other, high(aw.conj().T) @ high(av), scale, 12, dtype, "gemm")
+    assert len(calls) == 1
