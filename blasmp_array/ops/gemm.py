@@ -15,7 +15,7 @@ import numpy as np
 from ..array import BlockCyclicArray
 from ..layout import BlockCyclicLayout
 from . import _checks as ck
-from ._warmup import begin_pipeline
+from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .panels import PanelSpec, Source, compose_op, default_step_width, make_steps, run_pipeline
 
 __all__ = ["gemm", "summa_product", "scale_local", "new_result"]
@@ -62,6 +62,19 @@ def _scale(c: Any, beta: Any, mask: Any) -> None:
         c[mask] = 0
     else:
         c[mask] *= beta
+
+
+@warmup_kernels
+def _warm_scale(backend: Any, xp: Any, dtype: np.dtype) -> None:
+    """:func:`_scale`: ``C := beta C`` with zero and non-zero beta, on a whole contiguous
+    matrix, a strided block and under a boolean mask."""
+    n = 6
+    local = sample_matrix(xp, dtype, n)
+    mask = xp.asarray(np.tril(np.ones((n, n), dtype=bool)))
+    for beta in (dtype.type(0), dtype.type(2)):
+        _scale(local.copy(), beta, None)
+        _scale(local[1:5, 1:5], beta, None)
+        _scale(local.copy(), beta, mask)
 
 
 def scale_local(backend: Any, c: Any, beta: Any, mask: Any = None) -> None:

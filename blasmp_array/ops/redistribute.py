@@ -84,6 +84,7 @@ from ..array import BlockCyclicArray
 from ..grid import ProcessGrid
 from ..layout import BlockCyclicLayout
 from . import _exchange as engine
+from ._warmup import warmup_kernels
 
 __all__ = ["redistribute", "transpose", "MEMORY_BUDGET_BYTES", "TRANSPORT", "MAX_RECTANGLES"]
 
@@ -706,33 +707,33 @@ class _Kernels:
             else:
                 out[...] = blk
 
-    def warmup(self, backend: Any, dtype: Any) -> None:
-        """Every kernel variant of pack/unpack/local once, on 6x6 arrays (see ``_warmup.py``):
-        C-ordered and transposed sources, contiguous and strided rectangles, slices and index
-        arrays, with and without conjugation."""
-        xp, dt = backend.xp, np.dtype(dtype)
-        a = xp.zeros((6, 6), dt)
-        flat = xp.zeros(36, dt)
-        picks = [np.arange(6), np.arange(1, 4), np.array([0, 2, 5])]
-        conjs = (False, True) if dt.kind == "c" else (False,)
-        for src in (a, a.T):
-            for conj in conjs:
-                k = _Kernels(src, a, conj, xp)
-                for rows in picks:
-                    for cols in picks:
-                        for indexed in (False, True):
-                            r = _rect(rows, cols, xp, indexed)
-                            size = rows.size * cols.size
-                            msg = engine.Message(0, (0,), 0, size, pack=r, unpack=r)
-                            k.pack(msg, flat[:size])
-                            k.unpack(msg, flat[:size])
-                        k.local(
-                            engine.Message(0, (0,), 0, 0, _local_copy(rows, cols, rows, cols, xp))
-                        )
-                        many = _LocalCopy(
-                            _rect(rows, cols, xp, True), _rect(rows, cols, xp, True), None
-                        )
-                        k.local(engine.Message(0, (0,), 0, 0, many))
+
+@warmup_kernels
+def _warm_redistribute(backend: Any, xp: Any, dtype: np.dtype) -> None:
+    """Every kernel variant of :class:`_Kernels`' pack/unpack/local once, on 6x6 arrays:
+    C-ordered and transposed sources, contiguous and strided rectangles, slices and index
+    arrays, with and without conjugation."""
+    dt = np.dtype(dtype)
+    a = xp.zeros((6, 6), dt)
+    flat = xp.zeros(36, dt)
+    picks = [np.arange(6), np.arange(1, 4), np.array([0, 2, 5])]
+    conjs = (False, True) if dt.kind == "c" else (False,)
+    for src in (a, a.T):
+        for conj in conjs:
+            k = _Kernels(src, a, conj, xp)
+            for rows in picks:
+                for cols in picks:
+                    for indexed in (False, True):
+                        r = _rect(rows, cols, xp, indexed)
+                        size = rows.size * cols.size
+                        msg = engine.Message(0, (0,), 0, size, pack=r, unpack=r)
+                        k.pack(msg, flat[:size])
+                        k.unpack(msg, flat[:size])
+                    k.local(engine.Message(0, (0,), 0, 0, _local_copy(rows, cols, rows, cols, xp)))
+                    many = _LocalCopy(
+                        _rect(rows, cols, xp, True), _rect(rows, cols, xp, True), None
+                    )
+                    k.local(engine.Message(0, (0,), 0, 0, many))
 
 
 # -- the alltoallv engine (conservative reference) ---------------------------------------------

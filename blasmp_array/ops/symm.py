@@ -14,7 +14,7 @@ from typing import Any
 from ..array import BlockCyclicArray
 from . import _checks as ck
 from ._triangle import mirror_triangle
-from ._warmup import begin_pipeline
+from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .gemm import check_method, check_stages, new_result, scale_local, summa_product
 from .panels import Source, compose_op
 
@@ -171,6 +171,16 @@ def _symmetrised(xp: Any, x: Any, view: str, uplo: str, out: Any) -> None:
     mirror_triangle(xp, out, stored_uplo, conjugate=False)
     if view in ("C", "R"):  # a symmetric matrix equals its transpose: only conj remains
         xp.conjugate(out, out=out)
+
+
+@warmup_kernels
+def _warm_symmetrised(backend: Any, xp: Any, dtype: Any) -> None:
+    """:func:`_symmetrised` for both triangles and every view."""
+    n = 6
+    local = sample_matrix(xp, dtype, n)
+    for uplo in ("L", "U"):
+        for view in ("N", "T", "C", "R"):
+            _symmetrised(xp, local, view, uplo, xp.empty((n, n), dtype))
 
 
 def _gemm_operand(xp: Any, x: Any, view: str) -> tuple[Any, str]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..array import BlockCyclicArray
 from . import _checks as ck
-from ._warmup import begin_pipeline
+from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .gemm import check_method, check_stages, new_result, scale_local, summa_product
 from .panels import Source, compose_op
 
@@ -169,3 +169,12 @@ def _copy_op(xp: Any, x: Any, op: str, out: Any) -> None:
         xp.conjugate(x, out=out)
     else:
         out[...] = x
+
+
+@warmup_kernels
+def _warm_copy_op(backend: Any, xp: Any, dtype: Any) -> None:
+    """:func:`_copy_op` for every op (the triangle does not enter it)."""
+    n = 6
+    local = sample_matrix(xp, dtype, n)
+    for view in ("N", "T", "C", "R"):
+        _copy_op(xp, local, view, xp.empty((n, n), dtype))

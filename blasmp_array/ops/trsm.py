@@ -112,7 +112,7 @@ import numpy as np
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
 from ..layout import numroc
 from ._triangle import any_nonfinite, triangle_has_nonfinite
-from ._warmup import begin_pipeline
+from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 
 __all__ = ["trsm", "solve_triangular", "TrsmRedistributionWarning", "free_workspace"]
 
@@ -1021,3 +1021,17 @@ class _TrsmPipeline:
 def _unpack(slot: Any, stack: Any, moves: Sequence[tuple[int, int, int]]) -> None:
     for src, dst, rows in moves:
         stack[dst : dst + rows] = slot[src : src + rows]
+
+
+@warmup_kernels
+def _warm_trsm(backend: Any, xp: Any, dtype: np.dtype) -> None:
+    """``X := alpha X``; :func:`_unpack` of stacks of rows; the packs of (transposed)
+    rectangles of A's panels and of X's rows."""
+    n = 6
+    local = sample_matrix(xp, dtype, n)
+    flat = xp.empty(4 * n * n, dtype)
+    panel = xp.empty((n, n), dtype)
+    xp.multiply(local, dtype.type(2), local)
+    _unpack(flat[: n * n].reshape(n, n), panel, [(0, 1, 2)])
+    for blk in (local[1:3, 2:5], local[1:3, 2:5].T, local[:2]):
+        flat[: blk.size].reshape(blk.shape)[...] = blk
