@@ -80,6 +80,7 @@ from typing import Any
 
 import numpy as np
 
+from .._alloc import new_array
 from ..array import BlockCyclicArray
 from ..grid import ProcessGrid
 from ..layout import BlockCyclicLayout
@@ -90,10 +91,6 @@ __all__ = ["redistribute", "transpose", "MEMORY_BUDGET_BYTES", "TRANSPORT", "MAX
 
 #: Default upper bound on the bytes one rank sends plus receives in one round.
 MEMORY_BUDGET_BYTES = 256 * 2**20
-
-#: Test hook: when not None, destination local matrices are filled with this value right after
-#: allocation, so that elements the exchange fails to write show up (e.g. ``float('nan')``).
-_DEBUG_FILL: Any = None
 
 RankOf = Callable[[int, int], int]
 
@@ -170,9 +167,9 @@ def redistribute(
     backend = A.grid.backend
     if not A.is_view and dst_layout == A.layout and dst_grid.same_as(A.grid):
         # same layout: a local copy
-        out = _alloc(dst_grid, dst_layout, A.dtype)
-        out[...] = A._data
-        return BlockCyclicArray(out, dst_layout, dst_grid)
+        out = new_array(dst_layout, dst_grid, A.dtype)
+        out._data[...] = A._data
+        return out
 
     src_rank_of: RankOf
     if A._transposed:
@@ -186,12 +183,12 @@ def redistribute(
     else:
         src_local, src_layout, src_rank_of = A._data, A.layout, A.grid.rank_of
 
-    out = _alloc(dst_grid, dst_layout, A.dtype)
+    out = new_array(dst_layout, dst_grid, A.dtype)
     _exchange(
         src_local,
         src_layout,
         src_rank_of,
-        out,
+        out._data,
         dst_layout,
         dst_grid.rank_of,
         backend,
@@ -200,7 +197,7 @@ def redistribute(
         num_stages=stages,
         transport=how,
     )
-    return BlockCyclicArray(out, dst_layout, dst_grid)
+    return out
 
 
 def transpose(
@@ -299,13 +296,6 @@ def _check_transport(transport: Any, backend: Any) -> str:
     if transport not in TRANSPORTS:
         raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
     return str(transport)
-
-
-def _alloc(grid: ProcessGrid, layout: BlockCyclicLayout, dtype: Any) -> Any:
-    out = grid.backend.empty(layout.local_shape(grid.myrow, grid.mycol), dtype)
-    if _DEBUG_FILL is not None:
-        out[...] = _DEBUG_FILL
-    return out
 
 
 # -- the engine -------------------------------------------------------------------------------

@@ -17,11 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from .._alloc import new_array
 from ..array import BlockCyclicArray
+from ..layout import BlockCyclicLayout
 from . import _checks as ck
 from ._triangle import scale_triangle, triangle_mask
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
-from .gemm import check_method, check_stages, new_result
+from .gemm import check_method, check_stages
 from .panels import PanelSpec, Source, compose_op, default_step_width, make_steps, run_pipeline
 
 __all__ = ["syrk", "rank_k", "triangle_update"]
@@ -282,7 +284,8 @@ def rank_k(
     fresh = Cw is None
     if Cw is None:
         # zeroed: the other triangle of a new result is zero, and the update adds to it
-        Cw = new_result((n, n), (bsz, bsz), grid, dtype, zero=True)
+        # zeroed explicitly: the panels only add into it
+        Cw = new_array(BlockCyclicLayout((n, n), (bsz, bsz), grid.shape), grid, dtype, fill=0)
         beta = dtype.type(0)
 
     b = grid.backend

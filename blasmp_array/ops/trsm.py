@@ -109,6 +109,7 @@ from typing import Any
 
 import numpy as np
 
+from .._alloc import new_array
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
 from ..layout import numroc
 from ._triangle import any_nonfinite, triangle_has_nonfinite
@@ -407,7 +408,7 @@ def _trsm(
     if check_finite:
         _check_finite(A, Bw, spec)
     if alpha == 0:
-        X = _zeros_like(Bw)
+        X = new_array(Bw.layout, Bw.grid, Bw.dtype, fill=0)
     else:
         if not unit:
             _check_diagonal(A)
@@ -482,12 +483,6 @@ def _conform_blocks(
         )
         B = B.redistribute(block=block)
     return A, B
-
-
-def _zeros_like(B: BlockCyclicArray) -> BlockCyclicArray:
-    data = B.backend.empty(tuple(B._data.shape), B.dtype)  # collective on the GPU backend
-    data[...] = 0
-    return BlockCyclicArray(data, B.layout, B.grid)
 
 
 def _local_diagonal(A: BlockCyclicArray) -> tuple[np.ndarray, Any]:

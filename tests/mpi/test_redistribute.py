@@ -15,6 +15,7 @@ import pytest
 from mpi4py import MPI
 
 import blasmp_array as bm
+from blasmp_array import _alloc
 from blasmp_array.array import BlockCyclicArray
 from blasmp_array.layout import BlockCyclicLayout
 from blasmp_array.ops import redistribute as rd
@@ -40,7 +41,8 @@ def grid_of(shape: tuple[int, int]) -> bm.ProcessGrid:
 
 @pytest.fixture(autouse=True)
 def poison(monkeypatch):
-    monkeypatch.setattr(rd, "_DEBUG_FILL", np.nan)
+    """Every fresh array is NaN-poisoned (the allocator's hook), destinations included."""
+    monkeypatch.setattr(_alloc, "_DEBUG_FILL", np.nan)
 
 
 def as_pair(block):
