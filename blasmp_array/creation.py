@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ._alloc import new_array
 from ._dispatch import implements_method
 from .array import SUPPORTED_DTYPES, BlockCyclicArray, check_dtype
 from .grid import ProcessGrid
@@ -117,12 +118,6 @@ def _check_grid(grid: ProcessGrid | None) -> ProcessGrid:
     return grid
 
 
-def _new(layout: BlockCyclicLayout, grid: ProcessGrid, dtype: Any) -> BlockCyclicArray:
-    """An uninitialised array of ``layout`` on ``grid`` (local tiles from ``backend.empty``)."""
-    data = grid.backend.empty(layout.local_shape(grid.myrow, grid.mycol), np.dtype(dtype))
-    return BlockCyclicArray(data, layout, grid)
-
-
 def _layout_of(a: BlockCyclicArray) -> BlockCyclicLayout:
     """The layout an array shaped like ``a`` (a view included) gets on ``a.grid``.
 
@@ -141,7 +136,7 @@ def new_like(a: BlockCyclicArray, dtype: Any = None) -> BlockCyclicArray:
     dt = a.dtype if dtype is None else np.dtype(dtype)
     if dt != np.bool_:
         check_dtype(dt)
-    return _new(_layout_of(a), a.grid, dt)
+    return new_array(_layout_of(a), a.grid, dt)
 
 
 # -- constructors ------------------------------------------------------------------------------
@@ -172,7 +167,7 @@ def empty(
     blk = normalize_block(block)
     dt = check_dtype(dtype)
     g = _check_grid(grid)
-    return _new(BlockCyclicLayout(shape, blk, g.shape), g, dt)
+    return new_array(BlockCyclicLayout(shape, blk, g.shape), g, dt)
 
 
 def full(
@@ -278,7 +273,7 @@ def empty_like(a: BlockCyclicArray, dtype: Any = None, shape: Any = None) -> Blo
     ``a`` may be a lazy view (``A.T``): the result then has ``A.T``'s shape and block.
     """
     a, dt = _like_args(a, dtype, shape, "empty_like")
-    return _new(_layout_of(a), a.grid, dt)
+    return new_array(_layout_of(a), a.grid, dt)
 
 
 def zeros_like(a: BlockCyclicArray, dtype: Any = None, shape: Any = None) -> BlockCyclicArray:
@@ -370,7 +365,7 @@ def from_numpy(
         everywhere = _host_matrix(a, dtype, backend)
         layout = BlockCyclicLayout(everywhere.shape, blk, g.shape)
         rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
-        out = _new(layout, g, everywhere.dtype)
+        out = new_array(layout, g, everywhere.dtype)
         out._data[...] = backend.asarray(everywhere[np.ix_(rows, cols)])
         return out
 
@@ -390,7 +385,7 @@ def from_numpy(
         )
     shape, dt = tuple(meta[1]), np.dtype(meta[2])
     layout = BlockCyclicLayout(shape, blk, g.shape)
-    out = _new(layout, g, dt)
+    out = new_array(layout, g, dt)
     xp = backend.xp
     nothing = xp.empty((0,), dtype=dt)
     sizes = _local_sizes(layout, g)

@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from ._alloc import new_array
 from .array import BlockCyclicArray, check_dtype
-from .creation import _check_grid, _new, normalize_block, normalize_shape
+from .creation import _check_grid, normalize_block, normalize_shape
 from .grid import ProcessGrid
 from .layout import BlockCyclicLayout
 
@@ -70,7 +71,7 @@ def _generate(
     g = _check_grid(grid)
     seed = _check_seed(seed, g)
     layout = BlockCyclicLayout(shape, blk, g.shape)
-    out = _new(layout, g, dt)
+    out = new_array(layout, g, dt)
     if out._data.size == 0:
         return out
     backend = g.backend

@@ -37,7 +37,6 @@ __all__ = [
     "resolve_grid",
     "normalize_block",
     "check_dtype_arg",
-    "new_array",
     "stored",
     "local_batches",
     "local_tiles",
@@ -92,15 +91,6 @@ def check_dtype_arg(dtype: Any, source_dtype: Any, what: str) -> np.dtype:
         return check_dtype(source_dtype if dtype is None else dtype)
     except TypeError as exc:
         raise TypeError(f"{what}: {exc}; pass dtype=... to convert") from None
-
-
-def new_array(
-    shape: tuple[int, int], block: tuple[int, int], grid: ProcessGrid, dtype: np.dtype
-) -> BlockCyclicArray:
-    """An uninitialised array (collective on the GPU backend)."""
-    layout = BlockCyclicLayout(shape, block, grid.shape)
-    data = grid.backend.empty(layout.local_shape(grid.myrow, grid.mycol), dtype)
-    return BlockCyclicArray(data, layout, grid)
 
 
 def stored(A: Any, what: str) -> BlockCyclicArray:

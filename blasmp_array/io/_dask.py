@@ -12,14 +12,15 @@ from typing import Any
 
 import numpy as np
 
+from .._alloc import new_array
 from ..array import BlockCyclicArray
 from ..grid import ProcessGrid
+from ..layout import BlockCyclicLayout
 from ._common import (
     BATCH_BYTES,
     agree,
     as_index,
     check_dtype_arg,
-    new_array,
     normalize_block,
     resolve_grid,
 )
@@ -108,7 +109,7 @@ def from_dask(
     if x.dtype != dt:
         x = x.astype(dt)
 
-    out = new_array((int(x.shape[0]), int(x.shape[1])), blk, g, dt)
+    out = new_array(BlockCyclicLayout((int(x.shape[0]), int(x.shape[1])), blk, g.shape), g, dt)
     layout, bk = out.layout, g.backend
     rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
 

@@ -8,8 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from .._alloc import new_array
 from ..array import BlockCyclicArray
 from ..grid import ProcessGrid
+from ..layout import BlockCyclicLayout
 from ._common import (
     BATCH_BYTES,
     agree,
@@ -17,7 +19,6 @@ from ._common import (
     check_dtype_arg,
     local_batches,
     local_path,
-    new_array,
     normalize_block,
     progress_bar,
     resolve_grid,
@@ -143,7 +144,7 @@ def from_npy(
     if len(shape) != 2:
         raise ValueError(f"from_npy needs a 2-D array, {os.fspath(path)!r} holds shape {shape}")
     dt = check_dtype_arg(dtype, np.dtype(file_dtype), "from_npy")
-    out = new_array((int(shape[0]), int(shape[1])), blk, g, dt)
+    out = new_array(BlockCyclicLayout((int(shape[0]), int(shape[1])), blk, g.shape), g, dt)
     layout = out.layout
     rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
 

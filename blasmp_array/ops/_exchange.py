@@ -140,7 +140,12 @@ class Plan:
 
 
 class Kernels(Protocol):
-    """The operator's local data movement, run on a stream by the engine."""
+    """The operator's local data movement, run on a stream by the engine.
+
+    Every device kernel ``pack``/``unpack``/``local`` may launch must be warmed by a sample
+    registered in the operator's module (``@warmup_kernels``, see ``ops/_warmup.py``): the
+    engine's :func:`begin_pipeline` runs it before the first signal wait.
+    """
 
     def pack(self, msg: Message, out: Any) -> None:
         """Write ``msg`` into the contiguous 1-D ``out`` (``msg.size`` elements; comm stream)."""
@@ -150,10 +155,6 @@ class Kernels(Protocol):
 
     def local(self, msg: Message) -> None:
         """Move ``msg``, sent to this rank by itself, without a slot (compute stream)."""
-
-    def warmup(self, backend: Any, dtype: Any) -> None:
-        """Run every device kernel ``pack``/``unpack``/``local`` may launch once, on tiny
-        arrays (only called where ``backend.jit_kernels``; see ``ops/_warmup.py`` for why)."""
 
 
 class Exchange:
@@ -352,19 +353,10 @@ class Exchange:
             self._base[self._ack(s, q)] += total
 
 
-_WARMED: dict[tuple[int, type, np.dtype], bool] = {}
-
-
 def run_plan(backend: Any, plan: Plan, dtype: Any, kernels: Kernels, num_stages: int = 2) -> None:
     """Run ``plan`` to completion (collective): prefetch ``num_stages`` steps, then
     recv / release / send; returns after :meth:`Exchange.finish`."""
     dt = np.dtype(dtype)
-    if backend.jit_kernels:
-        key = (id(backend), type(kernels), dt)
-        if key not in _WARMED:
-            kernels.warmup(backend, dt)
-            backend.synchronize()
-            _WARMED[key] = True
     ex = Exchange(backend, plan, dt, kernels, num_stages)
     K = ex.nsteps
     begin_pipeline(backend, dt)

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..layout import BlockCyclicLayout
+from ._warmup import sample_matrix, warmup_kernels
 
 __all__ = [
     "local_index_vectors",
@@ -130,3 +133,22 @@ def mirror_triangle(xp: Any, c: Any, uplo: str, conjugate: bool, panel: int = 10
             d[...] = xp.triu(d) + (strict.conj().T if conjugate else strict.T)
             src = c[j0:j1, j1:]  # right of the diagonal block -> below it
             c[j1:, j0:j1] = src.conj().T if conjugate else src.T
+
+
+@warmup_kernels
+def _warm_triangles(backend: Any, xp: Any, dtype: np.dtype) -> None:
+    """SYRK's scaled triangle (zero and non-zero beta), ``check_finite`` (masked and whole
+    panels, the combined flags), the masks from index vectors, the symmetric fill."""
+    n = 6
+    local = sample_matrix(xp, dtype, n)
+    rows = xp.asarray(np.arange(n))
+    tri = (rows[None, :] - rows[:, None]) <= 0
+    for beta in (dtype.type(0), dtype.type(2)):
+        _select_scaled(xp, local.copy(), beta, tri)
+    any_nonfinite(xp, local, tri)
+    xp.stack([tri.any(), tri.any()]).any()
+    rows1 = rows + 1
+    _ = rows[None, :] <= rows1[:, None], rows[None, :] >= rows1[:, None]
+    for uplo in ("L", "U"):
+        for conj in (False, True):
+            mirror_triangle(xp, local.copy(), uplo, conj, panel=4)

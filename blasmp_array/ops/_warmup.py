@@ -8,92 +8,112 @@ enqueueing, and a wait whose release depends on this host's later work would nev
 (The GPU backend also asks CUDA to load the libraries' kernels eagerly, ``CUDA_MODULE_LOADING=
 EAGER``, for cuBLAS's kernels; see ``backends/_cuda_env.py``.)
 
-:func:`begin_pipeline` replaces ``backend.begin()`` at the start of every operator: on a backend
-whose kernels are compiled lazily (``backend.jit_kernels``) it first runs each helper the
-operators launch once per dtype, on tiny arrays laid out to produce the same kernel variants as
+The registry
+------------
+Each module declares, once and next to the kernels it launches, a *warm-up sample*: a function
+``sample(backend, xp, dtype) -> None`` decorated with :func:`warmup_kernels`, that launches
+each of its stream helpers once on tiny arrays laid out to produce the same kernel variants as
 real panels (contiguous and strided, one and two dimensional, every mask and op), synchronously
-and before anything of the operator is enqueued. On the CPU backend it is ``backend.begin()``.
+(on the host thread; only the backend's BLAS kernels take a stream). A sample must allocate with
+``xp`` (never the collective ``backend.empty``) and must not communicate: it runs on each rank
+on its own.
+
+:func:`begin_pipeline` replaces ``backend.begin()`` at the start of every operator: on a backend
+whose kernels are compiled lazily (``backend.jit_kernels``) it first runs every registered
+sample not yet run for this backend and dtype, then synchronises, all before anything of the
+operator is enqueued. On the CPU backend it is ``backend.begin()``.
+
+Which samples are registered: this module imports nothing of the package; a sample is
+registered when its module is imported. So that no sample can be missing when a pipeline
+starts, :func:`begin_pipeline` imports every module of the ``blasmp_array.ops`` package once
+(``pkgutil`` over the package's path: a new operator module is picked up without a list to
+edit). A sample registered later (a module outside ``ops``, imported after the first
+warm-up) still runs, at the next :func:`begin_pipeline`: what has run is recorded per sample
+and dtype (``backend._warmed_kernels``), not per dtype.
+
+The backend's own BLAS3 kernels (``backend.gemm``, ``syrk``, ``syr2k``, ``trmm``, ``trsm``)
+belong to no operator module; their sample is the one defined here.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+__all__ = ["begin_pipeline", "warmup_kernels", "registered_samples", "sample_matrix"]
+
+#: ``sample(backend, xp, dtype)``: launches a module's kernels once on tiny arrays
+Sample = Callable[[Any, Any, np.dtype], None]
+
+#: the registry: ``"module.qualname"`` -> sample, in registration order
+_SAMPLES: dict[str, Sample] = {}
+
+_ops_imported = False
+
+
+def warmup_kernels(sample: Sample) -> Sample:
+    """Register ``sample(backend, xp, dtype)`` as the warm-up of the calling module's kernels
+    (a decorator; returns ``sample`` unchanged). Registering a function of the same module and
+    name again replaces it (module reloads)."""
+    _SAMPLES[f"{sample.__module__}.{sample.__qualname__}"] = sample
+    return sample
+
+
+def registered_samples() -> dict[str, Sample]:
+    """A copy of the registry, ``"module.qualname" -> sample`` (after importing every module
+    of ``blasmp_array.ops``, as :func:`begin_pipeline` does)."""
+    _import_ops()
+    return dict(_SAMPLES)
+
+
+def sample_matrix(xp: Any, dtype: Any, n: int = 6) -> Any:
+    """The ``n x n`` C-ordered ``0, 1, 2, ...`` matrix of ``dtype`` the samples work on."""
+    return xp.asarray(np.arange(n * n, dtype=np.float64).reshape(n, n)).astype(dtype)
+
 
 def begin_pipeline(backend: Any, dtype: Any) -> None:
-    """Warm the kernels of ``dtype`` (once per backend and dtype), then ``backend.begin()``."""
+    """Warm the kernels of ``dtype`` (each registered sample once per backend and dtype), then
+    ``backend.begin()``."""
     if backend.jit_kernels:
-        warmed: set[np.dtype] = backend.__dict__.setdefault("_warmed_dtypes", set())
-        dt = np.dtype(dtype)
-        if dt not in warmed:
-            _run_helpers(backend, dt)
-            backend.synchronize()
-            warmed.add(dt)
+        _warm(backend, np.dtype(dtype))
     backend.begin()
 
 
-def _run_helpers(backend: Any, dtype: np.dtype) -> None:
-    from . import gemm, panels, syrk, trsm
-
+def _warm(backend: Any, dt: np.dtype) -> None:
+    _import_ops()
+    warmed: set[tuple[str, np.dtype]] = backend.__dict__.setdefault("_warmed_kernels", set())
+    todo = [(name, s) for name, s in _SAMPLES.items() if (name, dt) not in warmed]
+    if not todo:
+        return
     xp = backend.xp
-    n = 6
-    local = xp.asarray(np.arange(n * n, dtype=np.float64).reshape(n, n)).astype(dtype)
-    flat = xp.empty(4 * n * n, dtype)
-    pieces = []
-    for mask in (None, "L", "U", "Lunit", "Uunit", "symL", "symU"):
-        for op in ("N", "T", "C", "R"):
-            # a strided 4x4 block and full rows (contiguous): both kernel variants
-            pieces.append(panels.Piece(0, 1, 1, 4, 4, mask, op, 0, 0, 4, 4, 0))
-            rows, cols = (n, 2) if op in ("T", "C") else (2, n)
-            pieces.append(panels.Piece(0, 0, 0, 2, n, None, op, 0, 0, rows, cols, 0))
-    for p in pieces:
-        panels._pack(xp, local, [p], flat, 0)
-    # unpack: a slot into a strided panel region, with zero fill of another region
-    panel = xp.empty((n, n), dtype)
-    seg_pieces = (panels.Piece(0, 0, 0, 4, 4, None, "N", 1, 1, 4, 4, 0),)
-    zeros = ((0, 0, 1, n), (1, 0, 4, 1))
-    step = panels.GroupStep(0, n, n, ((0, 0, 16, seg_pieces),), zeros, (), False)
-    panels._unpack(flat, step, panel)
-    # triangles on the device (SYRK's scaled triangle, check_finite, the symmetric fill)
-    from . import _triangle, symm, trmm
+    for _, sample in todo:
+        sample(backend, xp, dt)
+    backend.synchronize()
+    warmed.update((name, dt) for name, _ in todo)
 
-    rows = xp.asarray(np.arange(n))
-    tri = (rows[None, :] - rows[:, None]) <= 0
-    for beta in (dtype.type(0), dtype.type(2)):
-        _triangle._select_scaled(xp, local.copy(), beta, tri)
-    _triangle.any_nonfinite(xp, local, tri)
-    xp.stack([tri.any(), tri.any()]).any()
-    rows1 = rows + 1
-    _ = rows[None, :] <= rows1[:, None], rows[None, :] >= rows1[:, None]
-    for uplo in ("L", "U"):
-        for conj in (False, True):
-            _triangle.mirror_triangle(xp, local.copy(), uplo, conj, panel=4)
-        for view in ("N", "T", "C", "R"):
-            symm._symmetrised(xp, local, view, uplo, xp.empty((n, n), dtype))
-            trmm._copy_op(xp, local, view, xp.empty((n, n), dtype))
-    xp.copyto(local.copy(), local, where=~tri)
-    # C := beta C, whole and masked (SYRK/HERK's triangle mask)
-    mask = xp.asarray(np.tril(np.ones((n, n), dtype=bool)))
-    for beta in (dtype.type(0), dtype.type(2)):
-        gemm._scale(local.copy(), beta, None)
-        gemm._scale(local[1:5, 1:5], beta, None)
-        gemm._scale(local.copy(), beta, mask)
-    # diagonal-block triangle updates and the Hermitian diagonal
-    for uplo in ("L", "U"):
-        syrk._diag_add(xp, local[1:5, 1:5], local[:4, :4].copy(), uplo)
-        syrk._diag_add(xp, local.copy(), local.copy(), uplo)
-    idx = xp.asarray(np.arange(3))
-    if dtype.kind == "c":
-        syrk._zero_diag_imag(local.copy(), idx, idx)
-    # TRSM: alpha X, stacks of rows, packs of (transposed) rectangles
-    xp.multiply(local, dtype.type(2), local)
-    trsm._unpack(flat[: n * n].reshape(n, n), panel, [(0, 1, 2)])
-    for blk in (local[1:3, 2:5], local[1:3, 2:5].T, local[:2]):
-        flat[: blk.size].reshape(blk.shape)[...] = blk
-    # the backend's own kernels on strided operands and outputs (copied to and from contiguous
-    # work arrays), with zero and non-zero scalars (alpha == 0 only scales a triangle)
+
+def _import_ops() -> None:
+    """Import every module of the ``ops`` package (once), so that every sample is registered."""
+    global _ops_imported
+    if _ops_imported:
+        return
+    package = sys.modules[__package__]  # blasmp_array.ops, imported before this module
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{__package__}.{info.name}")
+    _ops_imported = True
+
+
+@warmup_kernels
+def _backend_blas3(backend: Any, xp: Any, dtype: np.dtype) -> None:
+    """The backend's BLAS3 kernels on strided operands and outputs (copied to and from
+    contiguous work arrays), with zero and non-zero scalars (alpha == 0 only scales a
+    triangle)."""
+    local = sample_matrix(xp, dtype)
     st, one, zero = backend.compute, dtype.type(1), dtype.type(0)
     sq, out = local[:3, :3], local[2:5, 2:5]
     ops = ("N", "C") if dtype.kind == "c" else ("N", "T")

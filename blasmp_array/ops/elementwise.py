@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .._alloc import new_array
 from .._dispatch import implements, implements_ufunc
 from .._warnings import RedistributionWarning
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
@@ -246,9 +247,7 @@ def _conjugate(ufunc: np.ufunc, x: Any, out: Any = None, **kwargs: Any) -> Any:
 
 
 def _empty(like: BlockCyclicArray, dtype: np.dtype) -> BlockCyclicArray:
-    g = like.grid
-    data = g.backend.empty(like.layout.local_shape(g.myrow, g.mycol), dtype)
-    return BlockCyclicArray(data, like.layout, g)
+    return new_array(like.layout, like.grid, dtype)
 
 
 def assign(target: BlockCyclicArray, source: Any) -> BlockCyclicArray:

@@ -12,13 +12,14 @@ from typing import Any
 
 import numpy as np
 
+from .._alloc import new_array
 from ..array import BlockCyclicArray
 from ..layout import BlockCyclicLayout
 from . import _checks as ck
-from ._warmup import begin_pipeline
+from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .panels import PanelSpec, Source, compose_op, default_step_width, make_steps, run_pipeline
 
-__all__ = ["gemm", "summa_product", "scale_local", "new_result"]
+__all__ = ["gemm", "summa_product", "scale_local"]
 
 _METHODS = ("auto", "summa", "local")
 
@@ -41,17 +42,6 @@ def check_stages(num_stages: Any, op: str) -> int:
     return int(num_stages)
 
 
-def new_result(
-    shape: tuple[int, int], block: tuple[int, int], grid: Any, dtype: Any, zero: bool = False
-) -> BlockCyclicArray:
-    """An uninitialised (or zeroed) result array on ``grid``."""
-    layout = BlockCyclicLayout(shape, block, grid.shape)
-    data = grid.backend.empty(layout.local_shape(grid.myrow, grid.mycol), np.dtype(dtype))
-    if zero:
-        data[...] = 0
-    return BlockCyclicArray(data, layout, grid)
-
-
 def _scale(c: Any, beta: Any, mask: Any) -> None:
     if mask is None:
         if beta == 0:
@@ -62,6 +52,19 @@ def _scale(c: Any, beta: Any, mask: Any) -> None:
         c[mask] = 0
     else:
         c[mask] *= beta
+
+
+@warmup_kernels
+def _warm_scale(backend: Any, xp: Any, dtype: np.dtype) -> None:
+    """:func:`_scale`: ``C := beta C`` with zero and non-zero beta, on a whole contiguous
+    matrix, a strided block and under a boolean mask."""
+    n = 6
+    local = sample_matrix(xp, dtype, n)
+    mask = xp.asarray(np.tril(np.ones((n, n), dtype=bool)))
+    for beta in (dtype.type(0), dtype.type(2)):
+        _scale(local.copy(), beta, None)
+        _scale(local[1:5, 1:5], beta, None)
+        _scale(local.copy(), beta, mask)
 
 
 def scale_local(backend: Any, c: Any, beta: Any, mask: Any = None) -> None:
@@ -220,7 +223,7 @@ def gemm(
         Cw = ck.move(C, grid, C.block, "C", name, "C lives on another grid than A")
     XA, XB = ck.cast_storage(XA, dtype), ck.cast_storage(XB, dtype)
     if Cw is None:
-        Cw = new_result((m, n), (rowblk, colblk), grid, dtype)
+        Cw = new_array(BlockCyclicLayout((m, n), (rowblk, colblk), grid.shape), grid, dtype)
         beta = dtype.type(0)
 
     b = grid.backend

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..array import BlockCyclicArray
 from . import _checks as ck
 from ._triangle import mirror_triangle, triangle_mask
+from ._warmup import sample_matrix, warmup_kernels
 from .gemm import gemm
 from .panels import compose_op
 from .redistribute import transpose
@@ -103,3 +106,13 @@ def fill_symmetric(C: BlockCyclicArray, uplo: str, hermitian: bool) -> BlockCycl
     keep = triangle_mask(C.layout, g, uplo)
     b.xp.copyto(C._data, mirrored._data, where=~keep)
     return C
+
+
+@warmup_kernels
+def _warm_symmetric_fill(backend: Any, xp: Any, dtype: Any) -> None:
+    """The select of :func:`fill_symmetric` (the inverted mask included)."""
+    n = 6
+    local = sample_matrix(xp, dtype, n)
+    rows = xp.asarray(np.arange(n))
+    tri = (rows[None, :] - rows[:, None]) <= 0
+    xp.copyto(local.copy(), local, where=~tri)

@@ -130,7 +130,7 @@ from typing import Any
 import numpy as np
 
 from ..layout import BlockCyclicLayout
-from ._warmup import begin_pipeline
+from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 
 __all__ = [
     "Source",
@@ -505,6 +505,27 @@ def _unpack(slot: Any, gs: GroupStep, panel: Any) -> None:
             ].reshape(p.nr, p.nc)
     for dr, dc, nr, nc in gs.zeros:
         panel[dr : dr + nr, dc : dc + nc] = 0
+
+
+@warmup_kernels
+def _warm_pack_unpack(backend: Any, xp: Any, dtype: np.dtype) -> None:
+    """:func:`_pack` for every mask and op, on a strided 4x4 block and on full (contiguous)
+    rows; :func:`_unpack` of a slot into a strided panel region, with zero fill of another."""
+    n = 6
+    local = sample_matrix(xp, dtype, n)
+    flat = xp.empty(4 * n * n, dtype)
+    for mask in (None, "L", "U", "Lunit", "Uunit", "symL", "symU"):
+        for op in ("N", "T", "C", "R"):
+            rows, cols = (n, 2) if op in ("T", "C") else (2, n)
+            for p in (
+                Piece(0, 1, 1, 4, 4, mask, op, 0, 0, 4, 4, 0),
+                Piece(0, 0, 0, 2, n, None, op, 0, 0, rows, cols, 0),
+            ):
+                _pack(xp, local, [p], flat, 0)
+    panel = xp.empty((n, n), dtype)
+    seg_pieces = (Piece(0, 0, 0, 4, 4, None, "N", 1, 1, 4, 4, 0),)
+    zeros = ((0, 0, 1, n), (1, 0, 4, 1))
+    _unpack(flat, GroupStep(0, n, n, ((0, 0, 16, seg_pieces),), zeros, (), False), panel)
 
 
 # -- the exchange -----------------------------------------------------------------------------

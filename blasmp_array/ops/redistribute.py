@@ -80,19 +80,17 @@ from typing import Any
 
 import numpy as np
 
+from .._alloc import new_array
 from ..array import BlockCyclicArray
 from ..grid import ProcessGrid
 from ..layout import BlockCyclicLayout
 from . import _exchange as engine
+from ._warmup import warmup_kernels
 
 __all__ = ["redistribute", "transpose", "MEMORY_BUDGET_BYTES", "TRANSPORT", "MAX_RECTANGLES"]
 
 #: Default upper bound on the bytes one rank sends plus receives in one round.
 MEMORY_BUDGET_BYTES = 256 * 2**20
-
-#: Test hook: when not None, destination local matrices are filled with this value right after
-#: allocation, so that elements the exchange fails to write show up (e.g. ``float('nan')``).
-_DEBUG_FILL: Any = None
 
 RankOf = Callable[[int, int], int]
 
@@ -169,9 +167,9 @@ def redistribute(
     backend = A.grid.backend
     if not A.is_view and dst_layout == A.layout and dst_grid.same_as(A.grid):
         # same layout: a local copy
-        out = _alloc(dst_grid, dst_layout, A.dtype)
-        out[...] = A._data
-        return BlockCyclicArray(out, dst_layout, dst_grid)
+        out = new_array(dst_layout, dst_grid, A.dtype)
+        out._data[...] = A._data
+        return out
 
     src_rank_of: RankOf
     if A._transposed:
@@ -185,12 +183,12 @@ def redistribute(
     else:
         src_local, src_layout, src_rank_of = A._data, A.layout, A.grid.rank_of
 
-    out = _alloc(dst_grid, dst_layout, A.dtype)
+    out = new_array(dst_layout, dst_grid, A.dtype)
     _exchange(
         src_local,
         src_layout,
         src_rank_of,
-        out,
+        out._data,
         dst_layout,
         dst_grid.rank_of,
         backend,
@@ -199,7 +197,7 @@ def redistribute(
         num_stages=stages,
         transport=how,
     )
-    return BlockCyclicArray(out, dst_layout, dst_grid)
+    return out
 
 
 def transpose(
@@ -298,13 +296,6 @@ def _check_transport(transport: Any, backend: Any) -> str:
     if transport not in TRANSPORTS:
         raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
     return str(transport)
-
-
-def _alloc(grid: ProcessGrid, layout: BlockCyclicLayout, dtype: Any) -> Any:
-    out = grid.backend.empty(layout.local_shape(grid.myrow, grid.mycol), dtype)
-    if _DEBUG_FILL is not None:
-        out[...] = _DEBUG_FILL
-    return out
 
 
 # -- the engine -------------------------------------------------------------------------------
@@ -706,33 +697,33 @@ class _Kernels:
             else:
                 out[...] = blk
 
-    def warmup(self, backend: Any, dtype: Any) -> None:
-        """Every kernel variant of pack/unpack/local once, on 6x6 arrays (see ``_warmup.py``):
-        C-ordered and transposed sources, contiguous and strided rectangles, slices and index
-        arrays, with and without conjugation."""
-        xp, dt = backend.xp, np.dtype(dtype)
-        a = xp.zeros((6, 6), dt)
-        flat = xp.zeros(36, dt)
-        picks = [np.arange(6), np.arange(1, 4), np.array([0, 2, 5])]
-        conjs = (False, True) if dt.kind == "c" else (False,)
-        for src in (a, a.T):
-            for conj in conjs:
-                k = _Kernels(src, a, conj, xp)
-                for rows in picks:
-                    for cols in picks:
-                        for indexed in (False, True):
-                            r = _rect(rows, cols, xp, indexed)
-                            size = rows.size * cols.size
-                            msg = engine.Message(0, (0,), 0, size, pack=r, unpack=r)
-                            k.pack(msg, flat[:size])
-                            k.unpack(msg, flat[:size])
-                        k.local(
-                            engine.Message(0, (0,), 0, 0, _local_copy(rows, cols, rows, cols, xp))
-                        )
-                        many = _LocalCopy(
-                            _rect(rows, cols, xp, True), _rect(rows, cols, xp, True), None
-                        )
-                        k.local(engine.Message(0, (0,), 0, 0, many))
+
+@warmup_kernels
+def _warm_redistribute(backend: Any, xp: Any, dtype: np.dtype) -> None:
+    """Every kernel variant of :class:`_Kernels`' pack/unpack/local once, on 6x6 arrays:
+    C-ordered and transposed sources, contiguous and strided rectangles, slices and index
+    arrays, with and without conjugation."""
+    dt = np.dtype(dtype)
+    a = xp.zeros((6, 6), dt)
+    flat = xp.zeros(36, dt)
+    picks = [np.arange(6), np.arange(1, 4), np.array([0, 2, 5])]
+    conjs = (False, True) if dt.kind == "c" else (False,)
+    for src in (a, a.T):
+        for conj in conjs:
+            k = _Kernels(src, a, conj, xp)
+            for rows in picks:
+                for cols in picks:
+                    for indexed in (False, True):
+                        r = _rect(rows, cols, xp, indexed)
+                        size = rows.size * cols.size
+                        msg = engine.Message(0, (0,), 0, size, pack=r, unpack=r)
+                        k.pack(msg, flat[:size])
+                        k.unpack(msg, flat[:size])
+                    k.local(engine.Message(0, (0,), 0, 0, _local_copy(rows, cols, rows, cols, xp)))
+                    many = _LocalCopy(
+                        _rect(rows, cols, xp, True), _rect(rows, cols, xp, True), None
+                    )
+                    k.local(engine.Message(0, (0,), 0, 0, many))
 
 
 # -- the alltoallv engine (conservative reference) ---------------------------------------------

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._alloc import new_array
 from ..array import BlockCyclicArray
+from ..layout import BlockCyclicLayout
 from . import _checks as ck
 from ._triangle import mirror_triangle
-from ._warmup import begin_pipeline
-from .gemm import check_method, check_stages, new_result, scale_local, summa_product
+from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
+from .gemm import check_method, check_stages, scale_local, summa_product
 from .panels import Source, compose_op
 
 __all__ = ["symm", "sym_source"]
@@ -120,7 +122,7 @@ def symm(
     if C is not None and not C.grid.same_as(grid):
         Cw = ck.move(C, grid, C.block, "C", name, "C lives on another grid than A")
     if Cw is None:
-        Cw = new_result((m, n), blk_c, grid, dtype)
+        Cw = new_array(BlockCyclicLayout((m, n), blk_c, grid.shape), grid, dtype)
         beta = dtype.type(0)
 
     b = grid.backend
@@ -171,6 +173,16 @@ def _symmetrised(xp: Any, x: Any, view: str, uplo: str, out: Any) -> None:
     mirror_triangle(xp, out, stored_uplo, conjugate=False)
     if view in ("C", "R"):  # a symmetric matrix equals its transpose: only conj remains
         xp.conjugate(out, out=out)
+
+
+@warmup_kernels
+def _warm_symmetrised(backend: Any, xp: Any, dtype: Any) -> None:
+    """:func:`_symmetrised` for both triangles and every view."""
+    n = 6
+    local = sample_matrix(xp, dtype, n)
+    for uplo in ("L", "U"):
+        for view in ("N", "T", "C", "R"):
+            _symmetrised(xp, local, view, uplo, xp.empty((n, n), dtype))
 
 
 def _gemm_operand(xp: Any, x: Any, view: str) -> tuple[Any, str]:

@@ -17,11 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from .._alloc import new_array
 from ..array import BlockCyclicArray
+from ..layout import BlockCyclicLayout
 from . import _checks as ck
 from ._triangle import scale_triangle, triangle_mask
-from ._warmup import begin_pipeline
-from .gemm import check_method, check_stages, new_result
+from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
+from .gemm import check_method, check_stages
 from .panels import PanelSpec, Source, compose_op, default_step_width, make_steps, run_pipeline
 
 __all__ = ["syrk", "rank_k", "triangle_update"]
@@ -43,6 +45,20 @@ def _diag_add(xp: Any, c_blk: Any, t: Any, uplo: str) -> None:
     # only the uplo triangle of the diagonal block is written
     i, j = (xp.tril_indices if uplo == "L" else xp.triu_indices)(c_blk.shape[0])
     c_blk[i, j] += t[i, j]
+
+
+@warmup_kernels
+def _warm_diagonal(backend: Any, xp: Any, dtype: np.dtype) -> None:
+    """:func:`_diag_add` into a strided and a contiguous block, both triangles; the zeroed
+    imaginary part of HERK's diagonal."""
+    n = 6
+    local = sample_matrix(xp, dtype, n)
+    for uplo in ("L", "U"):
+        _diag_add(xp, local[1:5, 1:5], local[:4, :4].copy(), uplo)
+        _diag_add(xp, local.copy(), local.copy(), uplo)
+    idx = xp.asarray(np.arange(3))
+    if dtype.kind == "c":
+        _zero_diag_imag(local.copy(), idx, idx)
 
 
 class _LocalTriangle:
@@ -303,7 +319,8 @@ def rank_k(
     fresh = Cw is None
     if Cw is None:
         # zeroed: the other triangle of a new result is zero, and the update adds to it
-        Cw = new_result((n, n), (bsz, bsz), grid, dtype, zero=True)
+        # zeroed explicitly: the panels only add into it
+        Cw = new_array(BlockCyclicLayout((n, n), (bsz, bsz), grid.shape), grid, dtype, fill=0)
         beta = dtype.type(0)
 
     b = grid.backend

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._alloc import new_array
 from ..array import BlockCyclicArray
+from ..layout import BlockCyclicLayout
 from . import _checks as ck
-from ._warmup import begin_pipeline
-from .gemm import check_method, check_stages, new_result, scale_local, summa_product
+from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
+from .gemm import check_method, check_stages, scale_local, summa_product
 from .panels import Source, compose_op
 
 __all__ = ["trmm"]
@@ -117,7 +119,7 @@ def trmm(
         f"B has blocks {B.block} but A needs {want_b}",
     )
     XA, XB = ck.cast_storage(XA, dtype), ck.cast_storage(XB, dtype)
-    Cw = new_result((m, n), want_b, grid, dtype)
+    Cw = new_array(BlockCyclicLayout((m, n), want_b, grid.shape), grid, dtype)
 
     b = grid.backend
     begin_pipeline(b, dtype)
@@ -169,3 +171,12 @@ def _copy_op(xp: Any, x: Any, op: str, out: Any) -> None:
         xp.conjugate(x, out=out)
     else:
         out[...] = x
+
+
+@warmup_kernels
+def _warm_copy_op(backend: Any, xp: Any, dtype: Any) -> None:
+    """:func:`_copy_op` for every op (the triangle does not enter it)."""
+    n = 6
+    local = sample_matrix(xp, dtype, n)
+    for view in ("N", "T", "C", "R"):
+        _copy_op(xp, local, view, xp.empty((n, n), dtype))

@@ -109,11 +109,12 @@ from typing import Any
 
 import numpy as np
 
+from .._alloc import new_array
 from .._warnings import RedistributionWarning
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
 from ..layout import numroc
 from ._triangle import any_nonfinite, triangle_has_nonfinite
-from ._warmup import begin_pipeline
+from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 
 __all__ = ["trsm", "solve_triangular", "TrsmRedistributionWarning", "free_workspace"]
 
@@ -408,7 +409,7 @@ def _trsm(
     if check_finite:
         _check_finite(A, Bw, spec)
     if alpha == 0:
-        X = _zeros_like(Bw)
+        X = new_array(Bw.layout, Bw.grid, Bw.dtype, fill=0)
     else:
         if not unit:
             _check_diagonal(A)
@@ -483,12 +484,6 @@ def _conform_blocks(
         )
         B = B.redistribute(block=block)
     return A, B
-
-
-def _zeros_like(B: BlockCyclicArray) -> BlockCyclicArray:
-    data = B.backend.empty(tuple(B._data.shape), B.dtype)  # collective on the GPU backend
-    data[...] = 0
-    return BlockCyclicArray(data, B.layout, B.grid)
 
 
 def _local_diagonal(A: BlockCyclicArray) -> tuple[np.ndarray, Any]:
@@ -1022,3 +1017,17 @@ class _TrsmPipeline:
 def _unpack(slot: Any, stack: Any, moves: Sequence[tuple[int, int, int]]) -> None:
     for src, dst, rows in moves:
         stack[dst : dst + rows] = slot[src : src + rows]
+
+
+@warmup_kernels
+def _warm_trsm(backend: Any, xp: Any, dtype: np.dtype) -> None:
+    """``X := alpha X``; :func:`_unpack` of stacks of rows; the packs of (transposed)
+    rectangles of A's panels and of X's rows."""
+    n = 6
+    local = sample_matrix(xp, dtype, n)
+    flat = xp.empty(4 * n * n, dtype)
+    panel = xp.empty((n, n), dtype)
+    xp.multiply(local, dtype.type(2), local)
+    _unpack(flat[: n * n].reshape(n, n), panel, [(0, 1, 2)])
+    for blk in (local[1:3, 2:5], local[1:3, 2:5].T, local[:2]):
+        flat[: blk.size].reshape(blk.shape)[...] = blk

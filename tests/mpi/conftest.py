@@ -9,6 +9,7 @@ import pytest
 from mpi4py import MPI
 
 import blasmp_array as bm
+from blasmp_array import _alloc
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
@@ -39,6 +40,13 @@ def cached_grid(nprow: int, npcol: int) -> bm.ProcessGrid:
 @pytest.fixture(params=grid_shapes(MPI.COMM_WORLD.Get_size()), ids=lambda s: f"{s[0]}x{s[1]}")
 def grid(request):
     return cached_grid(*request.param)
+
+
+@pytest.fixture(autouse=True)
+def poison_fresh_arrays(monkeypatch):
+    """Every fresh floating/complex array is NaN-poisoned (the allocator's test hook), so that an
+    element an operator, exchange or constructor leaves unwritten shows up in its result."""
+    monkeypatch.setattr(_alloc, "_DEBUG_FILL", np.nan)
 
 
 def pytest_report_header(config):

@@ -622,19 +622,19 @@ def test_kernel_warmup_runs_every_helper(grid, dtype):
     """The warm-up (run on GPUs before a pipeline's first signal wait) calls the operators'
     launched helpers with their current signatures; on a backend marked ``jit_kernels`` it runs
     once per dtype, and operators still give the right result after it."""
-    from blasmp_array.ops._warmup import begin_pipeline
+    from blasmp_array.ops._warmup import begin_pipeline, registered_samples
 
     b = grid.backend
     was = b.jit_kernels
     b.jit_kernels = True
     try:
-        b.__dict__.pop("_warmed_dtypes", None)
+        b.__dict__.pop("_warmed_kernels", None)
         begin_pipeline(b, dtype)
         b.synchronize()
-        assert b._warmed_dtypes == {np.dtype(dtype)}
+        assert b._warmed_kernels == {(name, np.dtype(dtype)) for name in registered_samples()}
         a = np.arange(1, 21, dtype=np.float64).reshape(4, 5).astype(dtype)
         A = bm.from_numpy(a, block=2, grid=grid)
         np.testing.assert_allclose((A @ A.T).to_numpy(), a @ a.T, rtol=0, atol=0)
     finally:
         b.jit_kernels = was
-        b.__dict__.pop("_warmed_dtypes", None)
+        b.__dict__.pop("_warmed_kernels", None)

@@ -15,6 +15,7 @@ import pytest
 from mpi4py import MPI
 
 import blasmp_array as bm
+from blasmp_array import _alloc
 from blasmp_array.array import BlockCyclicArray
 from blasmp_array.layout import BlockCyclicLayout
 from blasmp_array.ops import redistribute as rd
@@ -40,7 +41,8 @@ def grid_of(shape: tuple[int, int]) -> bm.ProcessGrid:
 
 @pytest.fixture(autouse=True)
 def poison(monkeypatch):
-    monkeypatch.setattr(rd, "_DEBUG_FILL", np.nan)
+    """Every fresh array is NaN-poisoned (the allocator's hook), destinations included."""
+    monkeypatch.setattr(_alloc, "_DEBUG_FILL", np.nan)
 
 
 def as_pair(block):
@@ -480,13 +482,13 @@ def test_missing_signal_times_out_on_every_rank(monkeypatch):
 
 def test_warmup_path_of_lazily_compiled_backends(monkeypatch):
     """Where kernels compile on first use (GPU), run_plan warms the packing kernels before the
-    first signal wait: exercise that path here with the CPU backend pretending to be lazy."""
-    from blasmp_array.ops import _exchange
-
+    first signal wait (the sample registered by redistribute.py): exercise that path here with
+    the CPU backend pretending to be lazy."""
     grid = grid_of(GRID_SHAPES[-1])
     monkeypatch.setattr(grid.backend, "jit_kernels", True)
-    monkeypatch.setattr(_exchange, "_WARMED", {})
+    monkeypatch.setitem(grid.backend.__dict__, "_warmed_kernels", set())
     a = random_matrix((19, 23), np.complex128, seed=53)
     A = build(a, grid, (2, 3))
     assert_holds(rd.transpose(A, conjugate=True), a.conj().T, grid=grid, block=(3, 2))
-    assert len(_exchange._WARMED) == 1
+    sample = f"{rd.__name__}._warm_redistribute"
+    assert (sample, np.dtype(np.complex128)) in grid.backend._warmed_kernels
