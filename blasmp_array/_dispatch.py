@@ -65,7 +65,7 @@ def implements_ufunc(*ufuncs: np.ufunc) -> Callable[[Callable[..., Any]], Callab
 def _load() -> None:
     global _loaded
     if not _loaded:
-        from .ops import elementwise, reductions  # noqa: F401  (they register themselves)
+        from .ops import cholesky, elementwise, reductions  # noqa: F401  (they register themselves)
 
         _loaded = True
 
