@@ -151,6 +151,10 @@ class Trsm(_Operator):
     op = "trsm"
 
 
+class Cholesky(_Operator):
+    op = "cholesky"
+
+
 class Redistribute(_DataMovement):
     op = "redistribute"
 
