@@ -29,10 +29,10 @@ Step ``k``:
    'tri')``: the unreferenced triangle is never read, blocks above the diagonal are trimmed).
    Process ``(r, c)`` receives ``L[rows of r, k]`` and ``L[cols of c, k]``.
 5. Update of the trailing *triangle*: ``A[i, j] -= L[i, k] L[j, k]^H`` for ``i >= j > k``
-   (upper: ``i <= j``), one GEMM per chunk of local block columns (chunks of the backend's step
-   width; a chunk's rows start at its first block column's diagonal, so only the chunk's
-   diagonal blocks compute a few unused entries of the other triangle, which stays
-   unspecified).
+   (upper: ``i <= j``): per chunk of local block columns (the backend's step width), one GEMM
+   on the rows below the chunk's blocks, and for the local block rows that cross the chunk's
+   diagonal a GEMM on their part below it plus a SYRK on the diagonal block (real dtypes; a
+   GEMM for complex ones, computing entries of the other triangle, which stays unspecified).
 
 Look-ahead (``num_stages >= 2``): at step ``k`` the processes first apply the update to block
 column ``k + 1`` alone, then run steps 1-4 of ``k + 1`` (its tile factored, broadcast, its panel
@@ -595,23 +595,50 @@ class _CholeskyPipeline:
             self._gemm(row, col, r0, r0 + e, self.before(k, self.mycol, 1), self.ncol)
 
     def _update_trailing(self, row: Any, col: Any, t: int) -> None:
-        """The update of the trailing triangle of blocks ``(i, j)``, ``i, j > t``."""
+        """The update of the trailing triangle of blocks ``(i, j)``, ``i, j > t``.
+
+        Per chunk of local block columns ``J0 .. J1``: one GEMM on the rows entirely inside the
+        triangle (blocks ``i > J1``; upper: ``t < i < J0``), then, per local block row ``I`` in
+        ``[J0, J1]`` (the staircase), a GEMM on its part strictly inside the triangle and a
+        SYRK on its diagonal block (real dtypes; complex ones use a GEMM there, whose other
+        triangle is unspecified anyway)."""
         if row is None or col is None:
             return
-        nb, pc = self.nb, self.pc
+        nb, pr, pc = self.nb, self.pr, self.pc
+        first_r = (self.myrow - self.src[0]) % pr
         first_c = (self.mycol - self.src[1]) % pc
         c_start = self.before(t + 1, self.mycol, 1)
         r_start = self.before(t + 1, self.myrow, 0)
         for c0 in range(c_start, self.ncol, self.chunk):
             c1 = min(c0 + self.chunk, self.ncol)
-            if self.lower:  # rows from the diagonal of the chunk's first block column
-                j0 = (c0 // nb) * pc + first_c
-                self._gemm(
-                    row, col, max(r_start, self.before(j0, self.myrow, 0)), self.nrow, c0, c1
-                )
-            else:  # rows up to the diagonal of the chunk's last block column
-                j1 = ((c1 - 1) // nb) * pc + first_c
-                self._gemm(row, col, r_start, self.before(j1 + 1, self.myrow, 0), c0, c1)
+            j0 = (c0 // nb) * pc + first_c
+            j1 = ((c1 - 1) // nb) * pc + first_c
+            if self.lower:  # rows of blocks below the chunk's last block column
+                self._gemm(row, col, self.before(j1 + 1, self.myrow, 0), self.nrow, c0, c1)
+            else:  # rows of blocks above the chunk's first block column
+                self._gemm(row, col, r_start, self.before(j0, self.myrow, 0), c0, c1)
+            i0 = j0 + (first_r - j0) % pr  # my first block row >= j0
+            for i in range(i0, j1 + 1, pr):
+                ri, e = (i // pr) * nb, self.ext(i)
+                ci = self.before(i, self.mycol, 1)  # local columns of blocks < i
+                diag = self.cowner(i) == self.mycol
+                if self.lower:
+                    self._gemm(row, col, ri, ri + e, c0, min(ci, c1))
+                else:
+                    self._gemm(row, col, ri, ri + e, max(c0, ci + (e if diag else 0)), c1)
+                if diag:
+                    self._diag(row, ri, e, ci)
+
+    def _diag(self, row: Any, r0: int, e: int, c0: int) -> None:
+        """``A_ii -= L_ik L_ik^H`` on the referenced triangle of my diagonal block at local
+        ``(r0, c0)`` (row and column panels hold the same block ``L_ik`` there)."""
+        be = self.be
+        a = row.array[r0 - row.lo : r0 - row.lo + e]
+        c = self.w._data[r0 : r0 + e, c0 : c0 + e]
+        if self.w.dtype.kind == "c":  # a a^H is no SYRK of a stored view: one GEMM
+            be.gemm(-1, a, a, 1, c, "N", "C", be.compute)
+        else:
+            be.syrk(-1, a, 1, c, "L" if self.lower else "U", "N", be.compute)
 
 
 # -- the diagonal tile channel ------------------------------------------------------------------
