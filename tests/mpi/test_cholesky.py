@@ -220,3 +220,27 @@ def test_repeated_calls_bit_identical(grid):
     first = cholesky(A, lower=True).to_numpy()
     for _ in range(19 if grid.backend.name == "gpu" else 4):
         assert np.array_equal(cholesky(A, lower=True).to_numpy(), first)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_backend_potrf(grid, dtype):
+    """The local kernel on a strided tile view, both triangles, INFO on the stream."""
+    be = grid.backend
+    n = 9
+    a = spd(n, dtype, seed=1)
+    for uplo in "LU":
+        big = np.full((n + 3, n + 5), np.nan, dtype=dtype)
+        big[1 : n + 1, 2 : n + 2] = stored(a, uplo == "L")
+        dev = be.asarray(big)
+        info = be.xp.full(2, -7, dtype=np.int32)
+        be.potrf(dev[1 : n + 1, 2 : n + 2], uplo, info[1:], be.compute)
+        be.synchronize()
+        out = be.asnumpy(dev)[1 : n + 1, 2 : n + 2]
+        assert be.asnumpy(info).tolist() == [-7, 0]
+        assert factor_ok(a, out, uplo == "L", dtype)[0]
+        bad = a.copy()
+        bad[4, 4] = -1
+        tile = be.asarray(np.ascontiguousarray(stored(bad, uplo == "L")))
+        be.potrf(tile, uplo, info[:1], be.compute)
+        be.synchronize()
+        assert int(be.asnumpy(info)[0]) == 5
