@@ -244,3 +244,21 @@ def test_backend_potrf(grid, dtype):
         be.potrf(tile, uplo, info[:1], be.compute)
         be.synchronize()
         assert int(be.asnumpy(info)[0]) == 5
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_source_process_offset(grid, lower):
+    """A layout whose first block lives on the last process row/column (ScaLAPACK RSRC/CSRC)."""
+    from blasmp_array.array import BlockCyclicArray
+    from blasmp_array.layout import BlockCyclicLayout
+
+    n, nb = 27, 4
+    a = spd(n, np.complex128, seed=8)
+    src = (grid.nprow - 1, grid.npcol - 1)
+    lay = BlockCyclicLayout((n, n), (nb, nb), grid.shape, src)
+    rows, cols = lay.local_rows(grid.myrow), lay.local_cols(grid.mycol)
+    local = grid.backend.asarray(np.ascontiguousarray(stored(a, lower)[np.ix_(rows, cols)]))
+    A = BlockCyclicArray(local, lay, grid)
+    C = cholesky(A, lower=lower)
+    assert C.layout == lay
+    assert factor_ok(a, C.to_numpy(), lower, np.complex128)[0]
