@@ -34,17 +34,21 @@ Step ``k``:
    diagonal a GEMM on their part below it plus a SYRK on the diagonal block (real dtypes; a
    GEMM for complex ones, computing entries of the other triangle, which stays unspecified).
 
-Look-ahead (``num_stages >= 2``): at step ``k`` the processes first apply the update to block
-column ``k + 1`` alone, then run steps 1-4 of ``k + 1`` (its tile factored, broadcast, its panel
-solved and sent on the comm stream) and only then the rest of step ``k``'s update, so the panel
-of ``k + 1`` travels while the big update runs. With ``num_stages == 1`` the next panel is
+Look-ahead (``num_stages >= 2``): at step ``k`` the owner of the next diagonal tile first
+applies step ``k``'s update to that tile alone, factors it and lets the comm stream send it;
+then the processes of block column ``k + 1`` update the rest of it, solve it and let the comm
+stream send the panel; only then comes the rest of step ``k``'s update, so the tile and the
+panel of ``k + 1`` travel while the big update runs. With ``num_stages == 1`` the next panel is
 factored after the whole update (no overlap).
 
 Streams and events per process (``E_k``: event recorded after the trsm of step ``k``)::
 
-    compute: [potrf(k)] [wait tile(k)] [trsm(k)] E_k | recv panel(k) | update col k+1 |
-             potrf(k+1) ... trsm(k+1) E_k+1 | rest of update(k) | ack tile(k), release(k)
-    comm:    [wait potrf(k)] put tile(k) | [wait E_k] pack + put panel(k) | put tile(k+1) ...
+    compute: ... E_k | recv panel(k) | [update tile k+1, potrf(k+1) P_k+1] | [update the
+             rest of column k+1, wait tile(k+1), trsm(k+1)] E_k+1 | rest of update(k) |
+             ack tile(k), release(k) | recv panel(k+1) ...
+    comm:    ... [wait P_k+1] put tile(k+1) | [wait E_k+1] pack + put panel(k+1) | ...
+
+(brackets: only on the processes concerned; ``P_k``: event after the potrf of step ``k``).
 
 Signal protocol
 ---------------
@@ -516,8 +520,7 @@ class _CholeskyPipeline:
                 row, col = ex.recv(k)
                 nxt = k + 1
                 if lookahead and nxt < K:
-                    self._update_next(row, col, nxt)
-                    self._factor_panel(nxt, ex, tiles)
+                    self._factor_panel(nxt, ex, tiles, (row, col))
                     self._update_trailing(row, col, nxt)
                 else:
                     self._update_trailing(row, col, k)
@@ -557,16 +560,26 @@ class _CholeskyPipeline:
         self.info[...] = 0
         warmed.add(key)
 
-    def _factor_panel(self, k: int, ex: PanelExchange, tiles: _TileChannel) -> None:
-        """Steps 1-4 of step ``k``: potrf, tile broadcast, trsm, panel send."""
+    def _factor_panel(
+        self, k: int, ex: PanelExchange, tiles: _TileChannel, ahead: tuple[Any, Any] | None = None
+    ) -> None:
+        """Steps 1-4 of step ``k``: potrf, tile broadcast, trsm, panel send. With ``ahead`` (the
+        previous step's panels: look-ahead) the previous step's update of block column (row)
+        ``k`` comes first: of the diagonal tile before the potrf, so that the tile leaves as
+        early as possible, of the rest of the panel after it."""
         be = self.be
         comp = be.compute
         uplo = "L" if self.lower else "U"
         owner = self.lay.block_owner(k, k)
         mine = (self.myrow, self.mycol) == tuple(owner)
         if mine:
+            if ahead is not None and ahead[0] is not None and ahead[1] is not None:
+                r0, c0 = self.lay.local_offset(k, k)
+                self._diag(ahead[0], r0, self.ext(k), c0)
             be.potrf(self.tile(k), uplo, self.info[k : k + 1], comp)
             tiles.send(k, self.tile(k), be.record_event(comp))
+        if ahead is not None:
+            self._update_next(ahead[0], ahead[1], k)
         slab = self.slab(k)
         if slab is not None:
             tile = self.tile(k) if mine else tiles.wait(k)
@@ -583,16 +596,17 @@ class _CholeskyPipeline:
         self.be.gemm(-1, a, b, 1, self.w._data[r0:r1, c0:c1], "N", "C", self.be.compute)
 
     def _update_next(self, row: Any, col: Any, k: int) -> None:
-        """The part of the previous step's update that block column (row) ``k`` needs."""
+        """The part of the previous step's update that the panel of block column (row) ``k``
+        needs, without the diagonal tile (updated by its owner before the potrf)."""
         if row is None or col is None:
             return
         e = self.ext(k)
         if self.lower and self.mycol == self.cowner(k):
             c0 = self.lay.local_offset(k, k)[1]
-            self._gemm(row, col, self.before(k, self.myrow, 0), self.nrow, c0, c0 + e)
+            self._gemm(row, col, self.before(k + 1, self.myrow, 0), self.nrow, c0, c0 + e)
         elif not self.lower and self.myrow == self.rowner(k):
             r0 = self.lay.local_offset(k, k)[0]
-            self._gemm(row, col, r0, r0 + e, self.before(k, self.mycol, 1), self.ncol)
+            self._gemm(row, col, r0, r0 + e, self.before(k + 1, self.mycol, 1), self.ncol)
 
     def _update_trailing(self, row: Any, col: Any, t: int) -> None:
         """The update of the trailing triangle of blocks ``(i, j)``, ``i, j > t``.
