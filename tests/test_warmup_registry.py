@@ -35,6 +35,7 @@ MODULES = [
     "trsm",
     "redistribute",
     "matmul",
+    "cholesky",
 ]
 
 
