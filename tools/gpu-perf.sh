@@ -11,7 +11,7 @@
 #   faces    the same at n=$NSMALL (4096), checked against NumPy (--check)
 #   face4    A.T @ A and solve_triangular on 4 ranks (2x2, MPS), n=$N, default block
 #   redist4  A.T.resolve() and A.redistribute(block=1024) from block 2048 on 4 ranks (2x2, MPS),
-#            n=$N: GB/s of the matrix moved (issue 13)
+#            n=$N: GB/s of the matrix moved (issue 13), every element checked (--check)
 # Usage (repository root, wheels in .whl/):  OUT=/some/dir tools/gpu-perf.sh [PHASE...]
 #   phases: gemm1 trsm1 gemm4 trace4 face1 faces face4 redist4 (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
@@ -46,7 +46,7 @@ for p in "${phases[@]}"; do
              --compare --baselines "$baselines" ;;
     face4) bench face4 4 matmul_ata,solve_triangular --n "$n" --grid 2x2 --repeat "$repeat" ;;
     redist4) bench redist4 4 transpose,redistribute --n "$n" --block 2048 --grid 2x2 \
-               --to-grid 2x2 --to-block 1024 --repeat "$repeat" ;;
+               --to-grid 2x2 --to-block 1024 --repeat "$repeat" --check --profile ;;
     *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trace4 face1 faces face4 redist4)" >&2; exit 2 ;;
   esac
 done
