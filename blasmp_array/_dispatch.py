@@ -66,7 +66,12 @@ def implements_ufunc(*ufuncs: np.ufunc) -> Callable[[Callable[..., Any]], Callab
 def _load() -> None:
     global _loaded
     if not _loaded:
-        from .ops import elementwise, functions, reductions  # noqa: F401  (they register themselves)
+        from .ops import (  # noqa: F401  (they register themselves)
+            cholesky,
+            elementwise,
+            functions,
+            reductions,
+        )
 
         _loaded = True
 

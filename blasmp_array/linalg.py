@@ -11,6 +11,10 @@ function                        operation                                  flops
 :func:`trmm`                    ``alpha op(A) B`` (A triangular)           ``m^2 n``
 :func:`trsm`                    solve ``op(A) X = alpha B``                ``m^2 n``
 :func:`solve_triangular`        SciPy's signature on top of :func:`trsm`
+:func:`cholesky`                ``A = U^H U`` (or ``L L^H``), SciPy's API   ``n^3 / 3``
+:func:`cho_factor`              the factor for :func:`cho_solve`            ``n^3 / 3``
+:func:`cho_solve`               solve with the factor (two TRSMs)          ``2 n^2 k``
+:func:`solve`                   ``assume_a='pos'``: Cholesky + two TRSMs
 ==============================  =========================================  ==============
 """
 
@@ -25,7 +29,20 @@ from .ops.syr2k import syr2k
 from .ops.syrk import syrk
 from .ops.trmm import trmm
 
-__all__ = ["gemm", "symm", "syrk", "syr2k", "trmm", "trsm", "solve_triangular", "matmul"]  # noqa: F822
+__all__ = [  # noqa: F822
+    "gemm",
+    "symm",
+    "syrk",
+    "syr2k",
+    "trmm",
+    "trsm",
+    "solve_triangular",
+    "matmul",
+    "cholesky",
+    "cho_factor",
+    "cho_solve",
+    "solve",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -34,4 +51,9 @@ def __getattr__(name: str) -> Any:
         from .ops import trsm as _trsm
 
         return getattr(_trsm, name)
+    # Cholesky lives in ops/cholesky.py (imported lazily likewise)
+    if name in ("cholesky", "cho_factor", "cho_solve", "solve"):
+        from .ops import cholesky as _cholesky
+
+        return getattr(_cholesky, name)
     raise AttributeError(f"module 'blasmp_array.linalg' has no attribute {name!r}")

@@ -176,6 +176,10 @@ class SolveTriangular(_Operator):
     op = "solve_triangular"
 
 
+class Cholesky(_Operator):
+    op = "cholesky"
+
+
 class Redistribute(_DataMovement):
     """Block halved and grid transposed at once (the bench's default target)."""
 

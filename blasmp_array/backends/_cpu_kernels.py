@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _cblas
 
-__all__ = ["gemm", "syrk", "syr2k", "trmm", "trsm"]
+__all__ = ["gemm", "syrk", "syr2k", "trmm", "trsm", "potrf"]
 
 
 def _check(name: str, value: str, allowed: str) -> str:
@@ -380,3 +380,29 @@ def trsm(alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyp
     else:  # x a^H = b  <=>  a x^H = b^H
         x = solve_triangular(a, b.conj().T, trans="N", **kw).conj().T
     _axpby(alpha, np.asarray(x, dtype=b.dtype), 0, b)
+
+
+def potrf(a: np.ndarray, uplo: str, info: np.ndarray) -> None:
+    """Cholesky factorisation of ``a`` in place (LAPACK ``xpotrf`` through SciPy, n^3/3 flops):
+    only the ``uplo`` triangle is read and written; LAPACK's INFO goes to ``info[0]``."""
+    uplo = _check("uplo", uplo, "LU")
+    n = a.shape[0]
+    if a.ndim != 2 or a.shape != (n, n):
+        raise ValueError(f"potrf needs a square matrix, got shape {a.shape}")
+    if n == 0:
+        info[0] = 0
+        return
+    from scipy.linalg import lapack
+
+    fn = lapack.get_lapack_funcs("potrf", dtype=a.dtype)
+    # a C-ordered view is a Fortran-ordered a^T = conj(a) with the other triangle: factoring
+    # that in place gives the wanted factor in our triangle without a copy (when contiguous)
+    low = uplo == "L"
+    if a.flags.c_contiguous:
+        c, inf = fn(a.T, lower=not low, clean=0, overwrite_a=1)
+        if not np.shares_memory(c, a):
+            a[...] = c.T
+    else:
+        c, inf = fn(a, lower=low, clean=0, overwrite_a=0)
+        a[...] = c
+    info[0] = inf

@@ -113,6 +113,8 @@ class CublasKernels:
     def __init__(self) -> None:
         self._handles: dict[int, int] = {}
         self._workspaces: list[cupy.ndarray] = []
+        self._solver_handles: dict[int, int] = {}  # cuSOLVER dense handle per stream
+        self._solver_ws: dict[int, cupy.ndarray] = {}  # potrf workspace per stream
 
     def handle(self, stream: cupy.cuda.Stream) -> int:
         """The handle bound to ``stream`` (created on first use, with its own workspace, so that
@@ -133,6 +135,10 @@ class CublasKernels:
             cublas.destroy(h)
         self._handles.clear()
         self._workspaces.clear()
+        for h in self._solver_handles.values():
+            _cusolver().destroy(h)
+        self._solver_handles.clear()
+        self._solver_ws.clear()
 
     @staticmethod
     def _fn(dtype: np.dtype, name: str) -> Any:
@@ -353,6 +359,54 @@ class CublasKernels:
             *bc,
         )
         out.done()
+
+    # -- POTRF (cuSOLVER) -------------------------------------------------------------
+    def potrf(self, stream, a, uplo, info) -> None:  # type: ignore[no-untyped-def]
+        """Cholesky of ``a`` in place (cuSOLVER ``xpotrf`` on ``stream``); INFO -> ``info[0]``.
+
+        ``a`` C-ordered is the column-major ``a^T = conj(a)``: factoring its *other* triangle
+        leaves ``L`` (``uplo`` 'L') or ``U`` ('U') in ours. ``info`` is an int32 device array.
+        """
+        uplo = _check("uplo", uplo, "LU")
+        n = a.shape[0]
+        if a.ndim != 2 or a.shape != (n, n):
+            raise ValueError(f"potrf needs a square matrix, got shape {tuple(a.shape)}")
+        if n == 0:
+            info[...] = 0
+            return
+        dt = np.dtype(a.dtype)
+        h = self.solver_handle(stream)
+        out = _Output(a)
+        fill = _FILL[_OTHER[uplo]]
+        prefix = _PREFIX[dt]
+        lwork = int(
+            getattr(_cusolver(), prefix + "potrf_buffer_size")(
+                h, fill, n, out.work.data.ptr, out.ld
+            )
+        )
+        ws = self._solver_ws.get(stream.ptr)
+        if ws is None or ws.nbytes < max(lwork, 1) * dt.itemsize:
+            # grown outside pipelines: operators call potrf once on a full tile first
+            ws = self._solver_ws[stream.ptr] = cupy.empty(max(lwork, 1) * dt.itemsize, np.uint8)
+        getattr(_cusolver(), prefix + "potrf")(
+            h, fill, n, out.work.data.ptr, out.ld, ws.data.ptr, lwork, info.data.ptr
+        )
+        out.done()
+
+    def solver_handle(self, stream: cupy.cuda.Stream) -> int:
+        """The cuSOLVER dense handle bound to ``stream`` (created on first use)."""
+        h = self._solver_handles.get(stream.ptr)
+        if h is None:
+            h = int(_cusolver().create())
+            _cusolver().set_stream(h, stream.ptr)
+            self._solver_handles[stream.ptr] = h
+        return h
+
+
+def _cusolver() -> Any:
+    from nvmath.bindings import cusolverDn
+
+    return cusolverDn
 
 
 # -- element-wise helpers (CuPy kernels on the current stream) ------------------------------

@@ -326,5 +326,15 @@ class Backend(abc.ABC):
     ) -> None:
         """Solve ``op(a) x = alpha b`` (side 'L') or ``x op(a) = alpha b`` (side 'R'); x -> b."""
 
+    # -- local LAPACK (stream-ordered on ``stream``) ------------------------------------------
+    def potrf(self, a: Any, uplo: str, info: Any, stream: Stream) -> None:
+        """Cholesky factorisation of the Hermitian positive definite ``a`` in place (LAPACK
+        ``xpotrf``): ``a = L L^H`` (``uplo`` 'L') or ``U^H U`` ('U'). Only the ``uplo`` triangle
+        of ``a`` is read and written. ``info`` is a one-element ``int32`` backend array that
+        receives LAPACK's INFO on the stream (``0``, or ``j > 0`` when the leading minor of
+        order ``j`` is not positive definite: the factor is then incomplete); the host sees it
+        only after a synchronisation, so a failure never raises inside a pipeline."""
+        raise NotImplementedError(f"{type(self).__name__} has no local potrf")
+
     def free_all(self) -> None:  # noqa: B027 (optional hook, no-op by default)
         """Release backend resources at exit (collective)."""

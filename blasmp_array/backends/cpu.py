@@ -503,6 +503,10 @@ class CPUBackend(HostCollectives, Backend):
         assert isinstance(stream, CPUStream)
         stream.enqueue(_kernels.trsm, alpha, a, b, side, uplo, trans, diag)
 
+    def potrf(self, a, uplo, info, stream):  # type: ignore[override]
+        assert isinstance(stream, CPUStream)
+        stream.enqueue(_kernels.potrf, a, uplo, info)
+
     def __repr__(self) -> str:
         return f"CPUBackend(rank={self.rank}, size={self.size})"
 

@@ -744,5 +744,8 @@ class GPUBackend(HostCollectives, Backend):
     def trsm(self, alpha, a, b, side, uplo, trans, diag, stream):  # type: ignore[override]
         self._enqueue(stream, self._blas.trsm, stream.cupy, alpha, a, b, side, uplo, trans, diag)
 
+    def potrf(self, a, uplo, info, stream):  # type: ignore[override]
+        self._enqueue(stream, self._blas.potrf, stream.cupy, a, uplo, info)
+
     def __repr__(self) -> str:
         return f"GPUBackend(rank={self.rank}, size={self.size}, device={self.device_id})"

@@ -10,11 +10,13 @@ nothing is ever estimated.
   ``a.T @ a``, ``scipy.linalg.solve_triangular`` with default arguments); NumPy's ``matmul``
   for GEMM, SciPy's BLAS wrappers (``?symm``, ``?syrk``,
   ``?syr2k``, ``?trmm``, ``?trsm``) for the others, on Fortran-ordered copies so that the
-  wrappers do not copy; with ``threads`` BLAS threads (threadpoolctl).
+  wrappers do not copy, ``scipy.linalg.cholesky`` for Cholesky; with ``threads`` BLAS threads
+  (threadpoolctl).
 * ``dask.array``: the same product with the threaded scheduler and ``threads`` workers, one BLAS
   thread each; SYRK/SYR2K/SYMM/TRMM are computed as full products (Dask has no structured BLAS3),
-  TRSM with ``dask.array.linalg.solve_triangular``.
-* ``cupy``: the same on one GPU (``matmul``; ``cupyx.scipy.linalg.solve_triangular``).
+  TRSM with ``dask.array.linalg.solve_triangular``, Cholesky with ``dask.array.linalg.cholesky``.
+* ``cupy``: the same on one GPU (``matmul``; ``cupyx.scipy.linalg.solve_triangular``;
+  ``cupy.linalg.cholesky``, i.e. cuSOLVER ``potrf``).
 * ``heat``, ``scalapack4py`` and ``cublasmp``: over MPI on the job's ranks, GEMM and TRSM only
   (:mod:`.heat_adapter`, :mod:`.pblas_adapter`, :mod:`.cublasmp_adapter`; PBLAS with the CPU
   backend, cuBLASMp with the GPU backend and one GPU per rank).
@@ -106,6 +108,10 @@ def _numpy_call(case: Case, g: dict[str, np.ndarray]) -> Callable[[], Any]:
     if op == "syr2k":
         f = _blas("her2k" if case.trans == "C" else "syr2k", a, b)
         return lambda: f(1.0, a, b, trans=min(trans, 1) if case.trans != "C" else 2, lower=low)
+    if op == "cholesky":
+        from scipy.linalg import cholesky
+
+        return lambda: cholesky(a, lower=bool(low), check_finite=False)
     if op in ("trmm", "trsm"):
         f = _blas(op, a, b)
         return lambda: f(1.0, a, b, side=0 if left else 1, lower=low, trans_a=trans, diag=0)
@@ -146,6 +152,8 @@ def _dask_call(case: Case, g: dict[str, np.ndarray], chunk: int) -> Callable[[],
         if not left or case.trans != "N":
             raise NotImplementedError("dask baseline of TRSM: side='left', trans='N' only")
         expr = da.linalg.solve_triangular(a, b, lower=case.lower)
+    elif op == "cholesky":
+        expr = da.linalg.cholesky(a, lower=case.lower)
     else:
         raise ValueError(op)
     return lambda: expr.compute()
@@ -189,6 +197,11 @@ def _cupy_call(
         if not left:
             raise NotImplementedError("cupy baseline of TRSM: side='left' only")
         fn = lambda: solve_triangular(a, b, lower=case.lower, trans=case.trans)  # noqa: E731
+    elif op == "cholesky":
+        if case.lower:
+            fn = lambda: cp.linalg.cholesky(a)  # noqa: E731
+        else:
+            fn = lambda: cp.linalg.cholesky(a).conj().T  # noqa: E731
     else:
         raise ValueError(op)
     return fn, lambda: cp.cuda.get_current_stream().synchronize()

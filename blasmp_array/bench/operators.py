@@ -12,6 +12,9 @@ Algorithms*, ch. 3 and 8):
   the tested and the reference product may be off by ``gamma_k |A||B|``);
 * TRSM: the normwise backward error ``||op(A) X - alpha B|| / ((||A|| ||X|| + ||alpha B||) eps)``
   (infinity norms) against ``c (m + 2)``;
+* Cholesky: the backward error ``||A - L L^H|| / (||A|| n eps)`` (Frobenius norms) against
+  ``2 c (n + 2) / n * || |L| |L^H| || / ||A||`` (Higham, Theorem 10.3: ``|A - L L^H| <=
+  gamma_{n+1} |L| |L^H|``, once for the factor and once for the reference product);
 * construction and redistribution move data only: the result must equal the input exactly.
 """
 
@@ -38,6 +41,7 @@ OPERATORS = (
     "matmul",
     "matmul_ata",
     "solve_triangular",
+    "cholesky",
     "redistribute",
     "transpose",
     "from_numpy",
@@ -91,6 +95,7 @@ def flop_count(case: Case) -> float:
         "matmul": 2.0 * m * n * k,
         "matmul_ata": 1.0 * n * (n + 1) * k,  # SYRK's count: the useful flops of A^T A
         "solve_triangular": 1.0 * m * m * n,
+        "cholesky": n**3 / 3.0,
     }
     flops = counts.get(case.op, 0.0)
     return flops * (4.0 if case.is_complex else 1.0)
@@ -204,6 +209,14 @@ def prepare(case: Case) -> Prepared:
         return Prepared(
             case, grid, inputs, lambda: bm.linalg.solve_triangular(a, inputs["B"], lower=low)
         )
+    if op == "cholesky":
+        fn = _linalg("cholesky")
+        g = normal((n, n), 0)
+        # G^H G / n + I: Hermitian positive definite and well conditioned (a HERK/SYRK)
+        a = (g.H @ g) * (1.0 / n) + bm.eye(n, dtype=dt, block=blk, grid=grid)
+        inputs = {"A": a}
+        kw = _op_kwargs(fn, case, lower=case.lower)
+        return Prepared(case, grid, inputs, lambda: fn(inputs["A"], **kw))
     if op == "redistribute":
         inputs = {"A": normal((m, n), 0)}
         to_grid = _grid(case.to_grid or (grid.npcol, grid.nprow), case.backend)
@@ -382,6 +395,25 @@ def _verdict(case: Case, g: dict[str, Any], result: Any, host: Any) -> dict[str,
         bound = c * (t.shape[0] + 2)
         return {
             "measure": "normwise backward error",
+            "error_eps": err,
+            "bound_eps": bound,
+            "passed": bool(err <= bound),
+        }
+    elif op == "cholesky":
+        n = a.shape[0]
+        r = result.astype(rd)
+        low = np.tril(r) if case.lower else np.triu(r).conj().T
+        herm = (
+            np.tril(a) + np.tril(a, -1).conj().T
+            if case.lower
+            else np.triu(a) + np.triu(a, 1).conj().T
+        )
+        fro = lambda z: float(np.linalg.norm(z, "fro"))  # noqa: E731
+        norm_a = max(fro(herm), np.finfo(np.float64).tiny)
+        err = fro(herm - low @ low.conj().T) / (norm_a * n * _eps(case.dtype))
+        bound = 2 * c * (n + 2) / n * fro(np.abs(low) @ np.abs(low).T) / norm_a
+        return {
+            "measure": "||A - L L^H|| / (||A|| n eps)",
             "error_eps": err,
             "bound_eps": bound,
             "passed": bool(err <= bound),
