@@ -70,6 +70,7 @@ def _load() -> None:
             cholesky,
             elementwise,
             functions,
+            lu,
             reductions,
         )
 
