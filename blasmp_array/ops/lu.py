@@ -340,6 +340,7 @@ def permute_rows(x: BlockCyclicArray, src: np.ndarray, overwrite: bool = False) 
     _run(be, "lu permute rows", moves, w.dtype, kern, grid.rank, grid.size)
     if mine.size:
         idx = be.asarray(_local_rows(lay, mine))
+        be.begin()  # the compute stream after the index upload
         be.launch(be.compute, _put_rows, w._data, idx, buf)
         be.synchronize()
     return w
@@ -642,6 +643,7 @@ class _LUPipeline:
             k0, e = k * nb, self.ext(k)
             panel = self._gather_panel(k)
             ipiv = be.xp.zeros(e, dtype=np.int32)
+            be.begin()
             be.getrf(panel, ipiv, info, be.compute)
             be.synchronize()
             # the e pivots and INFO of this step -> every rank (host, small metadata)
@@ -650,7 +652,6 @@ class _LUPipeline:
             if inf > 0 and zero < 0:
                 zero = k0 + inf - 1
             self._swap_and_update(k, panel, _row_map(p + k0, k0, n))
-            be.synchronize()
         return piv, zero
 
     def _gather_panel(self, k: int) -> Any:
@@ -710,26 +711,34 @@ class _LUPipeline:
         kern = _RowKernels(self.w._data, [None, top, moved])
         _run(be, f"lu swap step {k}", moves, dtype, kern, grid.rank, grid.size)
 
+        # device index arrays and buffers first (host thread, current CuPy stream), then
+        # order the compute stream after them (begin) before enqueueing the kernels
         data = self.w._data
-        if mine.size:  # moved rows -> the matrix
-            be.launch(comp, _put_rows, data, xp.asarray(_local_rows(lay, mine)), moved)
         cn = self.before(k + 1, self.mycol, 1)
+        lr0 = self.before(k, self.myrow, 0)
+        lr1 = self.before(k + 1, self.myrow, 0)
+        mine_rows = xp.asarray(_local_rows(lay, mine)) if mine.size else None
+        owns_panel = self.mycol == (k + lay.src[1]) % self.pc and lr0 < self.nrow
+        panel_rows = xp.asarray(self.rows[lr0:] - k0) if owns_panel else None
+        update = lr1 < self.nrow and cn < self.ncol
+        low = xp.empty((self.nrow - lr1, e), dtype) if update else None
+        low_rows = xp.asarray(self.rows[lr1:] - k0) if update else None
+        be.begin()
+        if mine_rows is not None:  # moved rows -> the matrix
+            be.launch(comp, _put_rows, data, mine_rows, moved)
         if cn < self.ncol:  # U[k, j > k] = L_kk^{-1} top (step 5)
             be.trsm(1, panel[:e, :e], top[:, cn:], "L", "L", "N", "U", comp)
         if self.myrow == (k + lay.src[0]) % self.pr:
             r0 = lay.local_offset(k, k)[0]
             be.launch(comp, _put_block, data, r0, top)
-        if self.mycol == (k + lay.src[1]) % self.pc:  # the factored panel -> the matrix
-            lr0 = self.before(k, self.myrow, 0)
-            if lr0 < self.nrow:
-                c0 = lay.local_offset(k, k)[1]
-                sel = xp.asarray(self.rows[lr0:] - k0)
-                be.launch(comp, _put_panel, data[lr0:, c0 : c0 + e], panel, sel)
-        lr1 = self.before(k + 1, self.myrow, 0)
-        if lr1 < self.nrow and cn < self.ncol:  # A[i > k, j > k] -= L[i, k] U[k, j]
-            low = xp.empty((self.nrow - lr1, e), dtype)
-            be.launch(comp, _take_rows, low, panel, xp.asarray(self.rows[lr1:] - k0))
+        if panel_rows is not None:  # the factored panel -> the matrix
+            c0 = lay.local_offset(k, k)[1]
+            be.launch(comp, _put_panel, data[lr0:, c0 : c0 + e], panel, panel_rows)
+        if update:  # A[i > k, j > k] -= L[i, k] U[k, j] (step 6)
+            be.launch(comp, _take_rows, low, panel, low_rows)
             be.gemm(-1, low, top[:, cn:], 1, data[lr1:, cn:], "N", "N", comp)
+        # the temporaries above are released on return: drain the streams first
+        be.synchronize()
 
 
 def _put_block(data: Any, r0: int, top: Any) -> None:
