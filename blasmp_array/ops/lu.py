@@ -242,6 +242,25 @@ def solve(
     ``solve`` for ``assume_a='gen'``; 'sym' and 'her' use LU too until a symmetric-indefinite
     factorisation exists). Collective.
 
+    Parameters
+    ----------
+    a : BlockCyclicArray
+        ``n x n``.
+    b : BlockCyclicArray
+        ``n x k`` right-hand sides on ``a``'s grid (a 2-D matrix; for one vector an ``(n, 1)``
+        one).
+    overwrite_a, overwrite_b, check_finite
+        As in :func:`scipy.linalg.solve`.
+    assume_a : {'gen', 'sym', 'her'}
+        All three run LU with partial pivoting (the symmetry is not exploited yet).
+    transposed : bool
+        Solve ``a^T x = b``.
+
+    Returns
+    -------
+    x : BlockCyclicArray
+        ``n x k``, ``b``'s layout.
+
     Raises
     ------
     numpy.linalg.LinAlgError
@@ -562,7 +581,10 @@ def _build_plan(name: str, moves: Sequence[_Move], me: int, nranks: int, xp: Any
     return Plan(name, me, nranks, (tuple(mine),), max(fill), max(stage))
 
 
-def _run(be: Any, name: str, moves: Sequence[_Move], dtype: Any, kern: Any, me: int, p: int):
+def _run(
+    be: Any, name: str, moves: Sequence[_Move], dtype: Any, kern: Any, me: int, p: int
+) -> None:
+    """Run the one-step plan of ``moves`` (collective; returns with both streams drained)."""
     run_plan(be, _build_plan(name, moves, me, p, be.xp), dtype, kern, 1)
 
 
