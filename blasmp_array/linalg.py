@@ -14,7 +14,9 @@ function                        operation                                  flops
 :func:`cholesky`                ``A = U^H U`` (or ``L L^H``), SciPy's API   ``n^3 / 3``
 :func:`cho_factor`              the factor for :func:`cho_solve`            ``n^3 / 3``
 :func:`cho_solve`               solve with the factor (two TRSMs)          ``2 n^2 k``
-:func:`solve`                   ``assume_a='pos'``: Cholesky + two TRSMs
+:func:`solve`                   'pos': Cholesky; 'gen', 'sym', 'her': LU
+:func:`lu_factor`               ``A = P L U`` (partial pivoting)           ``2 n^3 / 3``
+:func:`lu_solve`                solve with the factor (two TRSMs)          ``2 n^2 k``
 ==============================  =========================================  ==============
 """
 
@@ -42,6 +44,8 @@ __all__ = [  # noqa: F822
     "cho_factor",
     "cho_solve",
     "solve",
+    "lu_factor",
+    "lu_solve",
 ]
 
 
@@ -56,4 +60,9 @@ def __getattr__(name: str) -> Any:
         from .ops import cholesky as _cholesky
 
         return getattr(_cholesky, name)
+    # LU lives in ops/lu.py (imported lazily likewise)
+    if name in ("lu_factor", "lu_solve"):
+        from .ops import lu as _lu
+
+        return getattr(_lu, name)
     raise AttributeError(f"module 'blasmp_array.linalg' has no attribute {name!r}")

@@ -36,6 +36,7 @@ MODULES = [
     "redistribute",
     "matmul",
     "cholesky",
+    "lu",
 ]
 
 

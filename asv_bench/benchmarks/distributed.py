@@ -180,6 +180,12 @@ class Cholesky(_Operator):
     op = "cholesky"
 
 
+class LU(_Operator):
+    """``bm.linalg.lu_factor(A)`` (LU with partial pivoting, ``2 n^3 / 3`` flops)."""
+
+    op = "lu"
+
+
 class Redistribute(_DataMovement):
     """Block halved and grid transposed at once (the bench's default target)."""
 

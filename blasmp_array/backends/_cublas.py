@@ -393,6 +393,33 @@ class CublasKernels:
         )
         out.done()
 
+    # -- GETRF (cuSOLVER) -------------------------------------------------------------
+    def getrf(self, stream, a, ipiv, info) -> None:  # type: ignore[no-untyped-def]
+        """LU with partial pivoting of the ``m x k`` ``a`` in place (cuSOLVER ``xgetrf`` on
+        ``stream``, on a column-major copy); 0-based pivots -> ``ipiv``, INFO -> ``info[0]``.
+        Everything stays on the device (no host synchronisation)."""
+        if a.ndim != 2:
+            raise ValueError(f"getrf needs a matrix, got shape {tuple(a.shape)}")
+        m, k = a.shape
+        if min(m, k) == 0:
+            info[...] = 0
+            return
+        dt = np.dtype(a.dtype)
+        h = self.solver_handle(stream)
+        work = cupy.asfortranarray(a)
+        prefix = _PREFIX[dt]
+        lwork = int(getattr(_cusolver(), prefix + "getrf_buffer_size")(h, m, k, work.data.ptr, m))
+        ws = self._solver_ws.get(stream.ptr)
+        if ws is None or ws.nbytes < max(lwork, 1) * dt.itemsize:
+            # grown outside pipelines: operators call getrf once on a full panel first
+            ws = self._solver_ws[stream.ptr] = cupy.empty(max(lwork, 1) * dt.itemsize, np.uint8)
+        piv = cupy.empty(min(m, k), dtype=np.int32)
+        getattr(_cusolver(), prefix + "getrf")(
+            h, m, k, work.data.ptr, m, ws.data.ptr, piv.data.ptr, info.data.ptr
+        )
+        a[...] = work
+        ipiv[: piv.shape[0]] = piv - 1
+
     def solver_handle(self, stream: cupy.cuda.Stream) -> int:
         """The cuSOLVER dense handle bound to ``stream`` (created on first use)."""
         h = self._solver_handles.get(stream.ptr)

@@ -336,5 +336,15 @@ class Backend(abc.ABC):
         only after a synchronisation, so a failure never raises inside a pipeline."""
         raise NotImplementedError(f"{type(self).__name__} has no local potrf")
 
+    def getrf(self, a: Any, ipiv: Any, info: Any, stream: Stream) -> None:
+        """LU factorisation with partial pivoting of the ``m x k`` ``a`` in place (LAPACK
+        ``xgetrf``): ``a = P L U`` with ``L`` unit lower (stored below the diagonal) and ``U``
+        upper. ``ipiv`` (an ``int32`` backend array of ``min(m, k)`` entries) receives the
+        0-based row interchanges (row ``i`` was swapped with row ``ipiv[i]``, in order),
+        ``info`` (one ``int32`` element) LAPACK's INFO: ``0``, or ``j > 0`` when ``U[j - 1,
+        j - 1]`` is exactly zero (the factorisation is completed anyway). Both are written on
+        the stream; the host sees them only after a synchronisation."""
+        raise NotImplementedError(f"{type(self).__name__} has no local getrf")
+
     def free_all(self) -> None:  # noqa: B027 (optional hook, no-op by default)
         """Release backend resources at exit (collective)."""

@@ -507,6 +507,10 @@ class CPUBackend(HostCollectives, Backend):
         assert isinstance(stream, CPUStream)
         stream.enqueue(_kernels.potrf, a, uplo, info)
 
+    def getrf(self, a, ipiv, info, stream):  # type: ignore[override]
+        assert isinstance(stream, CPUStream)
+        stream.enqueue(_kernels.getrf, a, ipiv, info)
+
     def __repr__(self) -> str:
         return f"CPUBackend(rank={self.rank}, size={self.size})"
 

@@ -747,5 +747,8 @@ class GPUBackend(HostCollectives, Backend):
     def potrf(self, a, uplo, info, stream):  # type: ignore[override]
         self._enqueue(stream, self._blas.potrf, stream.cupy, a, uplo, info)
 
+    def getrf(self, a, ipiv, info, stream):  # type: ignore[override]
+        self._enqueue(stream, self._blas.getrf, stream.cupy, a, ipiv, info)
+
     def __repr__(self) -> str:
         return f"GPUBackend(rank={self.rank}, size={self.size}, device={self.device_id})"

@@ -10,13 +10,15 @@ nothing is ever estimated.
   ``a.T @ a``, ``scipy.linalg.solve_triangular`` with default arguments); NumPy's ``matmul``
   for GEMM, SciPy's BLAS wrappers (``?symm``, ``?syrk``,
   ``?syr2k``, ``?trmm``, ``?trsm``) for the others, on Fortran-ordered copies so that the
-  wrappers do not copy, ``scipy.linalg.cholesky`` for Cholesky; with ``threads`` BLAS threads
+  wrappers do not copy, ``scipy.linalg.cholesky`` for Cholesky, ``scipy.linalg.lu_factor``
+  for LU; with ``threads`` BLAS threads
   (threadpoolctl).
 * ``dask.array``: the same product with the threaded scheduler and ``threads`` workers, one BLAS
   thread each; SYRK/SYR2K/SYMM/TRMM are computed as full products (Dask has no structured BLAS3),
   TRSM with ``dask.array.linalg.solve_triangular``, Cholesky with ``dask.array.linalg.cholesky``.
 * ``cupy``: the same on one GPU (``matmul``; ``cupyx.scipy.linalg.solve_triangular``;
-  ``cupy.linalg.cholesky``, i.e. cuSOLVER ``potrf``).
+  ``cupy.linalg.cholesky``, i.e. cuSOLVER ``potrf``; ``cupyx.scipy.linalg.lu_factor``, i.e.
+  cuSOLVER ``getrf``).
 * ``heat``, ``scalapack4py`` and ``cublasmp``: over MPI on the job's ranks, GEMM and TRSM only
   (:mod:`.heat_adapter`, :mod:`.pblas_adapter`, :mod:`.cublasmp_adapter`; PBLAS with the CPU
   backend, cuBLASMp with the GPU backend and one GPU per rank).
@@ -112,6 +114,10 @@ def _numpy_call(case: Case, g: dict[str, np.ndarray]) -> Callable[[], Any]:
         from scipy.linalg import cholesky
 
         return lambda: cholesky(a, lower=bool(low), check_finite=False)
+    if op == "lu":
+        from scipy.linalg import lu_factor
+
+        return lambda: lu_factor(a, check_finite=False)
     if op in ("trmm", "trsm"):
         f = _blas(op, a, b)
         return lambda: f(1.0, a, b, side=0 if left else 1, lower=low, trans_a=trans, diag=0)
@@ -154,6 +160,8 @@ def _dask_call(case: Case, g: dict[str, np.ndarray], chunk: int) -> Callable[[],
         expr = da.linalg.solve_triangular(a, b, lower=case.lower)
     elif op == "cholesky":
         expr = da.linalg.cholesky(a, lower=case.lower)
+    elif op == "lu":
+        raise NotImplementedError("dask.array has no pivoted LU factorisation (lu_factor)")
     else:
         raise ValueError(op)
     return lambda: expr.compute()
@@ -202,6 +210,10 @@ def _cupy_call(
             fn = lambda: cp.linalg.cholesky(a)  # noqa: E731
         else:
             fn = lambda: cp.linalg.cholesky(a).conj().T  # noqa: E731
+    elif op == "lu":
+        from cupyx.scipy.linalg import lu_factor
+
+        fn = lambda: lu_factor(a, check_finite=False)  # noqa: E731
     else:
         raise ValueError(op)
     return fn, lambda: cp.cuda.get_current_stream().synchronize()

@@ -42,6 +42,7 @@ OPERATORS = (
     "matmul_ata",
     "solve_triangular",
     "cholesky",
+    "lu",
     "redistribute",
     "transpose",
     "from_numpy",
@@ -96,6 +97,7 @@ def flop_count(case: Case) -> float:
         "matmul_ata": 1.0 * n * (n + 1) * k,  # SYRK's count: the useful flops of A^T A
         "solve_triangular": 1.0 * m * m * n,
         "cholesky": n**3 / 3.0,
+        "lu": 2.0 * n**3 / 3.0,
     }
     flops = counts.get(case.op, 0.0)
     return flops * (4.0 if case.is_complex else 1.0)
@@ -217,6 +219,10 @@ def prepare(case: Case) -> Prepared:
         inputs = {"A": a}
         kw = _op_kwargs(fn, case, lower=case.lower)
         return Prepared(case, grid, inputs, lambda: fn(inputs["A"], **kw))
+    if op == "lu":
+        fn = _linalg("lu_factor")
+        inputs = {"A": normal((n, n), 0)}
+        return Prepared(case, grid, inputs, lambda: fn(inputs["A"]))
     if op == "redistribute":
         inputs = {"A": normal((m, n), 0)}
         to_grid = _grid(case.to_grid or (grid.npcol, grid.nprow), case.backend)
@@ -307,9 +313,12 @@ def check_result(p: Prepared) -> dict[str, Any]:
     return grid.backend.bcast(verdict, root=0)
 
 
-def _gather(x: Any) -> np.ndarray | None:
+def _gather(x: Any) -> Any:
     if isinstance(x, bm.BlockCyclicArray):
         return x.to_numpy(root=0)
+    if isinstance(x, tuple) and x and isinstance(x[0], bm.BlockCyclicArray):  # (lu, piv)
+        first = x[0].to_numpy(root=0)
+        return None if first is None else (first, *x[1:])
     return None
 
 
@@ -414,6 +423,26 @@ def _verdict(case: Case, g: dict[str, Any], result: Any, host: Any) -> dict[str,
         bound = 2 * c * (n + 2) / n * fro(np.abs(low) @ np.abs(low).T) / norm_a
         return {
             "measure": "||A - L L^H|| / (||A|| n eps)",
+            "error_eps": err,
+            "bound_eps": bound,
+            "passed": bool(err <= bound),
+        }
+    elif op == "lu":
+        n = a.shape[0]
+        lu, piv = result
+        lu = lu.astype(rd)
+        low = np.tril(lu, -1) + np.eye(n, dtype=rd)
+        up = np.triu(lu)
+        perm = np.arange(n)
+        for i, p in enumerate(piv):
+            perm[i], perm[p] = perm[p], perm[i]
+        fro = lambda z: float(np.linalg.norm(z, "fro"))  # noqa: E731
+        norm_a = max(fro(a), np.finfo(np.float64).tiny)
+        err = fro(a[perm] - low @ up) / (norm_a * n * _eps(case.dtype))
+        # Higham Thm. 9.3: |P A - L U| <= gamma_n |L| |U| (elementwise)
+        bound = 2 * c * (n + 2) / n * fro(np.abs(low) @ np.abs(up)) / norm_a
+        return {
+            "measure": "||P A - L U|| / (||A|| n eps)",
             "error_eps": err,
             "bound_eps": bound,
             "passed": bool(err <= bound),

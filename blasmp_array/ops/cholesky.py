@@ -107,6 +107,8 @@ from .panels import PanelExchange, PanelSpec, Source, default_step_width, make_s
 __all__ = ["cholesky", "cho_factor", "cho_solve", "solve", "factor", "free_workspace"]
 
 _POS = ("pos", "positive definite")
+#: routed to :func:`blasmp_array.ops.lu.solve` (no symmetric-indefinite factorisation yet)
+_LU = ("gen", "general", "sym", "symmetric", "her", "hermitian")
 
 
 # -- public API -------------------------------------------------------------------------------
@@ -271,9 +273,11 @@ def solve(
     """Solve ``a x = b`` for a Hermitian positive definite ``a`` (SciPy's ``solve`` with
     ``assume_a='pos'``). Collective.
 
-    Cholesky factorisation (:func:`cho_factor`) then :func:`cho_solve`. Only
-    ``assume_a='pos'`` is implemented (it is the default here, unlike SciPy); other values
-    raise ``NotImplementedError`` on every rank.
+    Cholesky factorisation (:func:`cho_factor`) then :func:`cho_solve` for ``assume_a='pos'``
+    (the default here, unlike SciPy). ``'gen'`` runs LU with partial pivoting
+    (:func:`blasmp_array.ops.lu.solve`; ``lower`` is then ignored), and so do ``'sym'`` and
+    ``'her'`` until a symmetric-indefinite factorisation exists; other values raise
+    ``NotImplementedError`` on every rank.
 
     Parameters
     ----------
@@ -283,7 +287,7 @@ def solve(
         ``n x k`` right-hand sides on ``a``'s grid.
     lower, overwrite_a, overwrite_b, check_finite
         As in :func:`scipy.linalg.solve`.
-    assume_a : {'pos', 'positive definite'}
+    assume_a : {'pos', 'positive definite', 'gen', 'sym', 'her'}
 
     Returns
     -------
@@ -293,18 +297,24 @@ def solve(
     Raises
     ------
     numpy.linalg.LinAlgError
-        If ``a`` is not positive definite (every rank; the order of the failing minor).
+        If ``a`` is not positive definite (every rank; the order of the failing minor), or
+        exactly singular for the LU routes (the zero pivot's column).
     NotImplementedError
-        For any ``assume_a`` other than 'pos'.
+        For any other ``assume_a``.
 
     Notes
     -----
     ``n^3 / 3 + 2 n^2 k`` flops.
     """
+    if isinstance(assume_a, str) and assume_a.lower() in _LU:
+        from . import lu
+
+        return lu.solve(a, b, overwrite_a, overwrite_b, check_finite, assume_a)
     if not isinstance(assume_a, str) or assume_a.lower() not in _POS:
         raise NotImplementedError(
-            f"solve: assume_a={assume_a!r} is not implemented; only assume_a='pos' (a Hermitian "
-            "positive definite a, solved by Cholesky) is available"
+            f"solve: assume_a={assume_a!r} is not implemented; 'pos' (a Hermitian positive "
+            "definite a, solved by Cholesky) and 'gen', 'sym', 'her' (LU with partial "
+            "pivoting) are available"
         )
     ck.check_array(b, "b", "solve")
     if b.shape[0] != getattr(a, "shape", (b.shape[0],))[0]:

@@ -175,8 +175,8 @@ def test_check_finite_and_arguments(grid):
     assert ok
     G = bm.from_numpy(a, block=(nb, nb), grid=grid)
     B = bm.from_numpy(np.ones((n, 2)), block=(nb, 2), grid=grid)
-    with pytest.raises(NotImplementedError, match="assume_a='pos'"):
-        solve(G, B, assume_a="gen")
+    with pytest.raises(NotImplementedError, match="assume_a='banded'"):
+        solve(G, B, assume_a="banded")
     with pytest.raises(ValueError, match="square"):
         cholesky(bm.from_numpy(np.ones((4, 3)), block=(2, 2), grid=grid))
     with pytest.raises(TypeError):

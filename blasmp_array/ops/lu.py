@@ -1,0 +1,776 @@
+"""Distributed LU factorisation with partial pivoting (ScaLAPACK ``pxgetrf``/``pxgetrs``) and the
+SciPy/NumPy entry points built on it: :func:`lu_factor`, :func:`lu_solve`, :func:`solve`
+(``assume_a='gen'``, and 'sym'/'her' until a symmetric-indefinite factorisation exists),
+``np.linalg.solve``, ``np.linalg.inv``, ``np.linalg.det`` and ``np.linalg.slogdet``.
+
+``A`` is ``n x n``; the factor overwrites a working copy: ``A = P L U`` with ``L`` unit lower
+(below the diagonal) and ``U`` upper (on and above it), and ``piv`` the 0-based row interchanges
+exactly as LAPACK's ``xgetrf`` (and ``scipy.linalg.lu_factor``) return them: row ``i`` was
+swapped with row ``piv[i]``, for ``i = 0, 1, ..., n - 1`` in that order. Cost: ``2 n^3 / 3``
+flops (times 4 real flops per complex multiply-add).
+
+Layering: the public drivers (checks, views, blocking) -> :func:`factor` (finite check, working
+copy, the INFO) -> :class:`_LUPipeline` (one step per block column) -> local kernels
+(``backend.getrf`` on the gathered panel, ``backend.trsm`` on the U row block, ``backend.gemm``
+on the trailing matrix) -> one-sided row exchanges: plans of :class:`_Move` s run by
+:func:`ops._exchange.run_plan` (the project's one-sided engine: slots, ready/ack signals, the
+pooled workspace).
+
+Algorithm (right-looking, blocked; first version: no look-ahead)
+----------------------------------------------------------------
+Blocks are square ``nb x nb`` (``K = ceil(n / nb)`` steps, the last one ragged). Step ``k``
+(``k0 = k nb``, ``e`` the width of block column ``k``, ``m = n - k0``):
+
+1. *Panel gather*: ``# A[k0:, block column k] -> every process``. The processes of the grid
+   column owning block column ``k`` send their rows of it (blocks ``>= k``, ``e`` columns) to
+   every process: one message per process row, packed once and put to every rank.
+2. *Panel factorisation*: every process factors the same ``m x e`` panel redundantly with the
+   backend's ``getrf`` (LAPACK on the CPU, cuSOLVER on the GPU: the pivot search and the row
+   swaps inside the panel stay on the device, in the library). This gives LAPACK's pivots
+   exactly (the panel *is* LAPACK's panel, gathered) and, on every process, ``L_kk``, ``U_kk``
+   and ``L[i > k, k]``: no separate broadcast of ``L`` along the process rows is needed.
+3. *Pivots to the host*: one synchronisation and one host broadcast of the ``e`` pivots (and
+   INFO) from rank 0 per block step (small metadata; every rank factored the same panel with the
+   same library, the broadcast only guarantees that every rank builds the same plans). The
+   interchanges are composed into a row map ``src`` on ``[k0, n)``: the new row ``j`` is the old
+   row ``src[j]``.
+4. *Row interchanges* (``pxlaswp``, on all local columns, left and right of the panel): one
+   exchange whose plan is built from ``src`` on every rank: per grid column, the new rows of
+   block row ``k`` go from their owners to *every* process of the grid column (the U row block
+   is needed by all of them below), and every other moved row ``j`` (an old row of block row
+   ``k``) from its owner to the owner of ``j``. Receivers unpack into buffers (``top``,
+   ``moved``), never into the matrix, so a process that both sends and receives rows cannot
+   overwrite a row before its comm stream packed it; the buffers are written into the matrix
+   after the exchange.
+5. *U row block*: every process of a grid column solves ``U[k, j > k] = L_kk^{-1} top`` for its
+   local columns (one local TRSM, unit lower, redundant down the grid column instead of a
+   broadcast); the owners of block row ``k`` store ``top`` (U, and the swapped L of earlier
+   steps on the left); the owners of block column ``k`` store the factored panel.
+6. *Trailing update*: ``A[i > k, j > k] -= L[i, k] U[k, j]``: one local GEMM per process with
+   its rows of ``L`` taken from the gathered panel and ``U`` from ``top``.
+
+Streams and events per process: packs and puts on ``comm``, the ready waits, unpacks, getrf,
+trsm and gemm on ``compute`` (see ``ops/_exchange.py``); each step ends with a
+``synchronize()`` (both streams drained) before the next panel is packed, and step 3 reads the
+pivots on the host: a host round trip per *block* step (not per column).
+
+Signal protocol
+---------------
+The two exchanges of each step are one-step plans of :mod:`ops._exchange` on its pooled channel
+(``"summa"``): for every message, ``ready[s, p]`` on each receiver is incremented by sender
+``p``'s ``put_signal`` and waited for (compute stream) to reach the cumulative count derived
+from the plan; a one-step plan reuses no slot within the exchange, so no ack is waited for; the
+exchange's ``finish()`` drains both streams, advances the signal bases and makes one host
+``allgather`` of the outcome (which separates it from the next exchange: no process puts into a
+slot a slower one still reads). Message sizes and offsets come from the plan, identical on
+every rank (it is built from the layout and the broadcast pivots only). No step waits for data
+that is never sent, so nothing hangs.
+
+Singular matrices
+-----------------
+``getrf`` completes the factorisation past a zero pivot (LAPACK semantics: no division by it),
+so a singular matrix does not change the protocol: every process runs all steps, then the first
+zero pivot's column (from the broadcast INFO of each step) raises
+:class:`numpy.linalg.LinAlgError` on every rank (:func:`lu_factor`, :func:`solve`, ``inv``);
+``det``/``slogdet`` return 0 / ``(0, -inf)`` as NumPy does. The input is untouched unless
+``overwrite_a``.
+
+What remains (issue 17)
+-----------------------
+Look-ahead (the panel of step ``k + 1`` while step ``k``'s update runs), a panel gathered only
+to its grid column with ``L`` broadcast along the grid rows, device-resident pivots driving the
+swaps without the per-step host round trip, rectangular matrices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from numbers import Integral
+from typing import Any
+
+import numpy as np
+
+from .._dispatch import implements
+from ..array import BlockCyclicArray, check_dtype
+from . import _checks as ck
+from ._exchange import Message, Plan, run_plan
+from ._warmup import warmup_kernels
+
+__all__ = ["lu_factor", "lu_solve", "solve", "factor", "permute_rows"]
+
+_GEN = ("gen", "general", "sym", "symmetric", "her", "hermitian")
+
+# destination buffers of a row move (indices into the kernels' ``bufs``)
+_PANEL, _TOP, _MOVED = 0, 1, 2
+
+
+# -- public API -------------------------------------------------------------------------------
+def lu_factor(
+    a: BlockCyclicArray, overwrite_a: bool = False, check_finite: bool = True
+) -> tuple[BlockCyclicArray, np.ndarray]:
+    """LU factorisation with partial pivoting (SciPy's ``lu_factor``). Collective.
+
+    ``a = P L U`` computed by a distributed blocked right-looking factorisation (ScaLAPACK
+    ``pxgetrf``) on ``a``'s grid and layout.
+
+    Parameters
+    ----------
+    a : BlockCyclicArray
+        ``n x n`` matrix. Square blocks are needed: other blocks are redistributed to
+        ``(mb, mb)`` with a warning. A lazy view (``A.T``) is materialised first.
+    overwrite_a : bool
+        Work in ``a``'s storage (no copy) and return it. On failure ``a`` then holds garbage.
+    check_finite : bool
+        Check that ``a`` holds only finite numbers (one reduction); ``ValueError`` on every
+        rank otherwise.
+
+    Returns
+    -------
+    lu : BlockCyclicArray
+        ``L`` (unit diagonal not stored) below the diagonal and ``U`` on and above it; ``a``'s
+        shape, layout and grid.
+    piv : numpy.ndarray
+        ``int32`` vector of ``n`` 0-based row interchanges, the same on every rank: row ``i``
+        was interchanged with row ``piv[i]`` (LAPACK's, so SciPy's, pivots on the gathered
+        matrix, ties aside).
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        On every rank, when a pivot is exactly zero (the message names its column); SciPy
+        warns instead.
+    ValueError, TypeError
+        On every rank, before any communication, for invalid arguments.
+
+    Notes
+    -----
+    ``2 n^3 / 3`` flops. The algorithm and its protocol are described in the module docstring
+    of :mod:`blasmp_array.ops.lu`.
+    """
+    lu, piv, zero = factor(a, overwrite_a, check_finite, "lu_factor")
+    if zero >= 0:
+        raise np.linalg.LinAlgError(_singular("lu_factor", zero))
+    return lu, piv
+
+
+def lu_solve(
+    lu_and_piv: tuple[BlockCyclicArray, np.ndarray],
+    b: BlockCyclicArray,
+    trans: int = 0,
+    overwrite_b: bool = False,
+    check_finite: bool = True,
+) -> BlockCyclicArray:
+    """Solve ``a x = b`` given the LU factorisation of ``a`` (SciPy's ``lu_solve``). Collective.
+
+    ``trans`` 0: the row interchanges applied to ``b`` (one row exchange), then
+    ``L y = P^T b`` and ``U x = y`` (two distributed TRSMs, :func:`blasmp_array.ops.trsm.trsm`);
+    1 / 2: ``U^T`` (``U^H``), then ``L^T`` (``L^H``) solves, then the inverse interchanges.
+
+    Parameters
+    ----------
+    lu_and_piv : (BlockCyclicArray, numpy.ndarray)
+        The output of :func:`lu_factor`.
+    b : BlockCyclicArray
+        ``n x k`` right-hand sides on ``lu``'s grid (another row block is redistributed with a
+        warning). For one vector use an ``(n, 1)`` matrix.
+    trans : {0, 1, 2}
+        Solve ``a x = b`` (0), ``a^T x = b`` (1) or ``a^H x = b`` (2).
+    overwrite_b : bool
+        Allow the solution to be written into ``b``'s storage.
+    check_finite : bool
+        Check ``lu`` and ``b`` for NaN/inf (``ValueError`` on every rank).
+
+    Returns
+    -------
+    x : BlockCyclicArray
+        ``n x k``.
+
+    Notes
+    -----
+    ``2 n^2 k`` flops.
+    """
+    from .trsm import trsm
+
+    try:
+        lu, piv = lu_and_piv
+    except (TypeError, ValueError):
+        raise TypeError(
+            "lu_solve: the first argument must be the (lu, piv) pair lu_factor returns"
+        ) from None
+    lu = ck.check_array(lu, "lu", "lu_solve")
+    b = _check_rhs(b, "lu_solve")
+    if isinstance(trans, bool) or not isinstance(trans, Integral) or trans not in (0, 1, 2):
+        raise ValueError(f"lu_solve: trans must be 0, 1 or 2, got {trans!r}")
+    overwrite_b = _flag(overwrite_b, "overwrite_b")
+    if lu.ndim != 2 or lu.shape[0] != lu.shape[1]:
+        raise ValueError(f"lu_solve: lu must be square, got shape {lu.shape}")
+    n = lu.shape[0]
+    piv = np.asarray(piv)
+    if piv.shape != (n,) or piv.dtype.kind not in "iu":
+        raise ValueError(f"lu_solve: piv must be an integer vector of length {n}")
+    if n and (piv.min() < 0 or piv.max() >= n or np.any(piv < np.arange(n))):
+        raise ValueError("lu_solve: piv is not a valid LAPACK pivot vector")
+    if b.shape[0] != n:
+        raise ValueError(
+            f"lu_solve: b must have {n} rows to match the {n}x{n} factor, got shape {b.shape}"
+        )
+    if _flag(check_finite, "check_finite"):
+        _check_finite(lu.resolve(), "lu_solve", b.resolve())
+    src = _row_map(piv, 0, n)  # (swaps) b: new row j is old row src[j]
+    if trans == 0:
+        y = permute_rows(b, src, overwrite=overwrite_b)
+        y = trsm(lu, y, side="left", lower=True, trans="N", unit_diagonal=True, overwrite_b=True)
+        return trsm(lu, y, side="left", lower=False, trans="N", overwrite_b=True)
+    t = "T" if trans == 1 else "C"
+    y = trsm(lu, b, side="left", lower=False, trans=t, overwrite_b=overwrite_b)
+    y = trsm(lu, y, side="left", lower=True, trans=t, unit_diagonal=True, overwrite_b=True)
+    inv = np.empty_like(src)
+    inv[src] = np.arange(n)
+    return permute_rows(y, inv, overwrite=True)
+
+
+def solve(
+    a: BlockCyclicArray,
+    b: BlockCyclicArray,
+    overwrite_a: bool = False,
+    overwrite_b: bool = False,
+    check_finite: bool = True,
+    assume_a: str = "gen",
+    transposed: bool = False,
+) -> BlockCyclicArray:
+    """Solve ``a x = b`` (``a^T x = b`` if ``transposed``) by LU with partial pivoting (SciPy's
+    ``solve`` for ``assume_a='gen'``; 'sym' and 'her' use LU too until a symmetric-indefinite
+    factorisation exists). Collective.
+
+    Parameters
+    ----------
+    a : BlockCyclicArray
+        ``n x n``.
+    b : BlockCyclicArray
+        ``n x k`` right-hand sides on ``a``'s grid (a 2-D matrix; for one vector an ``(n, 1)``
+        one).
+    overwrite_a, overwrite_b, check_finite
+        As in :func:`scipy.linalg.solve`.
+    assume_a : {'gen', 'sym', 'her'}
+        All three run LU with partial pivoting (the symmetry is not exploited yet).
+    transposed : bool
+        Solve ``a^T x = b``.
+
+    Returns
+    -------
+    x : BlockCyclicArray
+        ``n x k``, ``b``'s layout.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        On every rank if ``a`` is exactly singular (the message names the zero pivot's column).
+
+    Notes
+    -----
+    ``2 n^3 / 3 + 2 n^2 k`` flops.
+    """
+    if not isinstance(assume_a, str) or assume_a.lower() not in _GEN:
+        raise ValueError(f"solve: assume_a={assume_a!r} is not one of 'gen', 'sym', 'her'")
+    a = ck.check_array(a, "a", "solve")
+    b = _check_rhs(b, "solve")
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError(f"solve: a must be square, got shape {a.shape}")
+    if b.shape[0] != a.shape[0]:
+        raise ValueError(f"solve: b has {b.shape[0]} rows but a is {a.shape[0]}x{a.shape[1]}")
+    cf = _flag(check_finite, "check_finite")
+    if cf:
+        _check_finite(b.resolve(), "solve")
+    lu, piv, zero = factor(a, overwrite_a, cf, "solve")
+    if zero >= 0:
+        raise np.linalg.LinAlgError(_singular("solve", zero))
+    return lu_solve(
+        (lu, piv), b, trans=1 if transposed else 0, overwrite_b=overwrite_b, check_finite=False
+    )
+
+
+@implements(np.linalg.solve)
+def _np_solve(a: Any, b: Any) -> BlockCyclicArray:
+    """``np.linalg.solve(A, B)``: ``B`` a 2-D BlockCyclicArray (a 1-D ``b`` is refused with the
+    ``(n, 1)`` hint). Singular: LinAlgError."""
+    return solve(a, b)
+
+
+@implements(np.linalg.inv)
+def _np_inv(a: Any) -> BlockCyclicArray:
+    """``np.linalg.inv(A)``: LU, then ``lu_solve`` with the identity (``a``'s layout)."""
+    a = ck.check_array(a, "a", "inv")
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise np.linalg.LinAlgError(f"inv: a must be square, got shape {a.shape}")
+    lu, piv, zero = factor(a, False, False, "inv")
+    if zero >= 0:
+        raise np.linalg.LinAlgError(_singular("inv", zero))
+    return lu_solve((lu, piv), _identity_like(lu), overwrite_b=True, check_finite=False)
+
+
+@implements(np.linalg.slogdet)
+def _np_slogdet(a: Any) -> Any:
+    """``np.linalg.slogdet(A)``: ``(sign, logabsdet)`` on every rank, from U's diagonal and the
+    parity of the interchanges (a sum of logarithms: no overflow)."""
+    sign, logdet = _slogdet(a, "slogdet")
+    try:
+        from numpy.linalg._linalg import SlogdetResult
+
+        return SlogdetResult(sign, logdet)
+    except ImportError:  # NumPy < 2
+        return sign, logdet
+
+
+@implements(np.linalg.det)
+def _np_det(a: Any) -> Any:
+    """``np.linalg.det(A)``: the product of U's diagonal with the interchanges' sign (a NumPy
+    scalar on every rank; 0 for a singular matrix, as NumPy)."""
+    a = ck.check_array(a, "a", "det")
+    lu, piv, d = _diag_of_factor(a, "det")
+    if d is None:
+        return lu.dtype.type(0)
+    with np.errstate(over="ignore"):  # NumPy's det overflows to inf quietly too
+        parts = lu.backend.allgather(np.prod(d) if d.size else lu.dtype.type(1))
+        out = lu.dtype.type(1)
+        for p in parts:
+            out = out * p
+    if np.count_nonzero(piv != np.arange(piv.size)) % 2:
+        out = -out
+    return lu.dtype.type(out)
+
+
+def permute_rows(x: BlockCyclicArray, src: np.ndarray, overwrite: bool = False) -> BlockCyclicArray:
+    """``y[j] = x[src[j]]`` for every row ``j`` (``src`` a permutation, the same on every rank),
+    by one one-sided row exchange (rows that do not move do not travel). Collective."""
+    w = x.resolve()
+    if not (overwrite and not x.is_view) and w is x:
+        w = w.copy()
+    n = w.shape[0]
+    lay, grid = w.layout, w.grid
+    moved = np.flatnonzero(src != np.arange(n))
+    if moved.size == 0:
+        return w
+    me_r, me_c = grid.coords
+    mine = moved[_owner_rows(lay, moved) == me_r]
+    moves = _moves_to_owners(lay, grid, moved, src[moved], _MOVED)
+    be = w.backend
+    buf = be.xp.empty((mine.size, w._data.shape[1]), w.dtype)
+    kern = _RowKernels(w._data, [None, None, buf])
+    _run(be, "lu permute rows", moves, w.dtype, kern, grid.rank, grid.size)
+    if mine.size:
+        idx = be.asarray(_local_rows(lay, mine))
+        be.begin()  # the compute stream after the index upload
+        be.launch(be.compute, _put_rows, w._data, idx, buf)
+        be.synchronize()
+    return w
+
+
+# -- the driver --------------------------------------------------------------------------------
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, Integral | np.bool_):
+        raise TypeError(f"{name} must be a bool (or 0/1), got {value!r}")
+    return bool(value)
+
+
+def _singular(op: str, col: int) -> str:
+    return (
+        f"{op}: a is exactly singular: the pivot of column {col} (0-based) is zero, "
+        f"U[{col}, {col}] == 0 (LAPACK INFO = {col + 1})"
+    )
+
+
+def _check_rhs(b: Any, op: str) -> BlockCyclicArray:
+    if not isinstance(b, BlockCyclicArray):
+        hint = ""
+        if getattr(b, "ndim", None) == 1:
+            hint = (
+                "; a 1-D right-hand side is not supported: pass an (n, 1) matrix, e.g. "
+                "bm.from_numpy(b.reshape(-1, 1), block=(a.block[0], 1), grid=a.grid)"
+            )
+        raise TypeError(
+            f"{op}: b must be a 2-D BlockCyclicArray, got {type(b).__name__}"
+            f"{hint or '; distribute it with blasmp_array.from_numpy'}"
+        )
+    return b
+
+
+def factor(
+    a: BlockCyclicArray, overwrite_a: Any = False, check_finite: Any = True, op: str = "lu_factor"
+) -> tuple[BlockCyclicArray, np.ndarray, int]:
+    """``(lu, piv, zero)``: the factor, the pivots and the 0-based column of the first zero
+    pivot (``-1`` if none). Every check is made identically on every rank before any
+    communication."""
+    a = ck.check_array(a, "a", op)
+    overwrite_a = _flag(overwrite_a, "overwrite_a")
+    check_finite = _flag(check_finite, "check_finite")
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError(f"{op}: a must be square, got shape {a.shape}")
+    check_dtype(a.dtype)
+    # -- collective from here on (identical decisions on every rank) --
+    in_place = overwrite_a and not a.is_view
+    w = a.resolve()
+    mb = w.block[0]
+    if w.block[1] != mb:
+        w = ck.move(w, w.grid, (mb, mb), "a", op, f"a has non-square blocks {w.block}")
+        in_place = False
+    if check_finite:
+        _check_finite(w, op)
+    if not in_place and w is a:
+        w = w.copy()
+    n = w.shape[0]
+    if n == 0:
+        return w, np.zeros(0, dtype=np.int32), -1
+    piv, zero = _LUPipeline(w).run()
+    return w, piv, zero
+
+
+def _check_finite(a: BlockCyclicArray, op: str, b: BlockCyclicArray | None = None) -> None:
+    """ValueError on every rank unless ``a`` (and ``b``) are finite."""
+    xp = a.backend.xp
+    bad_a = bool(xp.any(~xp.isfinite(a._data)))
+    bad_b = bool(xp.any(~xp.isfinite(b._data))) if b is not None else False
+    bad = a.backend.allreduce(np.array([bad_a, bad_b], dtype=np.int64), op="max")
+    if bad.any():
+        which = " and ".join(n for n, f in zip(("a", "b"), bad, strict=True) if f)
+        raise ValueError(f"{op}: array must not contain infs or NaNs ({which} does)")
+
+
+def _row_map(piv: np.ndarray, k0: int, n: int) -> np.ndarray:
+    """The interchanges ``piv`` (0-based global rows) applied in order to rows ``k0 ..``: the
+    new row ``j`` is the old row ``src[j]`` (identity outside ``[k0, n)``)."""
+    src = np.arange(n)
+    for i, p in enumerate(np.asarray(piv), start=k0):
+        if p != i:
+            src[i], src[p] = src[p], src[i]
+    return src
+
+
+def _identity_like(a: BlockCyclicArray) -> BlockCyclicArray:
+    from ..creation import zeros_like
+
+    out = zeros_like(a)
+    g, xp = out.grid, out.backend.xp
+    rows = out.layout.local_rows(g.myrow)
+    cols = out.layout.local_cols(g.mycol)
+    jl = np.searchsorted(cols, rows)
+    hit = jl < cols.size
+    hit[hit] = cols[jl[hit]] == rows[hit]
+    il = np.nonzero(hit)[0]
+    if il.size:
+        out._data[xp.asarray(il), xp.asarray(jl[il])] = 1
+    return out
+
+
+def _diag_of_factor(a: BlockCyclicArray, op: str) -> tuple[BlockCyclicArray, np.ndarray, Any]:
+    """``(lu, piv, d)``: the factor and this process's entries of U's diagonal on the host
+    (``d`` None when ``a`` is singular)."""
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise np.linalg.LinAlgError(f"{op}: a must be square, got shape {a.shape}")
+    lu, piv, zero = factor(a, False, False, op)
+    if zero >= 0:
+        return lu, piv, None
+    lay, g = lu.layout, lu.grid
+    rows = lay.local_rows(g.myrow)
+    cols = lay.local_cols(g.mycol)
+    jl = np.searchsorted(cols, rows)
+    hit = jl < cols.size
+    hit[hit] = cols[jl[hit]] == rows[hit]
+    il = np.nonzero(hit)[0]
+    xp = lu.backend.xp
+    d = lu._data[xp.asarray(il), xp.asarray(jl[il])] if il.size else xp.zeros(0, lu.dtype)
+    return lu, piv, lu.backend.asnumpy(d)
+
+
+def _slogdet(a: Any, op: str) -> tuple[Any, Any]:
+    a = ck.check_array(a, "a", op)
+    lu, piv, d = _diag_of_factor(a, op)
+    real = np.dtype(lu.dtype).type(0).real.dtype
+    if d is None:
+        return lu.dtype.type(0), real.type(-np.inf)
+    absd = np.abs(d)
+    phase = np.prod(d / absd) if d.size else lu.dtype.type(1)
+    parts = lu.backend.allgather((phase, float(np.sum(np.log(absd.astype(np.float64))))))
+    sign: Any = lu.dtype.type(1)
+    logdet = 0.0
+    for ph, lg in parts:
+        sign = sign * ph
+        logdet += lg
+    if np.count_nonzero(piv != np.arange(piv.size)) % 2:
+        sign = -sign
+    if lu.dtype.kind == "c":
+        sign = lu.dtype.type(sign / abs(sign))
+    else:
+        sign = lu.dtype.type(np.sign(sign))
+    return sign, real.type(logdet)
+
+
+# -- row moves: plans over the one-sided exchange ----------------------------------------------
+@dataclass(frozen=True)
+class _Move:
+    """Rows ``src`` (local row indices on ``sender``, every local column of the kernels' data)
+    to rows ``dst`` of buffer ``buf`` on each of ``receivers`` (``width`` columns)."""
+
+    sender: int
+    receivers: tuple[int, ...]
+    src: np.ndarray
+    buf: int
+    dst: np.ndarray
+    width: int
+
+
+def _owner_rows(lay: Any, g: np.ndarray) -> np.ndarray:
+    return (g // lay.block[0] + lay.src[0]) % lay.grid_shape[0]
+
+
+def _local_rows(lay: Any, g: np.ndarray) -> np.ndarray:
+    mb, pr = lay.block[0], lay.grid_shape[0]
+    return (g // mb // pr) * mb + g % mb
+
+
+def _moves_to_owners(
+    lay: Any, grid: Any, dst_rows: np.ndarray, src_rows: np.ndarray, buf: int
+) -> list[_Move]:
+    """Row ``src_rows[t]`` -> the owner of row ``dst_rows[t]`` (same grid column), into row
+    ``position of dst_rows[t] among the rows of its owner`` (ascending order) of ``buf``."""
+    pr, pc = lay.grid_shape
+    d_own, s_own = _owner_rows(lay, dst_rows), _owner_rows(lay, src_rows)
+    pos = np.empty(dst_rows.size, dtype=np.int64)
+    for r in range(pr):
+        sel = np.flatnonzero(d_own == r)
+        pos[sel] = np.arange(sel.size)
+    moves = []
+    for c in range(pc):
+        width = lay.local_shape(0, c)[1]
+        for ps in range(pr):
+            for pd in range(pr):
+                sel = np.flatnonzero((s_own == ps) & (d_own == pd))
+                if sel.size:
+                    moves.append(
+                        _Move(
+                            grid.rank_of(ps, c),
+                            (grid.rank_of(pd, c),),
+                            _local_rows(lay, src_rows[sel]),
+                            buf,
+                            pos[sel],
+                            width,
+                        )
+                    )
+    return moves
+
+
+def _build_plan(name: str, moves: Sequence[_Move], me: int, nranks: int, xp: Any) -> Plan:
+    """The one-step :class:`~blasmp_array.ops._exchange.Plan` of ``moves`` for rank ``me``:
+    offsets packed per receiver (a message to several receivers gets the same offset in each),
+    slot and staging sizes the maxima over all ranks (identical everywhere)."""
+    fill = [0] * nranks
+    stage = [0] * nranks
+    mine = []
+    for mv in moves:
+        size = int(mv.src.size) * mv.width
+        remote = [q for q in mv.receivers if q != mv.sender]
+        off = 0
+        if remote and size:
+            off = max(fill[q] for q in remote)
+            for q in remote:
+                fill[q] = off + size
+            stage[mv.sender] += size
+        if size and (mv.sender == me or me in mv.receivers):
+            pack = xp.asarray(mv.src) if mv.sender == me else None
+            unpack = (mv.buf, xp.asarray(mv.dst)) if me in mv.receivers else None
+            mine.append(Message(mv.sender, mv.receivers, off, size, pack, unpack))
+    return Plan(name, me, nranks, (tuple(mine),), max(fill), max(stage))
+
+
+def _run(
+    be: Any, name: str, moves: Sequence[_Move], dtype: Any, kern: Any, me: int, p: int
+) -> None:
+    """Run the one-step plan of ``moves`` (collective; returns with both streams drained)."""
+    run_plan(be, _build_plan(name, moves, me, p, be.xp), dtype, kern, 1)
+
+
+class _RowKernels:
+    """Pack rows of ``data`` (all its columns) / unpack them into rows of ``bufs[i]``."""
+
+    def __init__(self, data: Any, bufs: Sequence[Any]) -> None:
+        self.data, self.bufs = data, list(bufs)
+
+    def pack(self, msg: Message, out: Any) -> None:
+        out.reshape(-1, self.data.shape[1])[...] = self.data[msg.pack]
+
+    def unpack(self, msg: Message, data: Any) -> None:
+        buf, dst = msg.unpack
+        b = self.bufs[buf]
+        b[dst] = data.reshape(-1, b.shape[1])
+
+    def local(self, msg: Message) -> None:
+        buf, dst = msg.unpack
+        self.bufs[buf][dst] = self.data[msg.pack]
+
+
+@warmup_kernels
+def _sample(backend: Any, xp: Any, dtype: np.dtype) -> None:
+    """Row packs/unpacks of the interchange plans (index arrays), and the panel/block puts."""
+    src = xp.zeros((4, 3), dtype)
+    out = xp.zeros(6, dtype)
+    idx = xp.asarray(np.array([2, 0]))
+    out.reshape(-1, 3)[...] = src[idx]
+    dst = xp.zeros((3, 3), dtype)
+    dst[idx] = out.reshape(-1, 3)
+    dst[idx] = src[:, :3][idx]
+    _put_rows(src, idx, dst[:2])
+    _take_rows(dst[:2], src, idx)
+    _put_block(src, 1, dst[:2])
+    _put_panel(dst[:2, :2], src[:, :2], idx)
+
+
+def _put_rows(dst: Any, idx: Any, rows: Any) -> None:
+    dst[idx] = rows
+
+
+def _take_rows(out: Any, src: Any, idx: Any) -> None:
+    out[...] = src[idx]
+
+
+# -- the pipeline -------------------------------------------------------------------------------
+class _LUPipeline:
+    """Blocked right-looking LU of the working matrix ``w`` (see the module docstring)."""
+
+    def __init__(self, w: BlockCyclicArray) -> None:
+        self.w = w
+        self.be = w.backend
+        self.grid = w.grid
+        lay = self.lay = w.layout
+        self.n = lay.shape[0]
+        self.nb = lay.block[0]
+        self.K = lay.nblocks[0]
+        self.pr, self.pc = lay.grid_shape
+        self.myrow, self.mycol = self.grid.coords
+        self.nrow, self.ncol = lay.local_shape(self.myrow, self.mycol)
+        self.rows = lay.local_rows(self.myrow)  # global rows of my local rows
+
+    def ext(self, k: int) -> int:
+        return min(self.nb, self.n - k * self.nb)
+
+    def before(self, x: int, p: int, axis: int) -> int:
+        """Local extent on grid row (axis 0) / column (axis 1) ``p`` of the blocks ``< x``."""
+        P = self.pr if axis == 0 else self.pc
+        first = (p - self.lay.src[axis]) % P
+        count = 0 if x <= first else -(-(x - first) // P)
+        total = self.lay.local_shape(p, 0)[0] if axis == 0 else self.lay.local_shape(0, p)[1]
+        return min(count * self.nb, total)
+
+    def run(self) -> tuple[np.ndarray, int]:
+        """Factor; return ``(piv, zero)`` (collective)."""
+        be, n, nb = self.be, self.n, self.nb
+        piv = np.empty(n, dtype=np.int32)
+        zero = -1
+        info = be.xp.zeros(1, dtype=np.int32)
+        for k in range(self.K):
+            k0, e = k * nb, self.ext(k)
+            panel = self._gather_panel(k)
+            ipiv = be.xp.zeros(e, dtype=np.int32)
+            be.begin()
+            be.getrf(panel, ipiv, info, be.compute)
+            be.synchronize()
+            # the e pivots and INFO of this step -> every rank (host, small metadata)
+            p, inf = be.bcast((be.asnumpy(ipiv).astype(np.int64), int(be.asnumpy(info)[0])))
+            piv[k0 : k0 + e] = p + k0
+            if inf > 0 and zero < 0:
+                zero = k0 + inf - 1
+            self._swap_and_update(k, panel, _row_map(p + k0, k0, n))
+        return piv, zero
+
+    def _gather_panel(self, k: int) -> Any:
+        """``# A[k0:, block column k] -> every process`` (step 1): the ``m x e`` panel."""
+        be, lay, grid = self.be, self.lay, self.grid
+        k0, e = k * self.nb, self.ext(k)
+        c = (k + lay.src[1]) % self.pc
+        everyone = tuple(range(grid.size))
+        moves = []
+        for r in range(self.pr):
+            lr0, nr = self.before(k, r, 0), lay.local_shape(r, c)[0]
+            if lr0 < nr:
+                g = lay.local_rows(r)[lr0:]
+                moves.append(
+                    _Move(grid.rank_of(r, c), everyone, np.arange(lr0, nr), _PANEL, g - k0, e)
+                )
+        panel = be.xp.empty((self.n - k0, e), self.w.dtype)
+        c0 = lay.local_offset(k, k)[1]
+        data = self.w._data[:, c0 : c0 + e] if self.mycol == c else self.w._data[:, :0]
+        kern = _RowKernels(data, [panel, None, None])
+        _run(be, f"lu panel step {k}", moves, self.w.dtype, kern, grid.rank, grid.size)
+        return panel
+
+    def _swap_and_update(self, k: int, panel: Any, src: np.ndarray) -> None:
+        """Steps 4-6 of step ``k`` (``src``: the composed interchanges of this step)."""
+        be, lay, grid, xp = self.be, self.lay, self.grid, self.be.xp
+        comp = be.compute
+        n, k0, e = self.n, k * self.nb, self.ext(k)
+        dtype = self.w.dtype
+        # the new block row k -> every process of each grid column
+        top_src = src[k0 : k0 + e]
+        own = _owner_rows(lay, top_src)
+        moves = []
+        for c in range(self.pc):
+            width = lay.local_shape(0, c)[1]
+            col = tuple(grid.rank_of(r, c) for r in range(self.pr))
+            for ps in range(self.pr):
+                sel = np.flatnonzero(own == ps)
+                if sel.size:
+                    moves.append(
+                        _Move(
+                            grid.rank_of(ps, c),
+                            col,
+                            _local_rows(lay, top_src[sel]),
+                            _TOP,
+                            sel,
+                            width,
+                        )
+                    )
+        # other moved rows (old rows of block row k) -> their new owners
+        rest = np.arange(k0 + e, n)
+        rest = rest[src[k0 + e :] != rest]
+        moves += _moves_to_owners(lay, grid, rest, src[rest], _MOVED)
+        mine = rest[_owner_rows(lay, rest) == self.myrow]
+        top = xp.empty((e, self.ncol), dtype)
+        moved = xp.empty((mine.size, self.ncol), dtype)
+        kern = _RowKernels(self.w._data, [None, top, moved])
+        _run(be, f"lu swap step {k}", moves, dtype, kern, grid.rank, grid.size)
+
+        # device index arrays and buffers first (host thread, current CuPy stream), then
+        # order the compute stream after them (begin) before enqueueing the kernels
+        data = self.w._data
+        cn = self.before(k + 1, self.mycol, 1)
+        lr0 = self.before(k, self.myrow, 0)
+        lr1 = self.before(k + 1, self.myrow, 0)
+        mine_rows = xp.asarray(_local_rows(lay, mine)) if mine.size else None
+        owns_panel = self.mycol == (k + lay.src[1]) % self.pc and lr0 < self.nrow
+        panel_rows = xp.asarray(self.rows[lr0:] - k0) if owns_panel else None
+        update = lr1 < self.nrow and cn < self.ncol
+        low = xp.empty((self.nrow - lr1, e), dtype) if update else None
+        low_rows = xp.asarray(self.rows[lr1:] - k0) if update else None
+        be.begin()
+        if mine_rows is not None:  # moved rows -> the matrix
+            be.launch(comp, _put_rows, data, mine_rows, moved)
+        if cn < self.ncol:  # U[k, j > k] = L_kk^{-1} top (step 5)
+            be.trsm(1, panel[:e, :e], top[:, cn:], "L", "L", "N", "U", comp)
+        if self.myrow == (k + lay.src[0]) % self.pr:
+            r0 = lay.local_offset(k, k)[0]
+            be.launch(comp, _put_block, data, r0, top)
+        if panel_rows is not None:  # the factored panel -> the matrix
+            c0 = lay.local_offset(k, k)[1]
+            be.launch(comp, _put_panel, data[lr0:, c0 : c0 + e], panel, panel_rows)
+        if update:  # A[i > k, j > k] -= L[i, k] U[k, j] (step 6)
+            be.launch(comp, _take_rows, low, panel, low_rows)
+            be.gemm(-1, low, top[:, cn:], 1, data[lr1:, cn:], "N", "N", comp)
+        # the temporaries above are released on return: drain the streams first
+        be.synchronize()
+
+
+def _put_block(data: Any, r0: int, top: Any) -> None:
+    data[r0 : r0 + top.shape[0]] = top
+
+
+def _put_panel(dst: Any, panel: Any, sel: Any) -> None:
+    dst[...] = panel[sel]

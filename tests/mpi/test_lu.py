@@ -1,0 +1,338 @@
+"""Distributed LU with partial pivoting: lu_factor, lu_solve, solve(assume_a='gen'),
+np.linalg.solve/inv/det/slogdet (run on every rank under mpiexec).
+
+Pass/fail from backward-error bounds in units of eps (Higham, "Accuracy and Stability of
+Numerical Algorithms", 2nd ed., Thm. 9.3 and 9.4): the computed factors of any LU with partial
+pivoting (blocked or not, any summation order of the dot products) satisfy
+
+    L U = P A + dA,          |dA| <= gamma_n |L| |U|            (gamma_n = n u / (1 - n u))
+
+elementwise, and the computed solution of ``A x = b`` (the two triangular solves, Thm. 8.5)
+satisfies ``(A + dA) x = b`` with ``|dA| <= gamma_{3n} P^T |L| |U|``, hence
+
+    |b - A x| <= gamma_{3n} P^T |L| |U| |x|.
+
+``check_bound`` tests ``|got - ref| <= c k eps scale`` with ``k = n`` (factor) or ``3 n``
+(solve) and a slack ``c = 4`` (``eps`` there is twice the unit roundoff ``u``, so this is 8x the
+first-order bound). These bounds hold whatever the pivots; the pivots themselves are compared
+with LAPACK's (``scipy.linalg.lu_factor`` on the gathered matrix) on random matrices, whose
+pivot choices are far from ties. The default run samples the parameter product (every dtype on
+every grid); the exhaustive product is marked ``full_sweep``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+from mpi4py import MPI
+
+import blasmp_array as bm
+from blasmp_array.ops.lu import lu_factor, lu_solve, solve
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from blas3_reference import DTYPES, check_bound, high, random_matrix  # noqa: E402
+
+# (n, block): ragged n, n smaller than one block, blocks 1..64
+CASES = [(37, 5), (5, 16), (23, 1), (70, 64), (29, 3), (40, 8)]
+
+
+def perm_of(piv: np.ndarray) -> np.ndarray:
+    """``p`` with ``(P A)[j] = A[p[j]]`` for LAPACK's interchanges ``piv``."""
+    p = np.arange(piv.size)
+    for i, q in enumerate(piv):
+        p[i], p[q] = p[q], p[i]
+    return p
+
+
+def factor_ok(a: np.ndarray, lu: np.ndarray, piv: np.ndarray, dtype) -> tuple[bool, float]:
+    """``|P A - L U| <= c n eps |L| |U|`` elementwise."""
+    n = a.shape[0]
+    L = np.tril(lu, -1) + np.eye(n, dtype=lu.dtype)
+    U = np.triu(lu)
+    if not (np.all(np.isfinite(L)) and np.all(np.isfinite(U))):
+        return False, float("inf")
+    scale = np.abs(L).astype(np.float64) @ np.abs(U).astype(np.float64)
+    return check_bound(high(L) @ high(U), a[perm_of(piv)], scale, n, dtype)
+
+
+def solve_ok(a, lu, piv, x, b, dtype, trans: int = 0) -> tuple[bool, float]:
+    """``|b - op(A) x| <= c 3n eps |op(P^T L U)| |x|`` (the bound of Thm. 9.4)."""
+    n = a.shape[0]
+    L = np.abs(np.tril(lu, -1) + np.eye(n)).astype(np.float64)
+    U = np.abs(np.triu(lu)).astype(np.float64)
+    LU = np.empty_like(L)
+    LU[perm_of(piv)] = L @ U  # P^T |L| |U|
+    op_a = a if trans == 0 else (a.T if trans == 1 else a.conj().T)
+    op_lu = LU if trans == 0 else LU.T
+    scale = op_lu @ np.abs(x).astype(np.float64)
+    return check_bound(high(op_a) @ high(x), b, scale, 3 * n, dtype)
+
+
+def run_case(grid, dtype, n, nb, seed=0):
+    rng = np.random.default_rng(seed + 100 * n + nb)
+    a = random_matrix(rng, (n, n), dtype)
+    A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    before = A.to_numpy()
+    lu, piv = lu_factor(A)
+    x = lu.to_numpy()
+    ref_lu, ref_piv = sla.lu_factor(a)
+    assert isinstance(piv, np.ndarray) and piv.dtype.kind == "i" and piv.shape == (n,)
+    np.testing.assert_array_equal(piv, ref_piv, err_msg="pivots differ from LAPACK's")
+    ok, worst = factor_ok(a, x, piv, dtype)
+    assert ok, f"backward error {worst:.3g} x bound (n={n}, nb={nb})"
+    assert np.array_equal(A.to_numpy(), before), "input modified"
+    assert lu.layout == A.layout and lu.grid is A.grid
+    allpiv = MPI.COMM_WORLD.allgather(piv)
+    assert all(np.array_equal(allpiv[0], p) for p in allpiv), "pivots differ between ranks"
+
+
+SAMPLE = [(dt, CASES[(2 * i + j) % len(CASES)]) for i, dt in enumerate(DTYPES) for j in (0, 1)]
+
+
+@pytest.mark.parametrize(
+    "dtype,case", SAMPLE, ids=[f"{np.dtype(d).name}-{c[0]}x{c[1]}" for d, c in SAMPLE]
+)
+def test_lu_factor(grid, dtype, case):
+    run_case(grid, dtype, *case)
+
+
+@pytest.mark.full_sweep
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", CASES + [(64, 64), (65, 64), (50, 2), (33, 11), (96, 16)])
+def test_lu_factor_full(grid, dtype, case):
+    run_case(grid, dtype, *case)
+
+
+def pivot_elsewhere(n: int, nb: int, dtype, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A matrix whose pivot for column ``j`` is row ``(j + nb) mod n``: one block row further
+    down, so on another process row whenever the grid has several (rows of a column diagonally
+    dominant matrix, cyclically shifted by one block: partial pivoting picks exactly those)."""
+    rng = np.random.default_rng(seed)
+    d = random_matrix(rng, (n, n), dtype) / 2 + np.diag(np.full(n, float(n)))
+    rows = (np.arange(n) + nb) % n  # row of column j's pivot
+    a = np.empty_like(d)
+    a[rows] = d
+    return a, rows
+
+
+@pytest.mark.parametrize("dtype,case", [(np.float64, (37, 4)), (np.complex64, (24, 3))])
+def test_pivot_from_another_process_row(grid, dtype, case):
+    n, nb = case
+    a, rows = pivot_elsewhere(n, nb, dtype)
+    ref_lu, ref_piv = sla.lu_factor(a)
+    assert np.array_equal(perm_of(ref_piv), rows)  # the construction does what it says
+    lu, piv = lu_factor(bm.from_numpy(a, block=(nb, nb), grid=grid))
+    np.testing.assert_array_equal(piv, ref_piv)
+    assert factor_ok(a, lu.to_numpy(), piv, dtype)[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_lu_solve_and_solve(grid, dtype):
+    n, nb, k = 31, 7, 3
+    rng = np.random.default_rng(3)
+    a = random_matrix(rng, (n, n), dtype)
+    b = random_matrix(rng, (n, k), dtype)
+    A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    B = bm.from_numpy(b, block=(nb, 2), grid=grid)
+    lu, piv = lu_factor(A)
+    x = lu.to_numpy()
+    for trans in (0, 1, 2):
+        X = lu_solve((lu, piv), B, trans=trans)
+        ok, worst = solve_ok(a, x, piv, X.to_numpy(), b, dtype, trans)
+        assert ok, f"lu_solve trans={trans}: residual {worst:.3g} x bound"
+        assert X.layout == B.layout
+    # 'sym'/'her' take the same LU route as 'gen' (cholesky.solve dispatches all three)
+    X = bm.linalg.solve(A, B, assume_a="gen" if dtype == np.float64 else "her")
+    assert solve_ok(a, x, piv, X.to_numpy(), b, dtype)[0]
+    X = solve(A, B, transposed=True, assume_a="sym")
+    assert solve_ok(a, x, piv, X.to_numpy(), b, dtype, 1)[0]
+    X = np.linalg.solve(A, B)
+    assert isinstance(X, bm.BlockCyclicArray)
+    assert solve_ok(a, x, piv, X.to_numpy(), b, dtype)[0]
+    assert np.array_equal(B.to_numpy(), b) and np.array_equal(A.to_numpy(), a)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_inv_det_slogdet(grid, dtype):
+    n, nb = 22, 5
+    rng = np.random.default_rng(8)
+    a = random_matrix(rng, (n, n), dtype) + 2 * np.eye(n, dtype=dtype)
+    A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    tol = 50 * n * np.finfo(dtype).eps
+    Ai = np.linalg.inv(A)
+    assert isinstance(Ai, bm.BlockCyclicArray)
+    ai = Ai.to_numpy()
+    # residual of the inverse: |A X - I| <= c n eps |A| |X| in norm
+    res = np.linalg.norm(a.astype(np.complex128) @ ai - np.eye(n), 1)
+    assert res <= tol * np.linalg.norm(a, 1) * np.linalg.norm(ai, 1)
+    d, ref = np.linalg.det(A), np.linalg.det(a)
+    assert np.isscalar(d) and np.dtype(type(d)) == np.dtype(dtype)
+    assert abs(d - ref) <= tol * abs(ref)
+    s, ld = np.linalg.slogdet(A)
+    s_ref, ld_ref = np.linalg.slogdet(a)
+    assert abs(s - s_ref) <= tol and abs(ld - ld_ref) <= tol * max(1.0, abs(ld_ref))
+    assert np.dtype(type(ld)) == np.dtype(np.abs(np.zeros(1, dtype)).dtype)
+    allv = MPI.COMM_WORLD.allgather((d, s, ld))
+    assert all(v == allv[0] for v in allv), "scalars differ between ranks"
+
+
+def test_slogdet_no_overflow(grid):
+    n = 40
+    a = np.diag(np.full(n, 1e30)) + np.triu(np.ones((n, n)), 1)
+    A = bm.from_numpy(a, block=(7, 7), grid=grid)
+    s, ld = np.linalg.slogdet(A)
+    assert s == 1.0 and np.isclose(ld, n * np.log(1e30))
+    assert np.linalg.det(A) == np.inf  # as NumPy: the product overflows
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_singular(grid, where):
+    n, nb = 30, 6
+    a = random_matrix(np.random.default_rng(11), (n, n), np.float64)
+    p = {"first": 1, "middle": 13, "last": n - 1}[where]
+    a[:, p] = 0.0
+    assert sla.lapack.dgetrf(a)[2] == p + 1  # LAPACK agrees on the column
+    A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    B = bm.from_numpy(np.ones((n, 1)), block=(nb, 1), grid=grid)
+    with pytest.raises(np.linalg.LinAlgError, match=f"column {p} "):
+        lu_factor(A)
+    with pytest.raises(np.linalg.LinAlgError, match=f"column {p} "):
+        solve(A, B)
+    with pytest.raises(np.linalg.LinAlgError, match=f"column {p} "):
+        np.linalg.solve(A, B)
+    with pytest.raises(np.linalg.LinAlgError, match=f"column {p} "):
+        np.linalg.inv(A)
+    assert np.linalg.det(A) == 0.0
+    s, ld = np.linalg.slogdet(A)
+    assert s == 0.0 and ld == -np.inf
+    assert np.array_equal(A.to_numpy(), a), "input modified on failure"
+    # the pooled buffers and signals survive a failure
+    good = random_matrix(np.random.default_rng(1), (n, n), np.float64)
+    lu, piv = lu_factor(bm.from_numpy(good, block=(nb, nb), grid=grid))
+    assert factor_ok(good, lu.to_numpy(), piv, np.float64)[0]
+
+
+def test_check_finite_and_arguments(grid):
+    n, nb = 12, 3
+    a = random_matrix(np.random.default_rng(2), (n, n), np.float64)
+    bad = a.copy()
+    bad[7, 2] = np.nan
+    A = bm.from_numpy(bad, block=(nb, nb), grid=grid)
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        lu_factor(A)
+    G = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    Binf = bm.from_numpy(np.full((n, 1), np.inf), block=(nb, 1), grid=grid)
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        solve(G, Binf)
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        lu_solve(lu_factor(G), Binf)
+    # check_finite=False: no check; the NaN propagates and nothing hangs
+    lu, _ = lu_factor(A, check_finite=False)
+    assert np.isnan(lu.to_numpy()).any()
+    with pytest.raises(TypeError, match=r"\(n, 1\) matrix"):
+        np.linalg.solve(G, np.ones(n))
+    with pytest.raises(TypeError, match=r"\(n, 1\) matrix"):
+        lu_solve(lu_factor(G), np.ones(n))
+    with pytest.raises(ValueError, match="square"):
+        lu_factor(bm.from_numpy(np.ones((4, 3)), block=(2, 2), grid=grid))
+    with pytest.raises(TypeError):
+        lu_factor(a)
+    with pytest.raises(ValueError, match="trans"):
+        lu_solve(lu_factor(G), bm.from_numpy(np.ones((n, 1)), block=(nb, 1), grid=grid), trans=3)
+    with pytest.raises(ValueError, match="rows"):
+        lu_solve(lu_factor(G), bm.from_numpy(np.ones((n + 1, 1)), block=(nb, 1), grid=grid))
+    with pytest.raises(NotImplementedError, match="banded"):
+        bm.linalg.solve(G, G, assume_a="banded")
+
+
+def test_nonsquare_blocks_views_and_overwrite(grid):
+    n = 21
+    a = random_matrix(np.random.default_rng(5), (n, n), np.float32)
+    A = bm.from_numpy(a, block=(4, 6), grid=grid)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        lu, piv = lu_factor(A)
+    assert any("non-square blocks" in str(w.message) for w in rec)
+    assert factor_ok(a, lu.to_numpy(), piv, np.float32)[0]
+    # a transposed view is materialised first
+    At = bm.from_numpy(a, block=(5, 5), grid=grid).T
+    lu, piv = lu_factor(At)
+    np.testing.assert_array_equal(piv, sla.lu_factor(a.T)[1])
+    assert factor_ok(a.T, lu.to_numpy(), piv, np.float32)[0]
+    # overwrite_a: the factor is written into A's storage
+    W = bm.from_numpy(a, block=(5, 5), grid=grid)
+    R, piv = lu_factor(W, overwrite_a=True)
+    assert R is W
+    assert factor_ok(a, R.to_numpy(), piv, np.float32)[0]
+    # overwrite_b
+    b = random_matrix(np.random.default_rng(6), (n, 2), np.float32)
+    B = bm.from_numpy(b, block=(5, 2), grid=grid)
+    X = lu_solve((R, piv), B, overwrite_b=True)
+    assert solve_ok(a, R.to_numpy(), piv, X.to_numpy(), b, np.float32)[0]
+
+
+def test_source_process_offset(grid):
+    """A layout whose first block lives on the last process row/column (ScaLAPACK RSRC/CSRC)."""
+    from blasmp_array.array import BlockCyclicArray
+    from blasmp_array.layout import BlockCyclicLayout
+
+    n, nb = 27, 4
+    a = random_matrix(np.random.default_rng(8), (n, n), np.complex128)
+    src = (grid.nprow - 1, grid.npcol - 1)
+    lay = BlockCyclicLayout((n, n), (nb, nb), grid.shape, src)
+    rows, cols = lay.local_rows(grid.myrow), lay.local_cols(grid.mycol)
+    local = grid.backend.asarray(np.ascontiguousarray(a[np.ix_(rows, cols)]))
+    A = BlockCyclicArray(local, lay, grid)
+    lu, piv = lu_factor(A)
+    assert lu.layout == lay
+    np.testing.assert_array_equal(piv, sla.lu_factor(a)[1])
+    assert factor_ok(a, lu.to_numpy(), piv, np.complex128)[0]
+    b = random_matrix(np.random.default_rng(9), (n, 2), np.complex128)
+    blay = BlockCyclicLayout((n, 2), (nb, 2), grid.shape, (src[0], 0))
+    bl = b[np.ix_(blay.local_rows(grid.myrow), blay.local_cols(grid.mycol))]
+    B = BlockCyclicArray(grid.backend.asarray(np.ascontiguousarray(bl)), blay, grid)
+    X = lu_solve((lu, piv), B)
+    assert solve_ok(a, lu.to_numpy(), piv, X.to_numpy(), b, np.complex128)[0]
+
+
+def test_repeated_calls_bit_identical(grid):
+    """Races between the streams or the exchanges would show as differing bits (20 calls on
+    the GPU node, as the issue asks; 4 on the CPU, which CI runs on 2 cores)."""
+    a = random_matrix(np.random.default_rng(9), (48, 48), np.float64)
+    A = bm.from_numpy(a, block=(6, 6), grid=grid)
+    first, piv0 = lu_factor(A)
+    first = first.to_numpy()
+    for _ in range(19 if grid.backend.name == "gpu" else 3):
+        lu, piv = lu_factor(A)
+        assert np.array_equal(lu.to_numpy(), first) and np.array_equal(piv, piv0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_backend_getrf(grid, dtype):
+    """The local kernel on a strided panel view: LAPACK's factors, pivots and INFO."""
+    be = grid.backend
+    m, k = 11, 4
+    a = random_matrix(np.random.default_rng(1), (m, k), dtype)
+    big = np.full((m + 3, k + 5), np.nan, dtype=dtype)
+    big[1 : m + 1, 2 : k + 2] = a
+    dev = be.asarray(big)
+    ipiv = be.xp.full(k + 1, -7, dtype=np.int32)
+    info = be.xp.full(2, -7, dtype=np.int32)
+    be.getrf(dev[1 : m + 1, 2 : k + 2], ipiv[1:], info[1:], be.compute)
+    be.synchronize()
+    lu, piv, inf = sla.lapack.get_lapack_funcs("getrf", dtype=dtype)(a)
+    out = be.asnumpy(dev)
+    tol = 10 * m * np.finfo(dtype).eps
+    np.testing.assert_allclose(out[1 : m + 1, 2 : k + 2], lu, rtol=tol, atol=tol)
+    assert np.isnan(out[0]).all() and np.isnan(out[:, :2]).all()
+    assert be.asnumpy(ipiv).tolist() == [-7, *piv.tolist()]
+    assert be.asnumpy(info).tolist() == [-7, 0]
+    a[:, 2] = 0
+    be.getrf(be.asarray(a), ipiv[:k], info[:1], be.compute)
+    be.synchronize()
+    assert int(be.asnumpy(info)[0]) == 3
