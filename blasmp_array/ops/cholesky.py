@@ -372,13 +372,34 @@ def factor(
         w = w.copy()
     n = w.shape[0]
     if n:
-        info = _CholeskyPipeline(w, lower, int(num_stages)).run()
+        if w.grid.size == 1 and _LOCAL_ON_ONE_PROCESS:
+            info = _local_potrf(w, lower)
+        else:
+            info = _CholeskyPipeline(w, lower, int(num_stages)).run()
         if info <= n:
             raise np.linalg.LinAlgError(
                 f"{op}: the leading minor of order {info} is not positive definite "
                 f"(LAPACK INFO = {info}): a is not Hermitian positive definite"
             )
     return w
+
+
+#: a 1x1 grid factors with one local potrf (LAPACK / cuSOLVER): measured on one H200 at
+#: n = 16384, the blocked pipeline on one process took 0.172 s against cuSOLVER's 0.061 s
+#: (its potrf and trsm steps cannot overlap the updates on a single compute stream)
+_LOCAL_ON_ONE_PROCESS = True
+
+
+def _local_potrf(w: BlockCyclicArray, lower: bool) -> int:
+    """Factor the whole local matrix (1x1 grid) in place; the pipeline's INFO convention:
+    the order of the first non-positive leading minor, ``n + 1`` when there is none."""
+    be = w.backend
+    info = be.xp.zeros(1, dtype=np.int32)
+    begin_pipeline(be, w.dtype)
+    be.potrf(w._data, "L" if lower else "U", info, be.compute)
+    be.synchronize()
+    order = int(be.asnumpy(info)[0])
+    return order if order > 0 else w.shape[0] + 1
 
 
 def _check_finite(

@@ -112,9 +112,10 @@ import numpy as np
 from .._alloc import new_array
 from .._warnings import RedistributionWarning
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
-from ..layout import numroc
+from ..layout import BlockCyclicLayout, numroc
 from ._triangle import any_nonfinite, triangle_has_nonfinite
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
+from .panels import default_step_width
 
 __all__ = ["trsm", "solve_triangular", "TrsmRedistributionWarning", "free_workspace"]
 
@@ -418,7 +419,7 @@ def _trsm(
         if X.size and _local_kernel_wins(A):
             _local_trsm(spec, A, X)
         elif X.size:
-            _TrsmPipeline(spec, A, X).run()
+            _TrsmPipeline(spec, *_wide_blocks_on_one_process(A, X, ax)).run()
     if X.layout != target.layout and not target.is_view:
         X = X.redistribute(block=target.block)
     if (
@@ -448,6 +449,27 @@ def _local_kernel_wins(A: BlockCyclicArray) -> bool:
 
 #: largest n solved by one local kernel on a 1x1 grid, per backend (None: always)
 _LOCAL_TRSM_MAX_N: dict[str, int | None] = {"cpu": None, "gpu": 8192}
+
+
+def _wide_blocks_on_one_process(
+    A: BlockCyclicArray, X: BlockCyclicArray, ax: int
+) -> tuple[BlockCyclicArray, BlockCyclicArray]:
+    """On a 1x1 grid the block size is only a label (the local matrix is the whole matrix):
+    relabel ``A`` and ``X`` (same storage) with blocks of the backend's step width, so the
+    pipeline solves wide diagonal blocks whatever block the user chose (at n = 16384 on an
+    H200: 0.123 s with the default block 256 against 0.099 s with 2048)."""
+    if A.grid.size != 1:
+        return A, X
+    w = max(A.block[0], default_step_width(A.backend))
+    if w == A.block[0]:
+        return A, X
+    lay_a = BlockCyclicLayout(A.shape, (w, w), (1, 1))
+    xb = (w, X.block[1]) if ax == 0 else (X.block[0], w)
+    lay_x = BlockCyclicLayout(X.shape, xb, (1, 1))
+    return (
+        BlockCyclicArray(A._data, lay_a, A.grid),
+        BlockCyclicArray(X._data, lay_x, X.grid),
+    )
 
 
 def _local_trsm(spec: _Spec, A: BlockCyclicArray, X: BlockCyclicArray) -> None:

@@ -96,6 +96,21 @@ def test_cholesky(grid, dtype, lower, case, num_stages):
     run_case(grid, dtype, *case, lower, num_stages)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("lower", [True, False])
+def test_pipeline_on_one_process(grid, dtype, lower, monkeypatch):
+    """A 1x1 grid factors with one local potrf by default; the blocked pipeline on one
+    process (the other path of the 1x1 grid) meets the same bound, and so does a failure."""
+    from blasmp_array.ops import cholesky as module
+
+    monkeypatch.setattr(module, "_LOCAL_ON_ONE_PROCESS", False)
+    run_case(grid, dtype, 37, 5, lower, 2)
+    a = spd(20, dtype)
+    a[12, 12] = -1.0
+    with pytest.raises(np.linalg.LinAlgError, match="order 13"):
+        cholesky(bm.from_numpy(stored(a, lower), block=(4, 4), grid=grid), lower=lower)
+
+
 @pytest.mark.full_sweep
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("lower", [True, False])
