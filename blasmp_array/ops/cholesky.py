@@ -99,6 +99,7 @@ import numpy as np
 from .._dispatch import implements
 from ..array import BlockCyclicArray, check_dtype
 from . import _checks as ck
+from . import _slot_pool as slot_pool
 from . import panels
 from ._triangle import any_nonfinite, triangle_has_nonfinite, triangle_mask
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
@@ -517,7 +518,7 @@ class _CholeskyPipeline:
             )
             tile_plan.append((grid.rank_of(*owner), receivers, self.ext(k)))
         self.info = be.xp.zeros(K, dtype=np.int32)
-        ws = _workspace(be)
+        ws = slot_pool.pool(be, "cholesky")
         buf = ws.buffer(dtype, S * self.nb * self.nb)
         nsig = S + be.size
         sig = ws.signals(nsig)
@@ -553,7 +554,7 @@ class _CholeskyPipeline:
             ws.finish(nsig)
         except BaseException:
             # signal values unknown: never reuse these pools
-            _WORKSPACES.pop(id(be), None)
+            slot_pool.drop(be, "cholesky")
             panels._WORKSPACES.pop((id(be), "cholesky"), None)
             raise
         infos = be.asnumpy(self.info)
@@ -766,60 +767,6 @@ def _sample(backend: Any, xp: Any, dtype: np.dtype) -> None:
 
 
 # -- pooled workspace ----------------------------------------------------------------------------
-class _Workspace:
-    """Per-backend pool: one symmetric buffer per dtype and one signal set, grown on demand
-    (collectively: every rank asks for the same sizes). Between operators each process zeroes
-    the signal words it used, after ``synchronize()`` (every signal sent to it was waited for),
-    and a barrier separates the operators."""
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-        self.bufs: dict[np.dtype, Any] = {}
-        self.sig: Any = None
-
-    def buffer(self, dtype: Any, size: int) -> Any:
-        dtype = np.dtype(dtype)
-        buf = self.bufs.get(dtype)
-        if buf is not None and buf.handle is not None and buf.size >= size:
-            return buf
-        if buf is not None and buf.handle is not None:
-            self.backend.free(buf)
-        cap = max(int(size), 2 * (buf.size if buf is not None else 0), 1024)
-        buf = self.bufs[dtype] = self.backend.alloc_symmetric(cap, dtype, name=f"chol.{dtype}")
-        return buf
-
-    def signals(self, count: int) -> Any:
-        sig = self.sig
-        if sig is not None and sig.handle is not None and sig.count >= count:
-            return sig
-        if sig is not None and sig.handle is not None:
-            self.backend.free(sig)
-        cap = max(int(count), 2 * (sig.count if sig is not None else 0), 64)
-        self.sig = self.backend.alloc_signals(cap, name="chol.signals")
-        return self.sig
-
-    def finish(self, used: int) -> None:
-        be = self.backend
-        be.synchronize()
-        for i in range(used):
-            be.signal_op(self.sig, i, 0, be.rank, "set", be.compute)
-        be.barrier()
-
-
-_WORKSPACES: dict[int, _Workspace] = {}
-
-
-def _workspace(backend: Any) -> _Workspace:
-    ws = _WORKSPACES.get(id(backend))
-    if ws is None or ws.backend is not backend:
-        ws = _WORKSPACES[id(backend)] = _Workspace(backend)
-    return ws
-
-
 def free_workspace(backend: Any) -> None:
     """Release the pooled Cholesky buffers of ``backend`` (collective)."""
-    ws = _WORKSPACES.pop(id(backend), None)
-    if ws is not None:
-        for obj in [*ws.bufs.values(), ws.sig]:
-            if obj is not None and obj.handle is not None:
-                backend.free(obj)
+    slot_pool.free(backend, "cholesky")

@@ -76,11 +76,11 @@ Each channel has a symmetric buffer of ``num_stages`` slots; step ``t`` uses slo
 
 The sender's pack buffers rotate over ``num_stages`` stages; ``quiet`` on the comm stream after
 each step's puts makes a stage reusable by the (stream-ordered) next pack. The symmetric
-buffer and the signal set are pooled per backend (:class:`_Workspace`): at the end of an
-operator every signal sent to a process has been waited for by that process (each ready count
-and each ack value is waited for exactly), so after ``synchronize()`` each process zeroes its
-own words and a barrier separates operators (it also keeps the next operator from writing a
-slot that a slower rank still reads).
+buffer and the signal set are pooled per backend (``ops/_slot_pool.py``, shared with
+Cholesky): at the end of an operator every signal sent to a process has been waited for by
+that process (each ready count and each ack value is waited for exactly), so after
+``synchronize()`` each process zeroes its own words and a barrier separates operators (it
+also keeps the next operator from writing a slot that a slower rank still reads).
 
 Why not :class:`ops.panels.PanelExchange`: TRSM needs two exchanges in flight at once with
 different triggers (``a_panel`` prefetched freely, ``x_row`` only after the solve of ``X_t``,
@@ -113,6 +113,7 @@ from .._alloc import new_array
 from .._warnings import RedistributionWarning
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
 from ..layout import BlockCyclicLayout, numroc
+from . import _slot_pool as slot_pool
 from ._triangle import any_nonfinite, triangle_has_nonfinite
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .panels import default_step_width
@@ -669,68 +670,9 @@ class _SlotChannel:
                 self.be.signal_op(self.sig, self.ack0 + self.be.rank, t + 1, q, "set", stream)
 
 
-class _Workspace:
-    """Per-backend pool of one symmetric buffer per dtype and one signal set, grown on demand.
-
-    Growing is collective; every rank asks for the same sizes (they come from the layouts).
-    Between two operators the signal words are zeroed by their owner and a barrier separates
-    the operators: after ``synchronize()`` every signal sent to a process has been waited for
-    by it (each ready count and each ack value is waited for exactly), so nothing is in flight,
-    and the barrier keeps the next operator from writing a slot a slower rank still reads.
-    """
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-        self.bufs: dict[np.dtype, Any] = {}
-        self.sig: Any = None
-
-    def buffer(self, dtype: Any, size: int) -> Any:
-        dtype = np.dtype(dtype)
-        buf = self.bufs.get(dtype)
-        if buf is not None and buf.handle is not None and buf.size >= size:
-            return buf
-        if buf is not None and buf.handle is not None:
-            self.backend.free(buf)
-        cap = max(int(size), 2 * (buf.size if buf is not None else 0), 1024)
-        buf = self.bufs[dtype] = self.backend.alloc_symmetric(cap, dtype, name=f"trsm.{dtype}")
-        return buf
-
-    def signals(self, count: int) -> Any:
-        sig = self.sig
-        if sig is not None and sig.handle is not None and sig.count >= count:
-            return sig
-        if sig is not None and sig.handle is not None:
-            self.backend.free(sig)
-        cap = max(int(count), 2 * (self.sig.count if self.sig is not None else 0), 64)
-        self.sig = self.backend.alloc_signals(cap, name="trsm.signals")
-        return self.sig
-
-    def finish(self, used: int) -> None:
-        """Drain, zero the ``used`` signal words of this process, and barrier (collective)."""
-        be = self.backend
-        be.synchronize()
-        for i in range(used):
-            be.signal_op(self.sig, i, 0, be.rank, "set", be.compute)
-        be.barrier()
-
-
-_WORKSPACES: dict[int, _Workspace] = {}
-
-
-def _workspace(backend: Any) -> _Workspace:
-    ws = _WORKSPACES.get(id(backend))
-    if ws is None or ws.backend is not backend:
-        ws = _WORKSPACES[id(backend)] = _Workspace(backend)
-    return ws
-
-
 def free_workspace(backend: Any) -> None:
     """Release the pooled TRSM buffers of ``backend`` (collective)."""
-    ws = _WORKSPACES.pop(id(backend), None)
-    if ws is not None:
-        for obj in [*ws.bufs.values(), ws.sig]:
-            if obj is not None and obj.handle is not None:
-                backend.free(obj)
+    slot_pool.free(backend, "trsm")
 
 
 # -- the driver ----------------------------------------------------------------------------------
@@ -916,7 +858,7 @@ class _TrsmPipeline:
         slot_a = max(self.loc_ext) * self.nb
         slot_x = self.nb * self.max_other
         P = be.size
-        ws = _workspace(be)
+        ws = slot_pool.pool(be, "trsm")
         buf = ws.buffer(self.X.dtype, S * (slot_a + slot_x))
         sig = ws.signals(2 * (S + P))
         plan, self._stacks = self._panel_plan()
@@ -971,7 +913,7 @@ class _TrsmPipeline:
                         panel.send(t + 2)
             ws.finish(2 * (S + P))
         except BaseException:
-            _WORKSPACES.pop(id(be), None)  # signal values unknown: never reuse this pool
+            slot_pool.drop(be, "trsm")  # signal values unknown: never reuse this pool
             raise
 
     def _xk(self, xrow: _SlotChannel, t: int) -> Any:
