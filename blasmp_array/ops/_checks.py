@@ -8,6 +8,7 @@ All errors are raised before any communication.
 from __future__ import annotations
 
 import warnings
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,8 @@ __all__ = [
     "move",
     "store",
     "flip_uplo",
+    "check_flag",
+    "check_finite",
 ]
 
 _TRANS = ("N", "T", "C")
@@ -62,6 +65,38 @@ def check_uplo(lower: Any, op: str) -> str:
 
 def flip_uplo(uplo: str) -> str:
     return "U" if uplo == "L" else "L"
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """A boolean keyword (SciPy accepts 0/1 too) as a ``bool``; ``TypeError`` otherwise."""
+    if not isinstance(value, Integral | np.bool_):
+        raise TypeError(f"{name} must be a bool (or 0/1), got {value!r}")
+    return bool(value)
+
+
+def check_finite(
+    a: BlockCyclicArray,
+    b: BlockCyclicArray | None = None,
+    op: str = "",
+    uplo: str | None = None,
+    k: int = 0,
+) -> None:
+    """``ValueError`` on every rank unless ``a`` (only its ``tril(., k)``/``triu(., k)``
+    triangle when ``uplo`` is ``'L'``/``'U'``) and ``b`` hold only finite numbers (SciPy's
+    ``check_finite``); one reduction of two flags."""
+    from ._triangle import any_nonfinite, triangle_has_nonfinite
+
+    xp = a.backend.xp
+    if uplo is None:
+        bad_a = any_nonfinite(xp, a._data)
+    else:
+        bad_a = triangle_has_nonfinite(a.layout, a.grid, a._data, uplo, k)
+    bad_b = any_nonfinite(xp, b._data) if b is not None else False
+    bad = a.backend.allreduce(np.array([bad_a, bad_b], dtype=np.int64), op="max")
+    if bad.any():
+        which = " and ".join(n for n, f in zip(("a", "b"), bad, strict=True) if f)
+        prefix = f"{op}: " if op else ""
+        raise ValueError(f"{prefix}array must not contain infs or NaNs ({which} does)")
 
 
 def check_array(x: Any, name: str, op: str) -> BlockCyclicArray:

@@ -7,8 +7,10 @@ zeroes the signal words it used, after ``synchronize()`` (every signal sent to i
 for), and a barrier separates the calls. A call that fails leaves signal values unknown: it
 drops its pool (:func:`drop`) so that it is never reused.
 
-(The SUMMA panels and the one-sided exchange have their own pool with monotonic signal bases,
-``ops/panels.py``; moving TRSM and Cholesky onto that exchange removes this module.)
+The SUMMA panels and the one-sided exchange pool their buffers the same way
+(``ops/panels.py``'s workspace is a :class:`SlotPool`) but never reset their signals: they keep
+monotonic signal bases instead. Moving TRSM and Cholesky onto that exchange would leave only
+that discipline.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ from ..array import BlockCyclicArray, check_dtype
 from . import _checks as ck
 from . import _slot_pool as slot_pool
 from . import panels
-from ._triangle import any_nonfinite, triangle_has_nonfinite, triangle_mask
+from ._triangle import triangle_mask
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .panels import PanelExchange, PanelSpec, Source, default_step_width, make_steps
 
@@ -163,7 +163,7 @@ def cholesky(
     ``n^3 / 3`` flops. The algorithm and its signal protocol are described in the module
     docstring of :mod:`blasmp_array.ops.cholesky`.
     """
-    c = factor(a, _flag(lower, "lower"), overwrite_a, check_finite, num_stages, "cholesky")
+    c = factor(a, ck.check_flag(lower, "lower"), overwrite_a, check_finite, num_stages, "cholesky")
     _zero_other_triangle(c, bool(lower))
     return c
 
@@ -198,7 +198,7 @@ def cho_factor(
     -----
     ``n^3 / 3`` flops.
     """
-    low = _flag(lower, "lower")
+    low = ck.check_flag(lower, "lower")
     c = factor(a, low, overwrite_a, check_finite, num_stages, "cho_factor")
     return c, low
 
@@ -246,8 +246,8 @@ def cho_solve(
         ) from None
     c = ck.check_array(c, "c", "cho_solve")
     b = ck.check_array(b, "b", "cho_solve")
-    low = _flag(lower, "lower")
-    _flag(overwrite_b, "overwrite_b")
+    low = ck.check_flag(lower, "lower")
+    ck.check_flag(overwrite_b, "overwrite_b")
     if c.ndim != 2 or c.shape[0] != c.shape[1]:
         raise ValueError(f"cho_solve: c must be square, got shape {c.shape}")
     if b.shape[0] != c.shape[0]:
@@ -255,8 +255,8 @@ def cho_solve(
             f"cho_solve: b must have {c.shape[0]} rows to match the {c.shape[0]}x{c.shape[1]} "
             f"factor, got shape {b.shape}"
         )
-    if _flag(check_finite, "check_finite"):
-        _check_finite(c.resolve(), low, "cho_solve", b.resolve())
+    if ck.check_flag(check_finite, "check_finite"):
+        ck.check_finite(c.resolve(), b.resolve(), "cho_solve", "L" if low else "U")
     first, second = ("N", "C") if low else ("C", "N")
     y = trsm(c, b, side="left", lower=low, trans=first, overwrite_b=bool(overwrite_b))
     return trsm(c, y, side="left", lower=low, trans=second, overwrite_b=True)
@@ -328,17 +328,11 @@ def solve(
 def _np_cholesky(a: Any, /, *, upper: bool = False) -> BlockCyclicArray:
     """``np.linalg.cholesky(A, upper=False)``: ``L`` (or ``U = L^H``), the other triangle
     zero; reads the lower (upper) triangle only. Not positive definite: LinAlgError."""
-    up = _flag(upper, "upper")
+    up = ck.check_flag(upper, "upper")
     return cholesky(a, lower=not up, check_finite=False)
 
 
 # -- the driver --------------------------------------------------------------------------------
-def _flag(value: Any, name: str) -> bool:
-    if not isinstance(value, Integral | np.bool_):
-        raise TypeError(f"{name} must be a bool (or 0/1), got {value!r}")
-    return bool(value)
-
-
 def factor(
     a: BlockCyclicArray,
     lower: bool,
@@ -353,8 +347,8 @@ def factor(
     pipeline one reduction of the INFO raises ``LinAlgError`` everywhere (see module docstring).
     """
     a = ck.check_array(a, "a", op)
-    overwrite_a = _flag(overwrite_a, "overwrite_a")
-    check_finite = _flag(check_finite, "check_finite")
+    overwrite_a = ck.check_flag(overwrite_a, "overwrite_a")
+    check_finite = ck.check_flag(check_finite, "check_finite")
     if not isinstance(num_stages, Integral) or isinstance(num_stages, bool) or num_stages < 1:
         raise ValueError(f"{op}: num_stages must be an integer >= 1, got {num_stages!r}")
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
@@ -368,7 +362,7 @@ def factor(
         w = ck.move(w, w.grid, (mb, mb), "a", op, f"a has non-square blocks {w.block}")
         in_place = False
     if check_finite:
-        _check_finite(w, lower, op)
+        ck.check_finite(w, None, op, "L" if lower else "U")
     if not in_place and w is a:
         w = w.copy()
     n = w.shape[0]
@@ -401,19 +395,6 @@ def _local_potrf(w: BlockCyclicArray, lower: bool) -> int:
     be.synchronize()
     order = int(be.asnumpy(info)[0])
     return order if order > 0 else w.shape[0] + 1
-
-
-def _check_finite(
-    a: BlockCyclicArray, lower: bool, op: str, b: BlockCyclicArray | None = None
-) -> None:
-    """ValueError on every rank unless ``a``'s referenced triangle (and ``b``) are finite."""
-    xp = a.backend.xp
-    bad_a = triangle_has_nonfinite(a.layout, a.grid, a._data, "L" if lower else "U")
-    bad_b = any_nonfinite(xp, b._data) if b is not None else False
-    bad = a.backend.allreduce(np.array([bad_a, bad_b], dtype=np.int64), op="max")
-    if bad.any():
-        which = " and ".join(n for n, f in zip(("a", "b"), bad, strict=True) if f)
-        raise ValueError(f"{op}: array must not contain infs or NaNs ({which} does)")
 
 
 def _zero_other_triangle(c: BlockCyclicArray, lower: bool) -> None:

@@ -202,7 +202,7 @@ def lu_solve(
     b = _check_rhs(b, "lu_solve")
     if isinstance(trans, bool) or not isinstance(trans, Integral) or trans not in (0, 1, 2):
         raise ValueError(f"lu_solve: trans must be 0, 1 or 2, got {trans!r}")
-    overwrite_b = _flag(overwrite_b, "overwrite_b")
+    overwrite_b = ck.check_flag(overwrite_b, "overwrite_b")
     if lu.ndim != 2 or lu.shape[0] != lu.shape[1]:
         raise ValueError(f"lu_solve: lu must be square, got shape {lu.shape}")
     n = lu.shape[0]
@@ -215,8 +215,8 @@ def lu_solve(
         raise ValueError(
             f"lu_solve: b must have {n} rows to match the {n}x{n} factor, got shape {b.shape}"
         )
-    if _flag(check_finite, "check_finite"):
-        _check_finite(lu.resolve(), "lu_solve", b.resolve())
+    if ck.check_flag(check_finite, "check_finite"):
+        ck.check_finite(lu.resolve(), b.resolve(), "lu_solve")
     src = _row_map(piv, 0, n)  # (swaps) b: new row j is old row src[j]
     if trans == 0:
         y = permute_rows(b, src, overwrite=overwrite_b)
@@ -279,9 +279,9 @@ def solve(
         raise ValueError(f"solve: a must be square, got shape {a.shape}")
     if b.shape[0] != a.shape[0]:
         raise ValueError(f"solve: b has {b.shape[0]} rows but a is {a.shape[0]}x{a.shape[1]}")
-    cf = _flag(check_finite, "check_finite")
+    cf = ck.check_flag(check_finite, "check_finite")
     if cf:
-        _check_finite(b.resolve(), "solve")
+        ck.check_finite(b.resolve(), None, "solve")
     lu, piv, zero = factor(a, overwrite_a, cf, "solve")
     if zero >= 0:
         raise np.linalg.LinAlgError(_singular("solve", zero))
@@ -367,12 +367,6 @@ def permute_rows(x: BlockCyclicArray, src: np.ndarray, overwrite: bool = False) 
 
 
 # -- the driver --------------------------------------------------------------------------------
-def _flag(value: Any, name: str) -> bool:
-    if not isinstance(value, Integral | np.bool_):
-        raise TypeError(f"{name} must be a bool (or 0/1), got {value!r}")
-    return bool(value)
-
-
 def _singular(op: str, col: int) -> str:
     return (
         f"{op}: a is exactly singular: the pivot of column {col} (0-based) is zero, "
@@ -402,8 +396,8 @@ def factor(
     pivot (``-1`` if none). Every check is made identically on every rank before any
     communication."""
     a = ck.check_array(a, "a", op)
-    overwrite_a = _flag(overwrite_a, "overwrite_a")
-    check_finite = _flag(check_finite, "check_finite")
+    overwrite_a = ck.check_flag(overwrite_a, "overwrite_a")
+    check_finite = ck.check_flag(check_finite, "check_finite")
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise ValueError(f"{op}: a must be square, got shape {a.shape}")
     check_dtype(a.dtype)
@@ -415,7 +409,7 @@ def factor(
         w = ck.move(w, w.grid, (mb, mb), "a", op, f"a has non-square blocks {w.block}")
         in_place = False
     if check_finite:
-        _check_finite(w, op)
+        ck.check_finite(w, None, op)
     if not in_place and w is a:
         w = w.copy()
     n = w.shape[0]
@@ -423,17 +417,6 @@ def factor(
         return w, np.zeros(0, dtype=np.int32), -1
     piv, zero = _LUPipeline(w).run()
     return w, piv, zero
-
-
-def _check_finite(a: BlockCyclicArray, op: str, b: BlockCyclicArray | None = None) -> None:
-    """ValueError on every rank unless ``a`` (and ``b``) are finite."""
-    xp = a.backend.xp
-    bad_a = bool(xp.any(~xp.isfinite(a._data)))
-    bad_b = bool(xp.any(~xp.isfinite(b._data))) if b is not None else False
-    bad = a.backend.allreduce(np.array([bad_a, bad_b], dtype=np.int64), op="max")
-    if bad.any():
-        which = " and ".join(n for n, f in zip(("a", "b"), bad, strict=True) if f)
-        raise ValueError(f"{op}: array must not contain infs or NaNs ({which} does)")
 
 
 def _row_map(piv: np.ndarray, k0: int, n: int) -> np.ndarray:

@@ -130,6 +130,7 @@ from typing import Any
 import numpy as np
 
 from ..layout import BlockCyclicLayout
+from ._slot_pool import SlotPool
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 
 __all__ = [
@@ -827,28 +828,18 @@ class PanelExchange:
         b.barrier()
 
 
-class _Workspace:
-    """Per-backend pool: one symmetric buffer per dtype (grown on demand) and one signal set
-    (with this process's base value of every word). Growing is collective; every process asks
-    for the same sizes because sizes come from the plan."""
+class _Workspace(SlotPool):
+    """Per-backend pool: one symmetric buffer per dtype (grown on demand, as in
+    :class:`ops._slot_pool.SlotPool`) and one signal set with this process's base value of
+    every word (signals here are never reset, so the inherited ``finish``, which zeroes them,
+    is not used). Growing is collective; every process asks for the same sizes because sizes
+    come from the plan."""
 
     def __init__(self, backend: Any) -> None:
-        self.backend = backend
-        self.bufs: dict[np.dtype, Any] = {}
-        self.sig: Any = None
+        super().__init__(backend, "panels")
         self.base: np.ndarray = np.zeros(0, dtype=np.int64)
 
-    def buffer(self, dtype: np.dtype, size: int) -> Any:
-        buf = self.bufs.get(dtype)
-        if buf is not None and buf.handle is not None and buf.size >= size:
-            return buf
-        if buf is not None and buf.handle is not None:
-            self.backend.free(buf)
-        cap = max(int(size), 2 * (buf.size if buf is not None else 0), 1024)
-        buf = self.bufs[dtype] = self.backend.alloc_symmetric(cap, dtype, name=f"panels.{dtype}")
-        return buf
-
-    def signals(self, count: int) -> tuple[Any, np.ndarray]:
+    def signals(self, count: int) -> tuple[Any, np.ndarray]:  # type: ignore[override]
         sig = self.sig
         if sig is not None and sig.handle is not None and sig.count >= count:
             return sig, self.base

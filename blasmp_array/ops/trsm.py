@@ -113,8 +113,8 @@ from .._alloc import new_array
 from .._warnings import RedistributionWarning
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
 from ..layout import BlockCyclicLayout, numroc
+from . import _checks as ck
 from . import _slot_pool as slot_pool
-from ._triangle import any_nonfinite, triangle_has_nonfinite
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .panels import default_step_width
 
@@ -201,8 +201,7 @@ def trsm(
         ("unit_diagonal", unit_diagonal),
         ("overwrite_b", overwrite_b),
     ):
-        if not isinstance(flag, Integral | np.bool_):
-            raise TypeError(f"{name} must be a bool (or 0/1), got {flag!r}")
+        ck.check_flag(flag, name)
     if not isinstance(num_stages, Integral) or isinstance(num_stages, bool) or num_stages < 1:
         raise ValueError(f"num_stages must be an integer >= 1, got {num_stages!r}")
     return _trsm(
@@ -292,8 +291,7 @@ def solve_triangular(
         ("overwrite_b", overwrite_b),
         ("check_finite", check_finite),
     ):
-        if not isinstance(flag, Integral | np.bool_):
-            raise TypeError(f"{name} must be a bool (or 0/1), got {flag!r}")
+        ck.check_flag(flag, name)
     return _trsm(
         a,
         b,
@@ -409,7 +407,8 @@ def _trsm(
     spec = _Spec(side, "L" if lower else "U", trans, "U" if unit else "N", alpha, num_stages)
 
     if check_finite:
-        _check_finite(A, Bw, spec)
+        k = (-1 if spec.uplo == "L" else 1) if spec.diag == "U" else 0  # unit: no diagonal
+        ck.check_finite(A, Bw, uplo=spec.uplo, k=k)
     if alpha == 0:
         X = new_array(Bw.layout, Bw.grid, Bw.dtype, fill=0)
     else:
@@ -535,18 +534,6 @@ def _check_diagonal(A: BlockCyclicArray) -> None:
             f"singular matrix: A[{first}, {first}] == 0 (the first zero on the diagonal of the "
             "triangular matrix)"
         )
-
-
-def _check_finite(A: BlockCyclicArray, B: BlockCyclicArray, spec: _Spec) -> None:
-    """ValueError on every rank unless B and A's referenced triangle are finite."""
-    xp = A.backend.xp
-    k = (-1 if spec.uplo == "L" else 1) if spec.diag == "U" else 0
-    bad_a = triangle_has_nonfinite(A.layout, A.grid, A._data, spec.uplo, k)
-    bad_b = any_nonfinite(xp, B._data)
-    bad = A.backend.allreduce(np.array([bad_a, bad_b], dtype=np.int64), op="max")
-    if bad.any():
-        which = " and ".join(n for n, f in zip(("a", "b"), bad, strict=True) if f)
-        raise ValueError(f"array must not contain infs or NaNs ({which} does)")
 
 
 # -- the exchange primitive --------------------------------------------------------------------
