@@ -337,15 +337,6 @@ def _blas_tri(name: str, alpha, a, b, side, uplo, trans, diag) -> bool:  # type:
     return True
 
 
-def _check_out(name: str, out: Any, b: Any) -> None:
-    """An out-of-place result must have ``b``'s shape and dtype (both backends' rule)."""
-    if tuple(out.shape) != tuple(b.shape) or out.dtype != b.dtype:
-        raise ValueError(
-            f"{name}: out has shape {tuple(out.shape)} and dtype {out.dtype}; it must match b "
-            f"({tuple(b.shape)}, {b.dtype})"
-        )
-
-
 def _tri_args(name, a, b, side, uplo, trans, diag):  # type: ignore[no-untyped-def]
     side = _check("side", side, "LR")
     uplo = _check("uplo", uplo, "LU")
@@ -355,14 +346,9 @@ def _tri_args(name, a, b, side, uplo, trans, diag):  # type: ignore[no-untyped-d
     return side, uplo, trans, diag
 
 
-def trmm(alpha, a, b, side, uplo, trans, diag, out=None) -> None:  # type: ignore[no-untyped-def]
-    """``b := alpha op(a) b`` (side 'L', m^2 n flops) or ``alpha b op(a)`` (side 'R', m n^2);
-    into ``out`` (a copy of ``b`` multiplied in place: BLAS's TRMM is in place) when given."""
+def trmm(alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
+    """``b := alpha op(a) b`` (side 'L', m^2 n flops) or ``alpha b op(a)`` (side 'R', m n^2)."""
     side, uplo, trans, diag = _tri_args("trmm", a, b, side, uplo, trans, diag)
-    if out is not None and out is not b:
-        _check_out("trmm", out, b)
-        out[...] = b
-        b = out
     if b.size == 0:
         return
     alpha = _scalar(alpha, b.dtype)

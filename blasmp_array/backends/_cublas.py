@@ -29,7 +29,7 @@ import cupy
 import numpy as np
 from nvmath.bindings import cublas
 
-from ._cpu_kernels import _check_out, _scalar  # one rule for the arguments of both backends
+from ._cpu_kernels import _scalar  # one rule for the scalars of both backends
 
 __all__ = ["CublasKernels"]
 
@@ -323,38 +323,28 @@ class CublasKernels:
             trans = trans.replace("C", "T")
         return side, uplo, trans, diag
 
-    def trmm(self, stream, alpha, a, b, side, uplo, trans, diag, out=None) -> None:  # type: ignore[no-untyped-def]
-        """``b := alpha op(a) b`` (side 'L') or ``b := alpha b op(a)`` (side 'R'); into ``out``
-        instead of ``b`` when given (cuBLAS's TRMM is out of place: no copy of ``b``)."""
-        self._triangular("trmm", stream, alpha, a, b, side, uplo, trans, diag, out)
+    def trmm(self, stream, alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
+        """``b := alpha op(a) b`` (side 'L') or ``b := alpha b op(a)`` (side 'R')."""
+        self._triangular("trmm", stream, alpha, a, b, side, uplo, trans, diag)
 
     def trsm(self, stream, alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
         """Solve ``op(a) x = alpha b`` (side 'L') or ``x op(a) = alpha b`` (side 'R'); x -> b."""
         self._triangular("trsm", stream, alpha, a, b, side, uplo, trans, diag)
 
-    def _triangular(self, name, stream, alpha, a, b, side, uplo, trans, diag, dest=None) -> None:  # type: ignore[no-untyped-def]
+    def _triangular(self, name, stream, alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
         side, uplo, trans, diag = self._tri_args(name, a, b, side, uplo, trans, diag)
-        if dest is not None and dest is not b:
-            _check_out(name, dest, b)
-        else:
-            dest = None
         if b.size == 0:
             return
         dt = np.dtype(b.dtype)
         alpha = _scalar(alpha, dt)
         if alpha == 0:
-            (b if dest is None else dest).fill(0)
+            b.fill(0)
             return
         a, lda = _operand(a)
+        out = _Output(b)
         _al, pal = self._ptr(alpha, dt)
-        if dest is None:
-            out = _Output(b)
-            # cuBLAS's trmm is out of place (B in, C out): here C is B itself
-            bc = (out.work.data.ptr, out.ld) * (2 if name == "trmm" else 1)
-        else:
-            src, ldb = _operand(b)
-            out = _Output(dest)
-            bc = (src.data.ptr, ldb, out.work.data.ptr, out.ld)
+        # cuBLAS's trmm is out of place (B in, C out): here C is B itself
+        bc = (out.work.data.ptr, out.ld) * (2 if name == "trmm" else 1)
         self._fn(dt, name)(
             self.handle(stream),
             _SIDE[_OTHER_SIDE[side]],

@@ -309,12 +309,8 @@ class Backend(abc.ABC):
         trans: str,
         diag: str,
         stream: Stream,
-        *,
-        out: Any = None,
     ) -> None:
-        """``b := alpha op(a) b`` (side 'L') or ``alpha b op(a)`` (side 'R'), in place; with
-        ``out`` (same shape and dtype as ``b``, not overlapping it) the product goes to ``out``
-        and ``b`` is only read (cuBLAS's out-of-place TRMM; a copy + in-place TRMM on the CPU)."""
+        """``b := alpha op(a) b`` (side 'L') or ``alpha b op(a)`` (side 'R'), in place."""
 
     @abc.abstractmethod
     def trsm(

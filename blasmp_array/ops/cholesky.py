@@ -99,7 +99,6 @@ import numpy as np
 from .._dispatch import implements
 from ..array import BlockCyclicArray, check_dtype
 from . import _checks as ck
-from . import _recursive as recursive
 from . import _slot_pool as slot_pool
 from . import panels
 from ._triangle import triangle_mask
@@ -368,9 +367,8 @@ def factor(
         w = w.copy()
     n = w.shape[0]
     if n:
-        mode = _ONE_PROCESS_CHOLESKY.get(w.backend.name) if w.grid.size == 1 else "pipeline"
-        if mode != "pipeline":
-            info = _local_potrf(w, lower, mode if isinstance(mode, int) else None)
+        if w.grid.size == 1 and _LOCAL_ON_ONE_PROCESS:
+            info = _local_potrf(w, lower)
         else:
             info = _CholeskyPipeline(w, lower, int(num_stages)).run()
         if info <= n:
@@ -381,34 +379,22 @@ def factor(
     return w
 
 
-#: how a 1x1 grid factors, per backend: ``None``: one vendor potrf (LAPACK's is blocked at GEMM
-#: rate on the CPU); an int ``b``: the recursive Cholesky of :mod:`ops._recursive` (two thirds
-#: of the flops in large SYRK/TRSM/GEMM calls) down to diagonal blocks of order ``b``;
-#: ``"pipeline"``: the distributed pipeline on the local tiles (the tests compare all three).
-#: On one H200 at n = 16384 cuSOLVER's potrf runs at 23.7 TFLOP/s (62 ms) against DGEMM's
-#: 52-59; the pipeline on one process took 0.172 s (its potrf and trsm steps cannot overlap
-#: the updates on a single compute stream).
-_ONE_PROCESS_CHOLESKY: dict[str, int | str | None] = {"cpu": None, "gpu": 1024}
+#: a 1x1 grid factors with one local potrf (LAPACK / cuSOLVER): measured on one H200 at
+#: n = 16384, the blocked pipeline on one process took 0.172 s against cuSOLVER's 0.061 s
+#: (its potrf and trsm steps cannot overlap the updates on a single compute stream)
+_LOCAL_ON_ONE_PROCESS = True
 
 
-def _local_potrf(w: BlockCyclicArray, lower: bool, base: int | None) -> int:
-    """Factor the whole local matrix (1x1 grid) in place with one potrf, or recursively down to
-    order ``base``; the pipeline's INFO convention: the order of the first non-positive leading
-    minor, ``n + 1`` when there is none."""
+def _local_potrf(w: BlockCyclicArray, lower: bool) -> int:
+    """Factor the whole local matrix (1x1 grid) in place; the pipeline's INFO convention:
+    the order of the first non-positive leading minor, ``n + 1`` when there is none."""
     be = w.backend
-    n = w.shape[0]
-    uplo = "L" if lower else "U"
+    info = be.xp.zeros(1, dtype=np.int32)
     begin_pipeline(be, w.dtype)
-    if base is None:
-        info = be.xp.zeros(1, dtype=np.int32)
-        be.potrf(w._data, uplo, info, be.compute)
-        be.synchronize()
-        order = int(be.asnumpy(info)[0])
-        return order if order > 0 else n + 1
-    info = be.xp.zeros(len(recursive.leaves(n, base)), dtype=np.int32)
-    recursive.potrf(be, w._data, uplo, info, base)
+    be.potrf(w._data, "L" if lower else "U", info, be.compute)
     be.synchronize()
-    return recursive.first_failure(be.asnumpy(info), n, base)
+    order = int(be.asnumpy(info)[0])
+    return order if order > 0 else w.shape[0] + 1
 
 
 def _zero_other_triangle(c: BlockCyclicArray, lower: bool) -> None:

@@ -114,7 +114,6 @@ from .._warnings import RedistributionWarning
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
 from ..layout import BlockCyclicLayout, numroc
 from . import _checks as ck
-from . import _recursive as recursive
 from . import _slot_pool as slot_pool
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .panels import default_step_width
@@ -417,9 +416,8 @@ def _trsm(
             _check_diagonal(A)
         in_place = overwrite_b and Bw is B
         X = Bw if in_place else Bw.copy()
-        mode = _one_process_mode(A)
-        if X.size and mode != "pipeline":
-            _local_trsm(spec, A, X, mode if isinstance(mode, int) else None)
+        if X.size and _local_kernel_wins(A):
+            _local_trsm(spec, A, X)
         elif X.size:
             _TrsmPipeline(spec, *_wide_blocks_on_one_process(A, X, ax)).run()
     if X.layout != target.layout and not target.is_view:
@@ -436,20 +434,21 @@ def _trsm(
     return X
 
 
-def _one_process_mode(A: BlockCyclicArray) -> int | str | None:
-    """How a 1x1 grid solves (see :data:`_ONE_PROCESS_TRSM`); ``"pipeline"`` on larger grids."""
+def _local_kernel_wins(A: BlockCyclicArray) -> bool:
+    """Cost model of the 1x1 grid: one local TRSM call, or the pipeline on local tiles.
+
+    The pipeline does the off-diagonal work as wide GEMMs, which on a GPU outrun the vendor's
+    TRSM on large matrices (1.2x cuBLAS through CuPy at n = 16384 on an H200) but pays a fixed
+    cost per step; the local call has none (what makes small solves fast).
+    """
     if A.grid.size != 1:
-        return "pipeline"
-    return _ONE_PROCESS_TRSM.get(A.backend.name)
+        return False
+    limit = _LOCAL_TRSM_MAX_N.get(A.backend.name)
+    return limit is None or A.shape[0] <= limit
 
 
-#: how a 1x1 grid solves, per backend: ``None``: one vendor TRSM call (what makes small solves
-#: fast; on the CPU LAPACK's blocked TRSM runs at GEMM rate anyway); an int ``b``: the
-#: recursive solve of :mod:`ops._recursive` (half of the flops of each level in one large GEMM)
-#: down to diagonal blocks of order ``b``, one vendor call below it; ``"pipeline"``: the
-#: distributed pipeline on the local tiles relabelled to wide blocks (the tests compare all
-#: three). On one H200 cuBLAS's DTRSM runs at ~37 TFLOP/s at n = 16384 against DGEMM's 52-59.
-_ONE_PROCESS_TRSM: dict[str, int | str | None] = {"cpu": None, "gpu": 2048}
+#: largest n solved by one local kernel on a 1x1 grid, per backend (None: always)
+_LOCAL_TRSM_MAX_N: dict[str, int | None] = {"cpu": None, "gpu": 8192}
 
 
 def _wide_blocks_on_one_process(
@@ -473,16 +472,11 @@ def _wide_blocks_on_one_process(
     )
 
 
-def _local_trsm(spec: _Spec, A: BlockCyclicArray, X: BlockCyclicArray, base: int | None) -> None:
-    """``X := op(A)^{-1} alpha X`` (or ``X op(A)^{-1}``) on a 1x1 grid: one backend call, or the
-    recursive solve down to order ``base`` (both on the compute stream, one synchronisation)."""
+def _local_trsm(spec: _Spec, A: BlockCyclicArray, X: BlockCyclicArray) -> None:
+    """``X := op(A)^{-1} alpha X`` (or ``X op(A)^{-1}``) with one backend call (1x1 grid)."""
     b = A.backend
     begin_pipeline(b, X.dtype)
-    args = (spec.side, spec.uplo, spec.trans, spec.diag)
-    if base is None:
-        b.trsm(spec.alpha, A._data, X._data, *args, b.compute)
-    else:
-        recursive.trsm(b, spec.alpha, A._data, X._data, *args, base=base)
+    b.trsm(spec.alpha, A._data, X._data, spec.side, spec.uplo, spec.trans, spec.diag, b.compute)
     b.synchronize()
 
 

@@ -145,46 +145,14 @@ def test_local_trsm_matches_pipeline(dtype, trans, lower, monkeypatch):
     b = random_matrix(rng, (n, k), dtype)
     A, B = dist(a, g, (4, 4)), dist(b, g, (4, 3))
     t = op(tri_from(a, lower, False), trans)
-    # None: one local call; 4: the recursive solve down to order 4 (ragged halves 8 + 6, then
-    # 4 + 4 and 4 + 2); "pipeline": the pipeline on the 1x1 grid
-    for mode in (None, 4, "pipeline"):
-        monkeypatch.setitem(trsm_module._ONE_PROCESS_TRSM, "cpu", mode)
+    for local_limit in (None, 0):  # None: one local call; 0: the pipeline on the 1x1 grid
+        monkeypatch.setitem(trsm_module._LOCAL_TRSM_MAX_N, "cpu", local_limit)
         x = bm.linalg.solve_triangular(A, B, trans=trans, lower=lower).to_numpy()
         # normwise backward error ||op(A) x - b|| / ((||op(A)|| ||x|| + ||b||) n eps)
         res = np.linalg.norm(high(t) @ high(x) - high(b), np.inf)
         denom = np.linalg.norm(t, np.inf) * np.linalg.norm(x, np.inf) + np.linalg.norm(b, np.inf)
         c = 2.0 if np.dtype(dtype).kind == "c" else 1.0
-        assert float(res / denom) <= 4 * c * (n + 2) * np.finfo(dtype).eps, mode
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("side", ["left", "right"])
-@pytest.mark.parametrize("trans", ["N", "T", "C"])
-@pytest.mark.parametrize("lower", [True, False])
-def test_one_process_trsm_modes(grid, dtype, side, trans, lower, monkeypatch):
-    """On a 1x1 grid (the fixture's 1-rank grid; on larger grids the pipeline runs whatever
-    the mode) every way of solving -- one vendor call, the recursive solve with ragged halves,
-    the pipeline -- meets the backward-error bound, with alpha and a unit diagonal."""
-    rng = np.random.default_rng(17)
-    n, k = 19, 6
-    a = poison(random_matrix(rng, (n, n), dtype) / n, "upper" if lower else "lower")
-    np.fill_diagonal(a, np.nan)  # unit diagonal: never read
-    b = random_matrix(rng, (n, k) if side == "left" else (k, n), dtype)
-    A = dist(a, grid, (4, 4))
-    B = dist(b, grid, (4, 3) if side == "left" else (3, 4))
-    t = op(tri_from(np.where(np.isnan(a), 0, a), lower, True), trans)
-    for mode in (None, 4, 5, "pipeline"):
-        monkeypatch.setitem(trsm_module._ONE_PROCESS_TRSM, grid.backend.name, mode)
-        x = bm.linalg.trsm(
-            A, B, side=side, lower=lower, trans=trans, unit_diagonal=True, alpha=2
-        ).to_numpy()
-        lhs = high(t) @ high(x) if side == "left" else high(x) @ high(t)
-        res = np.linalg.norm(lhs - 2 * high(b), np.inf)
-        denom = np.linalg.norm(t, np.inf) * np.linalg.norm(x, np.inf) + 2 * np.linalg.norm(
-            b, np.inf
-        )
-        c = 2.0 if np.dtype(dtype).kind == "c" else 1.0
-        assert float(res / denom) <= 4 * c * (n + 2) * np.finfo(dtype).eps, mode
+        assert float(res / denom) <= 4 * c * (n + 2) * np.finfo(dtype).eps, local_limit
 
 
 # -- A.T @ A on every grid ---------------------------------------------------------------------
