@@ -164,3 +164,15 @@ def test_sample_registered_late_runs_at_the_next_pipeline(counted, monkeypatch):
     begin_pipeline(b, np.float64)
     assert late == [np.dtype(np.float64)]
     assert all(runs[n, np.dtype(np.float64)] == 1 for n in samples)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.int64, np.uint32])
+def test_moved_only_dtypes_warm_only_data_movement(counted, dtype):
+    """A bool or integer array is only moved (views, masks, ``np.where`` conditions), never
+    computed on: only the ``any_dtype`` samples run for it (the BLAS samples would fail: no
+    cuBLAS routine takes bool) and they run without error on the real kernels."""
+    runs, samples = counted
+    begin_pipeline(FakeBackend(), dtype)
+    ran = {name for name, dt in runs if dt == np.dtype(dtype)}
+    assert ran == set(_warmup._ANY_DTYPE) & set(samples)
+    assert "blasmp_array.ops.redistribute._warm_redistribute" in ran

@@ -53,15 +53,34 @@ Sample = Callable[[Any, Any, np.dtype], None]
 #: the registry: ``"module.qualname"`` -> sample, in registration order
 _SAMPLES: dict[str, Sample] = {}
 
+#: keys of the samples also run for dtypes that are only moved (``any_dtype=True``)
+_ANY_DTYPE: set[str] = set()
+
+#: the dtypes the operators compute in (every sample runs for them)
+_BLAS_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "complex64", "complex128"))
+
 _ops_imported = False
 
 
-def warmup_kernels(sample: Sample) -> Sample:
+def warmup_kernels(sample: Sample | None = None, *, any_dtype: bool = False) -> Any:
     """Register ``sample(backend, xp, dtype)`` as the warm-up of the calling module's kernels
-    (a decorator; returns ``sample`` unchanged). Registering a function of the same module and
-    name again replaces it (module reloads)."""
-    _SAMPLES[f"{sample.__module__}.{sample.__qualname__}"] = sample
-    return sample
+    (a decorator, bare or called; returns ``sample`` unchanged). Registering a function of the
+    same module and name again replaces it (module reloads).
+
+    Samples are run for the BLAS dtypes (float32/64, complex64/128); ``any_dtype=True`` marks a
+    sample of pure data movement (pack/unpack/copy kernels) that is also run for the dtypes
+    only moved, never computed on (bool, integers: views, masks, ``np.where`` conditions)."""
+
+    def register(s: Sample) -> Sample:
+        key = f"{s.__module__}.{s.__qualname__}"
+        _SAMPLES[key] = s
+        if any_dtype:
+            _ANY_DTYPE.add(key)
+        else:
+            _ANY_DTYPE.discard(key)
+        return s
+
+    return register(sample) if sample is not None else register
 
 
 def registered_samples() -> dict[str, Sample]:
@@ -87,7 +106,11 @@ def begin_pipeline(backend: Any, dtype: Any) -> None:
 def _warm(backend: Any, dt: np.dtype) -> None:
     _import_ops()
     warmed: set[tuple[str, np.dtype]] = backend.__dict__.setdefault("_warmed_kernels", set())
-    todo = [(name, s) for name, s in _SAMPLES.items() if (name, dt) not in warmed]
+    todo = [
+        (name, s)
+        for name, s in _SAMPLES.items()
+        if (name, dt) not in warmed and (dt in _BLAS_DTYPES or name in _ANY_DTYPE)
+    ]
     if not todo:
         return
     xp = backend.xp

@@ -698,7 +698,7 @@ class _Kernels:
                 out[...] = blk
 
 
-@warmup_kernels
+@warmup_kernels(any_dtype=True)
 def _warm_redistribute(backend: Any, xp: Any, dtype: np.dtype) -> None:
     """Every kernel variant of :class:`_Kernels`' pack/unpack/local once, on 6x6 arrays:
     C-ordered and transposed sources, contiguous and strided rectangles, slices and index

@@ -231,9 +231,13 @@ def test_check_finite_and_arguments(grid):
         solve(G, Binf)
     with pytest.raises(ValueError, match="infs or NaNs"):
         lu_solve(lu_factor(G), Binf)
-    # check_finite=False: no check; the NaN propagates and nothing hangs
+    # check_finite=False: no check and nothing hangs; what a NaN becomes is the local kernel's
+    # business (neither LAPACK nor cuSOLVER promises anything for non-finite input): LAPACK's
+    # getrf propagates it, cuSOLVER's returned a NaN-free factor on an H200 (GPU suite, 1 rank)
     lu, _ = lu_factor(A, check_finite=False)
-    assert np.isnan(lu.to_numpy()).any()
+    assert lu.shape == (n, n)
+    if grid.backend.name == "cpu":
+        assert np.isnan(lu.to_numpy()).any()
     with pytest.raises(TypeError, match=r"\(n, 1\) matrix"):
         np.linalg.solve(G, np.ones(n))
     with pytest.raises(TypeError, match=r"\(n, 1\) matrix"):
