@@ -112,11 +112,10 @@ import numpy as np
 from .._alloc import new_array
 from .._warnings import RedistributionWarning
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
-from ..layout import BlockCyclicLayout, numroc
+from ..layout import numroc
 from . import _checks as ck
 from . import _slot_pool as slot_pool
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
-from .panels import default_step_width
 
 __all__ = ["trsm", "solve_triangular", "TrsmRedistributionWarning", "free_workspace"]
 
@@ -419,7 +418,7 @@ def _trsm(
         if X.size and _local_kernel_wins(A):
             _local_trsm(spec, A, X)
         elif X.size:
-            _TrsmPipeline(spec, *_wide_blocks_on_one_process(A, X, ax)).run()
+            _TrsmPipeline(spec, A, X).run()
     if X.layout != target.layout and not target.is_view:
         X = X.redistribute(block=target.block)
     if (
@@ -437,9 +436,11 @@ def _trsm(
 def _local_kernel_wins(A: BlockCyclicArray) -> bool:
     """Cost model of the 1x1 grid: one local TRSM call, or the pipeline on local tiles.
 
-    The pipeline does the off-diagonal work as wide GEMMs, which on a GPU outrun the vendor's
-    TRSM on large matrices (1.2x cuBLAS through CuPy at n = 16384 on an H200) but pays a fixed
-    cost per step; the local call has none (what makes small solves fast).
+    Measured on one H200 (float64, ``n`` right-hand sides, tools/probe_one_process.py at commit
+    555f071): one cuBLAS call 17.96 ms at n = 8192 and 107.4 ms at 16384, against 19.05 / 109.0
+    for the pipeline on 2048-wide blocks and 18.4 / 107.1 for a recursive solve whose off-diagonal
+    work is one large GEMM per level -- the vendor call is as fast as GEMM-rich rewrites and has
+    no fixed cost per step, so one call wins at every size (on the CPU too).
     """
     if A.grid.size != 1:
         return False
@@ -447,29 +448,9 @@ def _local_kernel_wins(A: BlockCyclicArray) -> bool:
     return limit is None or A.shape[0] <= limit
 
 
-#: largest n solved by one local kernel on a 1x1 grid, per backend (None: always)
-_LOCAL_TRSM_MAX_N: dict[str, int | None] = {"cpu": None, "gpu": 8192}
-
-
-def _wide_blocks_on_one_process(
-    A: BlockCyclicArray, X: BlockCyclicArray, ax: int
-) -> tuple[BlockCyclicArray, BlockCyclicArray]:
-    """On a 1x1 grid the block size is only a label (the local matrix is the whole matrix):
-    relabel ``A`` and ``X`` (same storage) with blocks of the backend's step width, so the
-    pipeline solves wide diagonal blocks whatever block the user chose (at n = 16384 on an
-    H200: 0.123 s with the default block 256 against 0.099 s with 2048)."""
-    if A.grid.size != 1:
-        return A, X
-    w = max(A.block[0], default_step_width(A.backend))
-    if w == A.block[0]:
-        return A, X
-    lay_a = BlockCyclicLayout(A.shape, (w, w), (1, 1))
-    xb = (w, X.block[1]) if ax == 0 else (X.block[0], w)
-    lay_x = BlockCyclicLayout(X.shape, xb, (1, 1))
-    return (
-        BlockCyclicArray(A._data, lay_a, A.grid),
-        BlockCyclicArray(X._data, lay_x, X.grid),
-    )
+#: largest n solved by one local kernel on a 1x1 grid, per backend (None: always; the tests
+#: set 0 to run the pipeline on the 1x1 grid)
+_LOCAL_TRSM_MAX_N: dict[str, int | None] = {"cpu": None, "gpu": None}
 
 
 def _local_trsm(spec: _Spec, A: BlockCyclicArray, X: BlockCyclicArray) -> None:

@@ -105,10 +105,11 @@ def test_pipeline_on_one_process(grid, dtype, lower, monkeypatch):
 
     monkeypatch.setattr(module, "_LOCAL_ON_ONE_PROCESS", False)
     run_case(grid, dtype, 37, 5, lower, 2)
-    a = spd(20, dtype)
-    a[12, 12] = -1.0
-    with pytest.raises(np.linalg.LinAlgError, match="order 13"):
-        cholesky(bm.from_numpy(stored(a, lower), block=(4, 4), grid=grid), lower=lower)
+    for bad in (1, 12, 19):  # in the first, a middle and the last block
+        a = spd(20, dtype)
+        a[bad, bad] = -1.0
+        with pytest.raises(np.linalg.LinAlgError, match=f"order {bad + 1} "):
+            cholesky(bm.from_numpy(stored(a, lower), block=(4, 4), grid=grid), lower=lower)
 
 
 @pytest.mark.full_sweep

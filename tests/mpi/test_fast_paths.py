@@ -155,6 +155,34 @@ def test_local_trsm_matches_pipeline(dtype, trans, lower, monkeypatch):
         assert float(res / denom) <= 4 * c * (n + 2) * np.finfo(dtype).eps, local_limit
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("trans", ["N", "T", "C"])
+@pytest.mark.parametrize("lower", [True, False])
+def test_one_process_trsm_paths(grid, dtype, side, trans, lower, monkeypatch):
+    """On the fixture's 1x1 grid (any backend) one vendor call and the pipeline meet the
+    backward-error bound, with alpha and a unit diagonal (larger grids: the pipeline twice)."""
+    rng = np.random.default_rng(17)
+    n, k = 19, 6
+    a = poison(random_matrix(rng, (n, n), dtype) / n, "upper" if lower else "lower")
+    np.fill_diagonal(a, np.nan)  # unit diagonal: never read
+    b = random_matrix(rng, (n, k) if side == "left" else (k, n), dtype)
+    A = dist(a, grid, (4, 4))
+    B = dist(b, grid, (4, 3) if side == "left" else (3, 4))
+    t = op(tri_from(a, lower, True), trans)
+    for limit in (None, 0):  # None: one local call; 0: the pipeline on the 1x1 grid
+        monkeypatch.setitem(trsm_module._LOCAL_TRSM_MAX_N, grid.backend.name, limit)
+        x = bm.linalg.trsm(
+            A, B, side=side, lower=lower, trans=trans, unit_diagonal=True, alpha=2
+        ).to_numpy()
+        lhs = high(t) @ high(x) if side == "left" else high(x) @ high(t)
+        res = np.linalg.norm(lhs - 2 * high(b), np.inf)
+        norm_b = 2 * np.linalg.norm(b, np.inf)
+        denom = np.linalg.norm(t, np.inf) * np.linalg.norm(x, np.inf) + norm_b
+        c = 2.0 if np.dtype(dtype).kind == "c" else 1.0
+        assert float(res / denom) <= 4 * c * (n + 2) * np.finfo(dtype).eps, limit
+
+
 # -- A.T @ A on every grid ---------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("form", ["ATA", "AAT", "AHA", "AAH"])
