@@ -26,6 +26,7 @@ __all__ = [
     "scale_triangle",
     "any_nonfinite",
     "triangle_has_nonfinite",
+    "zero_triangle",
     "mirror_triangle",
 ]
 
@@ -80,36 +81,70 @@ def any_nonfinite(xp: Any, a: Any, mask: Any = None) -> bool:
     return bool(bad.any())
 
 
+def _column_panels(
+    layout: BlockCyclicLayout, grid: Any, uplo: str, k: int, panel: int
+) -> list[tuple[int, int, int, int, int, int]]:
+    """Per panel of ``panel`` local columns ``[c0, c1)``: the local rows ``[i0, i1)`` wholly
+    inside the ``tril(., k)`` (``'L'``) / ``triu(., k)`` (``'U'``) triangle for every column of
+    the panel, and the rows ``[x0, x1)`` that cross its diagonal (inside for some columns only);
+    the other rows lie wholly outside. Local rows and columns hold increasing global indices,
+    so each set is one range (found by bisection): no mask is ever larger than the crossing
+    rows of one panel (about ``panel`` x ``panel`` elements)."""
+    rows_h = layout.local_rows(grid.myrow)
+    cols_h = layout.local_cols(grid.mycol)
+    m = rows_h.size
+    out = []
+    for c0 in range(0, cols_h.size, panel):
+        c1 = min(cols_h.size, c0 + panel)
+        lo, hi = int(cols_h[c0]) - k, int(cols_h[c1 - 1]) - k
+        if uplo == "L":  # (i, j) inside iff i >= j - k
+            i0 = int(np.searchsorted(rows_h, hi, "left"))
+            x0 = int(np.searchsorted(rows_h, lo, "left"))
+            out.append((c0, c1, i0, m, x0, i0))
+        else:  # inside iff i <= j - k
+            i1 = int(np.searchsorted(rows_h, lo, "right"))
+            x1 = int(np.searchsorted(rows_h, hi, "right"))
+            out.append((c0, c1, 0, i1, i1, x1))
+    return out
+
+
 def triangle_has_nonfinite(
     layout: BlockCyclicLayout, grid: Any, a: Any, uplo: str, k: int = 0, panel: int = 2048
 ) -> bool:
     """Whether this rank's elements of the ``tril(., k)`` (``uplo='L'``) or ``triu(., k)``
     triangle of the matrix hold a NaN or an infinity.
 
-    Column panel by panel: a panel wholly inside the triangle is checked without a mask, one
-    wholly outside is skipped, only panels crossing the diagonal build a (panel-sized) mask;
-    the device flags of all panels are combined there and read once.
+    Column panel by panel (:func:`_column_panels`): the rows wholly inside the triangle are
+    checked without a mask, the rows crossing the diagonal with a small one, the rows outside
+    are not read; the device flags of all panels are combined there and read once.
     """
     xp = grid.backend.xp
     rows, cols = local_index_vectors(layout, grid)
-    rows_h = layout.local_rows(grid.myrow)
-    cols_h = layout.local_cols(grid.mycol)
-    if rows_h.size == 0 or cols_h.size == 0:
-        return False
-    lo_row, hi_row = int(rows_h.min()) + k, int(rows_h.max()) + k
     flags = []
-    for c0 in range(0, cols_h.size, panel):
-        c1 = min(cols_h.size, c0 + panel)
-        lo_col, hi_col = int(cols_h[c0:c1].min()), int(cols_h[c0:c1].max())
-        inside = hi_col <= lo_row if uplo == "L" else lo_col >= hi_row
-        outside = lo_col > hi_row if uplo == "L" else hi_col < lo_row
-        if outside:
-            continue
-        bad = ~xp.isfinite(a[:, c0:c1])
-        if not inside:
-            bad &= _mask(rows, cols[c0:c1], uplo, k)
-        flags.append(bad.any())
+    for c0, c1, i0, i1, x0, x1 in _column_panels(layout, grid, uplo, k, panel):
+        if i1 > i0:
+            flags.append((~xp.isfinite(a[i0:i1, c0:c1])).any())
+        if x1 > x0:
+            bad = ~xp.isfinite(a[x0:x1, c0:c1])
+            bad &= _mask(rows[x0:x1], cols[c0:c1], uplo, k)
+            flags.append(bad.any())
     return bool(xp.stack(flags).any()) if flags else False
+
+
+def zero_triangle(
+    layout: BlockCyclicLayout, grid: Any, a: Any, uplo: str, k: int = 0, panel: int = 2048
+) -> None:
+    """``a[tril(., k)] = 0`` (``uplo='L'``; ``triu(., k)`` for ``'U'``) on this rank's local
+    matrix, on the current stream: plain fills of the rows wholly inside the triangle, a masked
+    copy only on the rows crossing its diagonal (:func:`_column_panels`)."""
+    xp = grid.backend.xp
+    rows, cols = local_index_vectors(layout, grid)
+    zero = xp.zeros((), a.dtype)
+    for c0, c1, i0, i1, x0, x1 in _column_panels(layout, grid, uplo, k, panel):
+        if i1 > i0:
+            a[i0:i1, c0:c1] = zero
+        if x1 > x0:
+            xp.copyto(a[x0:x1, c0:c1], zero, where=_mask(rows[x0:x1], cols[c0:c1], uplo, k))
 
 
 def mirror_triangle(xp: Any, c: Any, uplo: str, conjugate: bool, panel: int | None = None) -> None:
@@ -151,6 +186,9 @@ def _warm_triangles(backend: Any, xp: Any, dtype: np.dtype) -> None:
     for beta in (dtype.type(0), dtype.type(2)):
         _select_scaled(xp, local.copy(), beta, tri)
     any_nonfinite(xp, local, tri)
+    zero = xp.zeros((), dtype)
+    local.copy()[1:3, 0:2] = zero
+    xp.copyto(local.copy(), zero, where=tri)
     xp.stack([tri.any(), tri.any()]).any()
     rows1 = rows + 1
     _ = rows[None, :] <= rows1[:, None], rows[None, :] >= rows1[:, None]

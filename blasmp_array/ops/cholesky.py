@@ -101,7 +101,7 @@ from ..array import BlockCyclicArray, check_dtype
 from . import _checks as ck
 from . import _slot_pool as slot_pool
 from . import panels
-from ._triangle import triangle_mask
+from ._triangle import zero_triangle
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .panels import PanelExchange, PanelSpec, Source, default_step_width, make_steps
 
@@ -399,8 +399,7 @@ def _local_potrf(w: BlockCyclicArray, lower: bool) -> int:
 
 def _zero_other_triangle(c: BlockCyclicArray, lower: bool) -> None:
     # the strict other triangle: triu(., 1) for a lower factor, tril(., -1) for an upper one
-    mask = triangle_mask(c.layout, c.grid, "U" if lower else "L", 1 if lower else -1)
-    c.backend.xp.copyto(c._data, c.dtype.type(0), where=mask)
+    zero_triangle(c.layout, c.grid, c._data, "U" if lower else "L", 1 if lower else -1)
 
 
 # -- the pipeline -------------------------------------------------------------------------------
