@@ -130,7 +130,7 @@ from typing import Any
 import numpy as np
 
 from ..layout import BlockCyclicLayout
-from ._slot_pool import SlotPool
+from . import _exchange
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 
 __all__ = [
@@ -582,7 +582,7 @@ class PanelExchange:
         dtype: Any,
         num_stages: int,
         grid_rank: int,
-        channel: str = "summa",
+        channel: str = _exchange.CHANNEL,
     ) -> None:
         if int(num_stages) < 1:
             raise ValueError(f"num_stages must be >= 1, got {num_stages}")
@@ -665,7 +665,7 @@ class PanelExchange:
         nslot = int(sum(S * e for e in self.slot_elems))
         nstage = int(sum(S * e for e in self.stage_elems))
         self.channel = channel
-        ws = _workspace(backend, channel)
+        ws = _exchange.workspace(backend, channel)
         buf = ws.buffer(self.dtype, nslot + nstage)
         self.slots = buf
         self.stage_base = [int(x) + nslot for x in self.stage_base]
@@ -801,6 +801,10 @@ class PanelExchange:
         if self._needs_local_slot(nxt):
             self._release_events[k] = b.record_event(comp)
 
+    def drop(self) -> None:
+        """Forget the pool after a failure on the host (its signal values are unknown)."""
+        _exchange.drop_workspace(self.backend, self.channel)
+
     def finish(self) -> None:
         """Drain the streams and end the exchange (collective). The pooled buffer and signals
         stay allocated for the next operator; the signal bases advance by what this exchange
@@ -812,7 +816,7 @@ class PanelExchange:
             b.synchronize()
         except BaseException:
             # the counters are unknown now: never reuse this pool
-            _WORKSPACES.pop((id(b), self.channel), None)
+            _exchange.drop_workspace(b, self.channel)
             raise
         if self._finished:
             return
@@ -828,46 +832,9 @@ class PanelExchange:
         b.barrier()
 
 
-class _Workspace(SlotPool):
-    """Per-backend pool: one symmetric buffer per dtype (grown on demand, as in
-    :class:`ops._slot_pool.SlotPool`) and one signal set with this process's base value of
-    every word (signals here are never reset, so the inherited ``finish``, which zeroes them,
-    is not used). Growing is collective; every process asks for the same sizes because sizes
-    come from the plan."""
-
-    def __init__(self, backend: Any) -> None:
-        super().__init__(backend, "panels")
-        self.base: np.ndarray = np.zeros(0, dtype=np.int64)
-
-    def signals(self, count: int) -> tuple[Any, np.ndarray]:  # type: ignore[override]
-        sig = self.sig
-        if sig is not None and sig.handle is not None and sig.count >= count:
-            return sig, self.base
-        if sig is not None and sig.handle is not None:
-            self.backend.free(sig)
-        cap = max(int(count), 2 * (sig.count if sig is not None else 0), 32)
-        self.sig = self.backend.alloc_signals(cap, name="panels.signals")
-        self.base = np.zeros(cap, dtype=np.int64)
-        return self.sig, self.base
-
-
-_WORKSPACES: dict[tuple[int, str], _Workspace] = {}
-
-
-def _workspace(backend: Any, channel: str) -> _Workspace:
-    ws = _WORKSPACES.get((id(backend), channel))
-    if ws is None or ws.backend is not backend:
-        ws = _WORKSPACES[id(backend), channel] = _Workspace(backend)
-    return ws
-
-
 def free_workspace(backend: Any) -> None:
-    """Release the pooled panel buffers of every channel of ``backend`` (collective)."""
-    for key in sorted(k for k in _WORKSPACES if k[0] == id(backend)):
-        ws = _WORKSPACES.pop(key)
-        for obj in [*ws.bufs.values(), ws.sig]:
-            if obj is not None and obj.handle is not None:
-                backend.free(obj)
+    """Release the pooled exchange buffers of every channel of ``backend`` (collective)."""
+    _exchange.free_workspace(backend)
 
 
 def run_pipeline(
