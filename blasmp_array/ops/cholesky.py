@@ -526,13 +526,12 @@ class _CholeskyPipeline:
                 ex.release(k)
                 if not lookahead and nxt < K:
                     self._factor_panel(nxt, ex, tiles)
-            ex.finish()
         except BaseException:
             # signal values unknown: never reuse these pools
             tiles.drop()
             ex.drop()
             raise
-        tiles.finish()
+        engine.finish([ex.exchange, tiles])
         infos = be.asnumpy(self.info)
         first = n + 1
         bad = np.flatnonzero(infos)
