@@ -65,11 +65,12 @@ with ``'add'`` of 1:
 Per-peer words (not one counter per slot) make each wait name the one peer it waits for and
 keep a fast receiver's ack of step ``k + S`` from satisfying a wait meant for step ``k``.
 
-A sender's in-slot message to itself follows the same discipline with itself as the peer: its
-comm stream waits on ``ack[s, me]`` (its own ``release(k - S)``) before it packs into its slot
-``s``, then adds 1 to ``ready[s, me]``, which its compute stream waits for in ``recv(k)``. The
-words are device-side, so the order in which the host enqueues ``send``, ``recv`` and
-``release`` of different steps cannot break the ordering (TRSM sends two steps ahead).
+A sender's in-slot message to itself needs no signal (its own streams are ordered by events,
+cheaper than a signal round trip): its comm stream waits for the event that its own
+``release(k - S)`` recorded on the compute stream before it packs into its slot ``s``, and its
+compute stream waits for the event recorded after that pack in ``recv(k)``. This needs the
+host to call ``release(k - S)`` before ``send(k)`` and ``send(k)`` before ``recv(k)`` (the
+standard order); the engine raises ``RuntimeError`` otherwise.
 
 Streams: sends (pack, ack waits, puts) on ``comm``; local copies, ready waits, unpacks and acks
 on ``compute``. ``send(k, after=event)`` makes the comm stream wait ``event`` first (data
@@ -327,7 +328,6 @@ class Exchange:
         self._recvs: list[list[tuple[int, int, list[Message]]]] = [[] for _ in range(K)]
         self._ack_need: list[list[tuple[int, int]]] = [[] for _ in range(K)]
         self._ack_to: list[list[int]] = [[] for _ in range(K)]
-        self._own_ack: list[int] = [0] * K  # ack count my own slot needs before my packs
         ready_total: dict[tuple[int, int], int] = {}  # (slot, sender) -> messages so far
         ack_total: dict[tuple[int, int], int] = {}  # (slot, receiver) -> acks so far
         senders_of: list[list[int]] = []
@@ -341,10 +341,9 @@ class Exchange:
                 if msg.sender == me:
                     own = me in msg.receivers
                     if own and msg.in_slot:
-                        # packed into my own slot: I am my own receiver (ready and ack words)
+                        # packed into my own slot (ordered by events, no signal)
                         self._check_slot(k, msg)
                         self._own[k].append(msg)
-                        by_sender.setdefault(me, []).append(msg)
                         if remote:
                             self._sends[k].append((msg, None, remote))
                     else:
@@ -367,10 +366,6 @@ class Exchange:
                 self._recvs[k].append((p, ready_total[key], by_sender[p]))
             senders_of.append(sorted(by_sender))
             if k >= S:
-                if self._own[k]:
-                    key = (s, me)
-                    ack_total[key] = ack_total.get(key, 0) + 1
-                    self._own_ack[k] = ack_total[key]
                 for q in sorted(to):
                     key = (s, q)
                     ack_total[key] = ack_total.get(key, 0) + 1
@@ -379,6 +374,10 @@ class Exchange:
             self._ack_to[k] = senders_of[k + S]
         self._ready_total = ready_total
         self._ack_total = ack_total
+        self._packed: dict[int, Any] = {}  # step -> event after my in-slot packs (comm)
+        self._released: dict[int, Any] = {}  # step -> event of my release (compute)
+        self._sent = -1  # the last step sent / released by the host
+        self._done = -1
 
         self._buf: Any = None
         self._arr: Any = None
@@ -423,6 +422,7 @@ class Exchange:
         if after is not None:
             b.wait_event(comm, after)
         sends, own = self._sends[k], self._own[k]
+        self._sent = max(self._sent, k)
         if not sends and not own:
             return
         S, s = self.S, k % self.S
@@ -432,22 +432,19 @@ class Exchange:
         if k >= S:
             b.quiet(comm)  # the puts of step k - S read slot s here: complete them first
         if own:
-            if self._own_ack[k]:
-                # my own slot s is consumed: I released step k - S
-                idx = self._ack(s, self.me)
-                b.signal_wait(
-                    self._sig,
-                    idx,
-                    int(self._base[idx]) + self._own_ack[k],
-                    comm,
-                    what=f"{self.name} step {k}: ack[slot {s}, receiver {self.me}] (own slot)",
-                    peer=self.me,
-                )
+            if k >= S:
+                if self._done < k - S:
+                    raise RuntimeError(
+                        f"{self.name}: send({k}) packs into my own slot before release({k - S})"
+                    )
+                ev = self._released.pop(k - S, None)
+                if ev is not None:
+                    b.wait_event(comm, ev)  # my own slot s is consumed (my release of k - S)
             for msg in own:
                 # my part of the message -> my own slot s (remote receivers get it from there)
                 start = slot + msg.offset
                 b.launch(comm, self.kernels.pack, msg, arr[start : start + msg.size])
-                b.signal_op(self._sig, self._ready(s, self.me), 1, self.me, "add", comm)
+            self._packed[k] = b.record_event(comm)
         for msg, off, _ in sends:
             if off is not None:
                 # my part of the message -> staging slot s
@@ -481,6 +478,10 @@ class Exchange:
         b, comp = self.backend, self.backend.compute
         for msg in self._locals[k]:
             b.launch(comp, self.kernels.local, msg)
+        if self._own[k]:
+            if self._sent < k:
+                raise RuntimeError(f"{self.name}: recv({k}) before send({k}) of my own slot")
+            b.wait_event(comp, self._packed.pop(k))  # my in-slot messages to myself are packed
         if not self._recvs[k]:
             return
         s = k % self.S
@@ -509,6 +510,9 @@ class Exchange:
         s = k % self.S
         for p in self._ack_to[k]:
             b.signal_op(self._sig, self._ack(s, self.me), 1, p, "add", comp)
+        self._done = max(self._done, k)
+        if k + self.S < self.nsteps and self._own[k + self.S]:
+            self._released[k] = b.record_event(comp)
 
     def drop(self) -> None:
         """Forget this exchange's pool (a failure on the host before :meth:`finish`; not

@@ -50,15 +50,15 @@ values derived from the plan, bases kept per pooled channel):
    ``k >= S``, waits until ``ack[s, q]`` counts the steps ``S <= k' <= k, k' = s (mod S)`` at
    which it sends to ``q`` (``q`` released step ``k - S``: its slot ``s`` is free), then
    ``put_signal``\\ s each segment into slot ``s`` of every remote receiver at the segment's
-   offset with ``ready[s, me]`` += 1 there. A segment for its own slot waits on its own
-   ``ack[s, me]`` before the pack and adds 1 to its own ``ready[s, me]`` after it.
+   offset with ``ready[s, me]`` += 1 there. A segment for its own slot is packed after the
+   event of its own ``release(k - S)`` and needs no signal (an event orders its ``recv``).
 2. ``recv(k)`` -- receiver, compute stream. Waits, per sender ``p`` of its panels of step
    ``k``, until ``ready[s, p]`` reaches the cumulative number of ``p``'s segments in slot ``s``
    (steps ``k' <= k, k' = s (mod S)``). If the segments already form the panel in local
    (C-)order the panel is a view of the slot (zero copy); else they are unpacked (a
    permutation of rectangles, plus zero fill) into a per-slot compute-side buffer.
 3. ``release(k)`` -- receiver, compute stream, after the update of step ``k`` is enqueued.
-   ``ack[s, me]`` += 1 on every sender (itself included) that writes into this process's slot
+   ``ack[s, me]`` += 1 on every remote sender that writes into this process's slot
    ``s`` at step ``k + S``. Every process calls ``release(k)`` for every ``k``: an ack means
    "my compute stream is past step ``k``", which covers every earlier use of the slot.
 

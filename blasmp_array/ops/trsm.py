@@ -68,17 +68,19 @@ the receiver reads the panel (or ``X_k``) straight from its slot, no copy.
   the solve or the update of step ``t``, whichever comes first (once per step), for ``x_row``
   before the update -- until the word reaches the cumulative count of ``p``'s messages into
   slot ``s``, derived from the plan (every rank builds the same plan from the layouts).
-  A sender that is itself a receiver of its group packs into its own slot and adds 1 to its
-  own ``ready[s, me]``.
+  A sender that is itself a receiver of its group packs into its own slot; its own streams are
+  ordered by events instead of signals (see ``ops/_exchange.py``).
 * ``ack[s, q]`` (on a sender, per receiver ``q``): ``q`` adds 1 on its compute stream once it
   has finished step ``t`` (``release(t)``: after the update of step ``t``, or, with
   ``num_stages == 1``, before the solve of step ``t + 1``, which needs the same slot), to
   every process that sends it a message at step ``t + num_stages``; the sender waits on its
-  comm stream before it puts step ``t + num_stages`` into ``q`` (before it packs, for its own
-  slot). An ACK is needed because slots are reused; the first ``num_stages`` steps need none.
+  comm stream before it puts step ``t + num_stages`` into ``q``. An ACK is needed because
+  slots are reused; the first ``num_stages`` steps need none.
 
 Who triggers a send: ``a_panel(t)`` is prefetched (sent two steps ahead, its source ``A`` is
-not written); ``x_row(t)`` is sent with ``send(t, after=E_t)``: the comm stream waits for the
+not written; with ``num_stages == 1`` right after ``release(t - 1)``: the host calls
+``release(t - S)`` before ``send(t)``, as the engine requires for a sender's own slot);
+``x_row(t)`` is sent with ``send(t, after=E_t)``: the comm stream waits for the
 solve of ``X_t``. Staging slots rotate with the steps; the engine's ``quiet`` before a stage is
 repacked completes the puts that read it. The pools are reused by the next call; one
 :func:`ops._exchange.finish` of both exchanges ends the operator (one synchronisation, one host
@@ -751,7 +753,7 @@ class _TrsmPipeline:
             self._solve(0, panel)
             if xrow.sends(0):
                 xrow.send(0, after=be.record_event(comp))
-            if T > 1:
+            if T > 1 and lookahead:
                 panel.send(1)
             for t in range(T):
                 lo, hi, _blocks = self.trailing(t, self.me)
@@ -777,13 +779,15 @@ class _TrsmPipeline:
                 # solve below, which waits for step t + 1's panel in the same slot)
                 panel.release(t)
                 xrow.release(t)
+                if nxt is not None and not lookahead:
+                    panel.send(t + 1)  # one slot: step t + 1's panel once step t released it
                 if nxt is not None and not ahead:
                     self._solve(t + 1, panel)
                     solved = be.record_event(comp)
                 if nxt is not None:
                     if xrow.sends(t + 1):
                         xrow.send(t + 1, after=solved)  # X_{t+1} solved -> send it
-                    if t + 2 < T:
+                    if lookahead and t + 2 < T:
                         panel.send(t + 2)
         except BaseException:
             panel.drop()  # signal values unknown: never reuse these pools
