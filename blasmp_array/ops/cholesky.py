@@ -9,8 +9,9 @@ The factor overwrites that triangle of a working copy: ``A = L L^H`` (lower) or 
 Layering: the public drivers (checks, views, blocking) -> :func:`factor` (finite check, working
 copy, one reduction of the INFO) -> :class:`_CholeskyPipeline` (one step per block) -> local
 kernels on tiles (``backend.potrf`` on the diagonal tile, ``backend.trsm`` on the panel,
-``backend.gemm`` on the trailing triangle) -> two one-sided exchanges: the diagonal tile
-(:class:`_TileChannel`) and the panel (:class:`ops.panels.PanelExchange`, driven by hand).
+``backend.gemm`` on the trailing triangle) -> two plans over the one-sided exchange engine
+(:mod:`ops._exchange`), alive at once: the diagonal tile and the panels
+(:class:`ops.panels.PanelExchange`, driven by hand).
 
 Algorithm (right-looking, blocked, look-ahead 1)
 ------------------------------------------------
@@ -52,25 +53,28 @@ Streams and events per process (``E_k``: event recorded after the trsm of step `
 
 Signal protocol
 ---------------
-*Diagonal tile* (:class:`_TileChannel`, ``S = num_stages`` slots of ``nb x nb`` in a pooled
-symmetric buffer, a signal set of ``S + P`` words):
+Both exchanges follow the engine's one signal discipline (``ops/_exchange.py``: monotonic
+per-peer ``ready``/``ack`` counters whose expected values come from the plan, never reset,
+one pooled workspace per channel).
 
-* ``ready[s]`` (word ``s``, on a receiver): the owner of ``A[k, k]`` ``put_signal``\\ s the
-  factored tile into slot ``s = k mod S`` of every receiver with ``ready[s] += 1``; the receiver
-  waits (compute stream, before its trsm) for the cumulative number of tiles it receives in slot
-  ``s`` up to step ``k`` (all ranks derive it from the layout).
-* ``ack[r]`` (word ``S + r``, on a sender): receiver ``r`` sets it to ``k + 1`` (compute
-  stream, after step ``k``'s update is enqueued, so after its trsm read slot ``s``) on the
-  owner of ``A[k + S, k + S]`` if that one sends it step ``k + S``'s tile; the sender waits
-  (comm stream) for ``ack[r] >= k + 1`` before putting step ``k + S`` into ``r``. The first
-  ``S`` steps need no ack. Values only grow within an operator; after ``synchronize()`` each
-  process zeroes its own words (every signal sent to it was waited for) and a barrier
-  separates operators.
+*Diagonal tile* (plan ``"cholesky tile"`` on channel ``"cholesky.tile"``, ``S = num_stages``
+slots of ``nb x nb``, one in-slot message per step: the receivers' trsm reads the tile in the
+slot):
 
-*Panels*: :class:`ops.panels.PanelExchange` on its own channel ``"cholesky"`` (ready/ack
-counters per operand and slot, see ``ops/panels.py``); ``send(k, after=E_k)`` packs step
-``k``'s blocks only after the trsm that produced them; every process calls ``send(k)``,
-``recv(k)`` and ``release(k)`` for every ``k``.
+* ``ready[s, owner]`` (on a receiver): the owner of ``A[k, k]`` ``put_signal``\\ s the
+  factored tile into slot ``s = k mod S`` of every receiver (comm stream, after the event
+  ``P_k`` of its potrf: ``send(k, after=P_k)``), adding 1; the receiver waits (compute stream,
+  before its trsm) for the cumulative number of tiles that owner put into slot ``s``.
+* ``ack[s, r]`` (on a sender): receiver ``r`` adds 1 (``release(k)``, compute stream, after
+  step ``k``'s update is enqueued, so after its trsm read slot ``s``) on the owner of
+  ``A[k + S, k + S]`` if that one sends it step ``k + S``'s tile; the owner waits (comm stream)
+  before putting step ``k + S`` into ``r``. The first ``S`` steps need no ack.
+
+*Panels*: :class:`ops.panels.PanelExchange` (the SUMMA plan on the engine) on channel
+``"cholesky.panel"``; ``send(k, after=E_k)`` packs step ``k``'s blocks only after the trsm
+that produced them; every process calls ``send(k)``, ``recv(k)`` and ``release(k)`` for every
+``k``. Both exchanges end with one ``finish`` (one synchronisation and one host ``allgather``
+of the outcome; a timeout raises on every rank).
 
 Deadlock freedom: order the messages ``tile(0) < panel(0) < tile(1) < panel(1) < ...``; every
 comm stream issues them in this order. ``tile(k)`` waits for ``potrf(k)`` (needs
@@ -90,7 +94,7 @@ hangs; the cost of a failure is the rest of the factorisation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
 from numbers import Integral
 from typing import Any
 
@@ -99,8 +103,7 @@ import numpy as np
 from .._dispatch import implements
 from ..array import BlockCyclicArray, check_dtype
 from . import _checks as ck
-from . import _slot_pool as slot_pool
-from . import panels
+from . import _exchange as engine
 from ._triangle import zero_triangle
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .panels import PanelExchange, PanelSpec, Source, default_step_width, make_steps
@@ -490,32 +493,24 @@ class _CholeskyPipeline:
         src = Source(lay, "N" if self.lower else "C", "tri", uplo)
         specs = [PanelSpec(src, lay, 0), PanelSpec(src, lay, 1)]
         me = grid.rank
-        tile_plan = []
-        for k in range(K):
-            owner = lay.block_owner(k, k)
-            receivers = tuple(
-                grid.rank_of(*p) for p in self.panel_owner_group(k) if p != tuple(owner)
-            )
-            tile_plan.append((grid.rank_of(*owner), receivers, self.ext(k)))
+        tiles_plan = self._tile_plan(dtype)
         self.info = be.xp.zeros(K, dtype=np.int32)
-        ws = slot_pool.pool(be, "cholesky")
-        buf = ws.buffer(dtype, S * self.nb * self.nb)
-        nsig = S + be.size
-        sig = ws.signals(nsig)
+        self._warm(dtype)
+        ex = PanelExchange(
+            be,
+            "cholesky",
+            specs,
+            [self.w._data, self.w._data],
+            make_steps(n, self.nb),
+            dtype,
+            S,
+            me,
+            channel="cholesky.panel",
+        )
+        tiles = engine.Exchange(
+            be, tiles_plan, dtype, engine.CallKernels(), S, channel="cholesky.tile"
+        )
         try:
-            self._warm(dtype)
-            ex = PanelExchange(
-                be,
-                "cholesky",
-                specs,
-                [self.w._data, self.w._data],
-                make_steps(n, self.nb),
-                dtype,
-                S,
-                me,
-                channel="cholesky",
-            )
-            tiles = _TileChannel(be, buf, sig, S, self.nb, tile_plan, me)
             begin_pipeline(be, dtype)
             self._factor_panel(0, ex, tiles)
             for k in range(K):
@@ -526,17 +521,16 @@ class _CholeskyPipeline:
                     self._update_trailing(row, col, nxt)
                 else:
                     self._update_trailing(row, col, k)
-                tiles.ack(k)
+                tiles.release(k)
                 ex.release(k)
                 if not lookahead and nxt < K:
                     self._factor_panel(nxt, ex, tiles)
-            ex.finish()
-            ws.finish(nsig)
         except BaseException:
             # signal values unknown: never reuse these pools
-            slot_pool.drop(be, "cholesky")
-            panels._WORKSPACES.pop((id(be), "cholesky"), None)
+            tiles.drop()
+            ex.drop()
             raise
+        engine.finish([ex.exchange, tiles])
         infos = be.asnumpy(self.info)
         first = n + 1
         bad = np.flatnonzero(infos)
@@ -544,6 +538,29 @@ class _CholeskyPipeline:
             k = int(bad[0])
             first = k * self.nb + int(infos[k]) if infos[k] > 0 else k * self.nb + 1
         return int(be.allreduce(first, op="min"))
+
+    def _tile_plan(self, dtype: Any) -> engine.Plan:
+        """``# L_kk -> grid column of block column k`` (upper: grid row): step ``k``'s factored
+        diagonal tile from its owner to the other processes of the panel's group, read in the
+        receiver's slot (one in-slot message per step; slot and staging of ``nb x nb``)."""
+        lay, grid, me = self.lay, self.grid, self.grid.rank
+        steps: list[tuple[engine.Message, ...]] = []
+        remote = False
+        for k in range(self.K):
+            owner = lay.block_owner(k, k)
+            sender = grid.rank_of(*owner)
+            receivers = tuple(
+                grid.rank_of(*p) for p in self.panel_owner_group(k) if p != tuple(owner)
+            )
+            remote = remote or bool(receivers)
+            e = self.ext(k)
+            if receivers and (sender == me or me in receivers):
+                pack = functools.partial(_copy_into, tile=self.tile(k)) if sender == me else None
+                steps.append((engine.Message(sender, receivers, 0, e * e, pack, in_slot=True),))
+            else:
+                steps.append(())
+        size = self.nb * self.nb if remote else 0
+        return engine.Plan("cholesky tile", me, grid.size, tuple(steps), size, size)
 
     def _warm(self, dtype: Any) -> None:
         """Load the potrf kernels and size their workspace before any signal wait (GPU)."""
@@ -563,7 +580,11 @@ class _CholeskyPipeline:
         warmed.add(key)
 
     def _factor_panel(
-        self, k: int, ex: PanelExchange, tiles: _TileChannel, ahead: tuple[Any, Any] | None = None
+        self,
+        k: int,
+        ex: PanelExchange,
+        tiles: engine.Exchange,
+        ahead: tuple[Any, Any] | None = None,
     ) -> None:
         """Steps 1-4 of step ``k``: potrf, tile broadcast, trsm, panel send. With ``ahead`` (the
         previous step's panels: look-ahead) the previous step's update of block column (row)
@@ -579,12 +600,18 @@ class _CholeskyPipeline:
                 r0, c0 = self.lay.local_offset(k, k)
                 self._diag(ahead[0], r0, self.ext(k), c0)
             be.potrf(self.tile(k), uplo, self.info[k : k + 1], comp)
-            tiles.send(k, self.tile(k), be.record_event(comp))
+            if tiles.sends(k):
+                tiles.send(k, after=be.record_event(comp))
         if ahead is not None:
             self._update_next(ahead[0], ahead[1], k)
         slab = self.slab(k)
         if slab is not None:
-            tile = self.tile(k) if mine else tiles.wait(k)
+            if mine:
+                tile = self.tile(k)
+            else:
+                e = self.ext(k)
+                tiles.recv(k)
+                tile = tiles.view(k, 0, (e, e))
             side = "R" if self.lower else "L"
             be.trsm(1, tile, slab, side, uplo, "C", "N", comp)
         ex.send(k, after=be.record_event(comp))
@@ -657,79 +684,8 @@ class _CholeskyPipeline:
             be.syrk(-1, a, 1, c, "L" if self.lower else "U", "N", be.compute)
 
 
-# -- the diagonal tile channel ------------------------------------------------------------------
-class _TileChannel:
-    """Step ``k``'s factored diagonal tile (``plan[k] = (owner, receivers, extent)``) from its
-    owner to the receivers (see "Signal protocol" in the module docstring): ``num_stages``
-    slots of ``nb x nb`` in ``buf``, ``ready[s]`` at signal word ``s``, ``ack[r]`` at word
-    ``num_stages + r``."""
-
-    def __init__(
-        self,
-        be: Any,
-        buf: Any,
-        sig: Any,
-        num_stages: int,
-        nb: int,
-        plan: Sequence[tuple[int, tuple[int, ...], int]],
-        me: int,
-    ) -> None:
-        self.be, self.buf, self.sig = be, buf, sig
-        self.S, self.slot, self.plan, self.me = num_stages, nb * nb, plan, me
-        self.ready_target: list[int] = []
-        cum = [0] * num_stages
-        for k, (_sender, receivers, _e) in enumerate(plan):
-            if me in receivers:
-                cum[k % num_stages] += 1
-            self.ready_target.append(cum[k % num_stages])
-        self.pack = [be.xp.empty(self.slot, buf.dtype) for _ in range(min(num_stages, len(plan)))]
-
-    def send(self, k: int, tile: Any, after: Any) -> None:
-        """Comm stream: after ``after`` (the potrf), put the tile into every receiver's slot."""
-        be, S = self.be, self.S
-        comm = be.comm_stream
-        _sender, receivers, e = self.plan[k]
-        if not receivers:
-            return
-        be.wait_event(comm, after)
-        if k >= S:
-            for r in receivers:
-                be.signal_wait(
-                    self.sig,
-                    S + r,
-                    k - S + 1,
-                    comm,
-                    what=f"cholesky tile step {k}: ack of step {k - S} from rank {r}",
-                    peer=r,
-                )
-        out = self.pack[k % len(self.pack)][: e * e]
-        be.launch(comm, _copy_into, out, tile)
-        for r in receivers:
-            be.put_signal(self.buf, (k % S) * self.slot, out, r, self.sig, k % S, 1, "add", comm)
-        be.quiet(comm)  # the pack buffer of this stage is reusable S steps later
-
-    def wait(self, k: int) -> Any:
-        """Compute stream: wait for step ``k``'s tile; return it (a view of my slot)."""
-        sender, _, e = self.plan[k]
-        self.be.signal_wait(
-            self.sig,
-            k % self.S,
-            self.ready_target[k],
-            self.be.compute,
-            what=f"cholesky tile step {k}: ready",
-            peer=sender,
-        )
-        return self.buf.view((e, e), (k % self.S) * self.slot)
-
-    def ack(self, k: int) -> None:
-        """Compute stream: tell step ``k + S``'s sender that my slot ``k mod S`` is free."""
-        u = k + self.S
-        if u < len(self.plan) and self.me in self.plan[u][1]:
-            sender = self.plan[u][0]
-            self.be.signal_op(self.sig, self.S + self.me, k + 1, sender, "set", self.be.compute)
-
-
 def _copy_into(out: Any, tile: Any) -> None:
+    # the factored tile (strided, in the local matrix) -> the flat slot
     out.reshape(tile.shape)[...] = tile
 
 
@@ -749,4 +705,4 @@ def _sample(backend: Any, xp: Any, dtype: np.dtype) -> None:
 # -- pooled workspace ----------------------------------------------------------------------------
 def free_workspace(backend: Any) -> None:
     """Release the pooled Cholesky buffers of ``backend`` (collective)."""
-    slot_pool.free(backend, "cholesky")
+    engine.free_workspace(backend, "cholesky.")

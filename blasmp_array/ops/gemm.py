@@ -4,6 +4,15 @@ Driver: argument checks and layout reconciliation (``_checks``) -> :func:`summa_
 (the panel pipeline of ``panels.py`` with one row operand and one column operand) -> the local
 ``backend.gemm`` of each step. SYMM and TRMM reuse :func:`summa_product` with structured
 sources.
+
+Communication protocol: the SUMMA plan of ``panels.py`` (``run_pipeline``) on the one exchange
+engine of ``_exchange.py``. At step ``k`` the owners of ``op(A)[:, k]`` pack their blocks once
+and ``put_signal`` them into slot ``k % num_stages`` of every process of the process row that
+needs them (``ready[s, sender]`` += 1 there), the owners of ``op(B)[k, :]`` likewise down the
+process columns; each process waits (compute stream) for the cumulative ready count of every
+sender, runs ``C += alpha L_k R_k^T`` straight on the slot (zero copy when the segments are in
+local order), then acks the senders of step ``k + num_stages`` (``ack[s, me]`` += 1 on them),
+who wait for it (comm stream) before reusing that slot. ``finish`` ends it on every rank.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ pivots on the host: a host round trip per *block* step (not per column).
 Signal protocol
 ---------------
 The two exchanges of each step are one-step plans of :mod:`ops._exchange` on its pooled channel
-(``"summa"``): for every message, ``ready[s, p]`` on each receiver is incremented by sender
+(``"exchange"``): for every message, ``ready[s, p]`` on each receiver is incremented by sender
 ``p``'s ``put_signal`` and waited for (compute stream) to reach the cumulative count derived
 from the plan; a one-step plan reuses no slot within the exchange, so no ack is waited for; the
 exchange's ``finish()`` drains both streams, advances the signal bases and makes one host

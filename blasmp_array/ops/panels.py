@@ -31,64 +31,45 @@ deterministically from layouts only; plans are cached.
 
 Panel slots and the signal protocol
 -----------------------------------
-:class:`PanelExchange` owns, per operand ``o``:
+The panels travel on the one-sided exchange engine (``ops/_exchange.py``): :func:`summa_plan`
+turns the plan into an engine :class:`~._exchange.Plan` of one *in-slot* message per segment
+(sender -> every receiver of the group), and :class:`PanelExchange` runs it with an
+:class:`~._exchange.Exchange` (on the default channel ``"exchange"``, or its own, e.g.
+Cholesky's ``"cholesky.panel"``). The receive slot of a step holds the panels of every operand
+one after the other, each the concatenation of its senders' segments (sender rank order). A
+sender packs each segment once: into its staging slot when it is not in the group, straight
+into its own receive slot when it is (and puts it from there). ``num_stages`` slots rotate
+over the steps (``s = k % S``).
 
-* ``slots``: a symmetric buffer with ``num_stages`` slots; slot ``s = k % num_stages`` receives
-  step ``k``'s panel as the concatenation of the senders' segments (sender rank order);
-* ``staging``: a symmetric send buffer with ``num_stages`` slots where a sender packs the
-  segments it sends to processes of groups it does not belong to (a sender that is itself a
-  receiver of the group packs straight into its own slot and puts from there);
-* signals ``ready[o, s]`` (on the receiver; written by its senders, waited on by it) and
-  ``ack[o, s, q]`` (on the sender, one word per receiver ``q``; written by ``q``, waited on by
-  the sender). Both are monotonic counters incremented with 'add' for the whole life of the
-  exchange (never reset); every expected value below is a cumulative count that all ranks
-  derive from the plan. Acks need one word per receiver: a receiver that gets nothing from a
-  sender at step ``k`` may already ack step ``k + S`` while another is still on step ``k - S``,
-  so a shared counter could reach its target too early. Ready counts cannot run ahead (step
-  ``k + S`` data needs the receiver's own ack of step ``k``), so one word per slot suffices.
+Signals are the engine's one discipline (monotonic per-peer counters, never reset, expected
+values derived from the plan, bases kept per pooled channel):
 
-Slots and staging of all operands live in ONE symmetric buffer per dtype, and all signals in
-ONE signal set, both pooled per backend and reused by the next operator (allocation is
-collective and slow: ~40 ms per MPI window on the CI machine). Since every increment a process
-receives is waited for, each process knows its counters exactly at the end of an exchange and
-keeps them as *bases* that the next exchange's expected values are offset by (so signals are
-never reset). :meth:`PanelExchange.finish` ends with a barrier so that no process starts the
-next exchange's first sends (which need no ack) into a slot that a slower process still reads.
-The pool grows (collectively, identical sizes everywhere) when a larger plan needs it;
-:func:`free_workspace` releases it.
-
-Protocol, for step ``k`` and slot ``s = k % S`` (``S = num_stages``):
-
-1. ``send(k)`` -- sender, comm stream.
-   If ``k >= S``, for each remote receiver ``q`` of step ``k`` it first waits (comm stream)
-   until ``ack[o, s, q]`` reaches the number of steps ``S <= k' <= k, k' = s (mod S)`` at
-   which it sends to ``q``: ``q`` released step ``k - S``, so slot ``s`` is free there (and
-   the staging slot ``s``, whose previous puts were delivered, is free here). If the sender
-   is also a receiver at step ``k`` it makes its comm stream wait for the event recorded by
-   its own ``release(k - S)`` instead of a signal. Then it packs each segment (one pack per
-   segment, whatever the number of receivers) and ``put_signal``\\ s it into the slot
-   ``s`` of every remote receiver at the segment's offset, with ``ready[o, s]`` += 1 (one
-   signal per segment and receiver). Local segments are packed into the own slot with no
-   signal; an event recorded after the pack orders them.
-2. ``recv(k)`` -- receiver, compute stream.
-   Wait until ``ready[o, s]`` reaches the cumulative number of remote segments addressed to this
-   process in slot ``s`` (steps ``k' <= k, k' = s (mod S)``), and for the event of its own
-   ``send(k)`` if it sent itself a segment. If the segments already form the panel in local
-   (C-)order the panel is a view of the slot; else they are unpacked (a permutation of
-   rectangles, plus zero fill) into a compute-side buffer.
+1. ``send(k)`` -- sender, comm stream. Packs its segments of step ``k`` (after the optional
+   ``after`` event, and, if ``k >= S``, after a ``quiet`` that completes the puts of step
+   ``k - S`` which read the same staging slot); for each remote receiver ``q``, if
+   ``k >= S``, waits until ``ack[s, q]`` counts the steps ``S <= k' <= k, k' = s (mod S)`` at
+   which it sends to ``q`` (``q`` released step ``k - S``: its slot ``s`` is free), then
+   ``put_signal``\\ s each segment into slot ``s`` of every remote receiver at the segment's
+   offset with ``ready[s, me]`` += 1 there. A segment for its own slot is packed after the
+   event of its own ``release(k - S)`` and needs no signal (an event orders its ``recv``).
+2. ``recv(k)`` -- receiver, compute stream. Waits, per sender ``p`` of its panels of step
+   ``k``, until ``ready[s, p]`` reaches the cumulative number of ``p``'s segments in slot ``s``
+   (steps ``k' <= k, k' = s (mod S)``). If the segments already form the panel in local
+   (C-)order the panel is a view of the slot (zero copy); else they are unpacked (a
+   permutation of rectangles, plus zero fill) into a per-slot compute-side buffer.
 3. ``release(k)`` -- receiver, compute stream, after the update of step ``k`` is enqueued.
-   ``ack[o, (k + S) % S, me]`` += 1 on every remote sender that will write into this process's slot
-   at step ``k + S`` (nothing when ``k + S >= K``). Every process calls ``release(k)`` for every
-   ``k``, even when it received nothing at step ``k``: an ack means "my compute stream is past
-   step ``k``", which covers every earlier use of the slot. Releasing also records the event
-   the local pack of step ``k + S`` waits for.
+   ``ack[s, me]`` += 1 on every remote sender that writes into this process's slot
+   ``s`` at step ``k + S``. Every process calls ``release(k)`` for every ``k``: an ack means
+   "my compute stream is past step ``k``", which covers every earlier use of the slot.
 
 Why it is safe: a sender writes slot ``s`` of ``q`` at step ``k + S`` only after ``q``'s ack for
 step ``k``, which ``q`` sends after consuming step ``k`` (and, transitively, every earlier step);
-``q``'s ready counter for slot ``s`` cannot run ahead of step ``k`` because the step ``k + S``
+``q``'s ready counters for slot ``s`` cannot run ahead of step ``k`` because the step ``k + S``
 data needs that ack first. Signals become visible after their data (put-with-signal). At the
 end every put was waited for by its receiver and every ack by its sender, so after
-``synchronize()`` no traffic is in flight and the buffers may be reused or freed.
+``synchronize()`` no traffic is in flight; the engine's ``finish`` (one host ``allgather`` of
+the outcome, a timeout raises on every rank) separates this exchange from the next one on the
+pooled workspace.
 
 The driver
 ----------
@@ -96,21 +77,21 @@ The driver
 
     begin(); send(0 .. S-1)
     for k: panels = recv(k); update(k, panels); release(k); send(k + S)
-    finish()   # synchronize, advance signal bases, barrier
+    finish()   # synchronize, agree on the outcome (allgather), advance the signal bases
 
 ``num_stages=1`` is the conservative single-buffered pipeline (no overlap of communication of
 step ``k + 1`` with the update of step ``k``); ``2`` double-buffers. No host synchronisation
 happens inside the loop.
 
-Reuse (e.g. TRSM): a source whose panel data is produced during the pipeline passes
+Reuse (e.g. Cholesky): a source whose panel data is produced during the pipeline passes
 ``send(k, after=event)``; the comm stream waits ``event`` (recorded on the compute stream after
 the producing work) before packing. Driving an exchange by hand::
 
-    ex = PanelExchange(backend, "trsm", [PanelSpec(src_row, C.layout, 0),
-                                         PanelSpec(src_col, C.layout, 1)],
+    ex = PanelExchange(backend, "cholesky", [PanelSpec(src_row, C.layout, 0),
+                                             PanelSpec(src_col, C.layout, 1)],
                        [X_row._data, X_col._data], make_steps(K, kb), dtype, num_stages,
-                       grid.rank)
-    backend.begin()
+                       grid.rank, channel="cholesky.panel")
+    begin_pipeline(backend, dtype)
     for k in range(min(ex.S, ex.nsteps)): ex.send(k)
     for k in range(ex.nsteps):
         row, col = ex.recv(k)      # Panel(lo, hi, array) or None, valid until release(k)
@@ -130,7 +111,7 @@ from typing import Any
 import numpy as np
 
 from ..layout import BlockCyclicLayout
-from ._slot_pool import SlotPool
+from . import _exchange
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 
 __all__ = [
@@ -540,8 +521,86 @@ class Panel:
     array: Any
 
 
+@dataclass(frozen=True)
+class SummaPlan:
+    """The SUMMA plan of one rank as a :class:`~._exchange.Plan` (one in-slot message per
+    segment, with the group's receivers), with where each operand's panel lies in the slot
+    (``slot_base[o]``) and this rank's :class:`GroupStep` per operand and step (None where it
+    receives no panel)."""
+
+    plan: _exchange.Plan
+    slot_base: tuple[int, ...]
+    slot_elems: tuple[int, ...]
+    mine: tuple[tuple[GroupStep | None, ...], ...]
+
+
+@functools.lru_cache(maxsize=64)
+def summa_plan(
+    name: str, specs: tuple[PanelSpec, ...], steps: tuple[tuple[int, int], ...], me: int
+) -> SummaPlan:
+    """This rank's plan of the panels of ``specs`` over ``steps`` (pure; cached).
+
+    Slot of a step: the panels of every operand, operand after operand (``slot_base``), each
+    the concatenation of its senders' segments. A sender packs each segment once: into its
+    own slot when it belongs to the group (and puts it from there), else into its staging
+    area (``stage_elems``: the most any rank stages at one step). Sizes are maxima over all
+    ranks and steps, equal on every rank.
+    """
+    plans = [plan_panels(spec, steps) for spec in specs]
+    nranks = specs[0].target.grid_shape[0] * specs[0].target.grid_shape[1] if specs else 1
+    slot_elems = tuple(max((gs.size for step in plan for gs in step), default=0) for plan in plans)
+    slot_base = tuple(int(x) for x in np.cumsum((0, *slot_elems))[:-1])
+    pr, pc = specs[0].target.grid_shape if specs else (1, 1)
+    my_group = [(me // pc) if spec.axis == 0 else (me % pc) for spec in specs]
+    stage = 0
+    msgs_of: list[tuple[_exchange.Message, ...]] = []
+    mine: list[list[GroupStep | None]] = [[] for _ in specs]
+    for k in range(len(steps)):
+        staged: dict[int, int] = {}
+        msgs: list[_exchange.Message] = []
+        for o, plan in enumerate(plans):
+            for gs in plan[k]:
+                if not gs.receivers:
+                    continue
+                for sender, off, size, pieces in gs.segments:
+                    if sender not in gs.receivers:
+                        staged[sender] = staged.get(sender, 0) + size
+                    if sender == me or me in gs.receivers:
+                        # X[sender's blocks of the panel] -> every receiver of the group
+                        pack = (o, pieces) if sender == me else None
+                        msgs.append(
+                            _exchange.Message(
+                                sender, gs.receivers, slot_base[o] + off, size, pack, in_slot=True
+                            )
+                        )
+            gs = plan[k][my_group[o]]
+            mine[o].append(gs if me in gs.receivers and gs.hi > gs.lo else None)
+        stage = max(stage, *staged.values(), 0)
+        msgs_of.append(tuple(msgs))
+    eplan = _exchange.Plan(name, me, nranks, tuple(msgs_of), sum(slot_elems), stage)
+    return SummaPlan(eplan, slot_base, slot_elems, tuple(tuple(m) for m in mine))
+
+
+class _PanelKernels:
+    """Packs the pieces of a segment from the sender's local matrices (engine.Kernels)."""
+
+    def __init__(self, xp: Any, locals_: Sequence[Any]) -> None:
+        self.xp, self.locals = xp, list(locals_)
+
+    def pack(self, msg: _exchange.Message, out: Any) -> None:
+        o, pieces = msg.pack
+        _pack(self.xp, self.locals[o], pieces, out, 0)
+
+    def unpack(self, msg: _exchange.Message, data: Any) -> None:  # pragma: no cover
+        raise AssertionError("SUMMA panels are read in their slot")
+
+    def local(self, msg: _exchange.Message) -> None:  # pragma: no cover
+        raise AssertionError("SUMMA panels are read in their slot")
+
+
 class PanelExchange:
-    """Moves the panels of several operands through symmetric slots (see the module docstring).
+    """The panels of several operands: the SUMMA plan (:func:`summa_plan`) on the one-sided
+    engine (:class:`~._exchange.Exchange`; see the module docstring).
 
     Parameters
     ----------
@@ -557,13 +616,12 @@ class PanelExchange:
     dtype : dtype
         Element type of the panels (every local matrix is cast while packing).
     num_stages : int
-        Number of slots per operand (1: single buffering).
+        Number of slots (1: single buffering).
     grid_rank : int
         This process's rank in the grid (``myrow * Pc + mycol``).
     channel : str
-        Name of the pooled workspace (buffer + signals) to use. Exchanges alive at the same
-        time (e.g. two operands with different triggers, as in TRSM) need different channels;
-        an exchange must :meth:`finish` before the next one on its channel starts.
+        Name of the engine's pooled workspace (buffer + signals). Exchanges alive at the same
+        time (e.g. Cholesky's panels beside its tile exchange) need different channels.
 
     Panels returned by :meth:`recv` stay valid until :meth:`release` of their step; with
     ``num_stages >= 2`` the panels of step ``k + 1`` may be received before step ``k`` is
@@ -582,292 +640,80 @@ class PanelExchange:
         dtype: Any,
         num_stages: int,
         grid_rank: int,
-        channel: str = "summa",
+        channel: str = _exchange.CHANNEL,
     ) -> None:
-        if int(num_stages) < 1:
-            raise ValueError(f"num_stages must be >= 1, got {num_stages}")
         self.backend = backend
         self.name = name
-        self.specs = list(specs)
-        self.locals = list(locals_)
+        self.specs = tuple(specs)
         self.steps = steps
         self.nsteps = len(steps)
         self.dtype = np.dtype(dtype)
-        self.S = S = int(num_stages)
-        self.me = me = int(grid_rank)
-        self.plans = [plan_panels(spec, steps) for spec in self.specs]
-        nops = len(self.specs)
-        pr, pc = self.specs[0].target.grid_shape if nops else (1, 1)
-        self.my_group = [(me // pc) if spec.axis == 0 else (me % pc) for spec in self.specs]
-
-        # sizes: slot = max panel; staging = max over ranks and steps of what one rank stages
-        self.slot_elems = []
-        self.stage_elems = []
-        for plan in self.plans:
-            slot = 0
-            stage: dict[int, int] = {}
-            for step in plan:
-                per_rank: dict[int, int] = {}
-                for gs in step:
-                    slot = max(slot, gs.size)
-                    for sender, _, size, _ in gs.segments:
-                        if sender not in gs.receivers:
-                            per_rank[sender] = per_rank.get(sender, 0) + size
-                for r, v in per_rank.items():
-                    stage[r] = max(stage.get(r, 0), v)
-            self.slot_elems.append(slot)
-            self.stage_elems.append(max(stage.values(), default=0))
-        self.slot_base = list(np.cumsum([0] + [S * e for e in self.slot_elems])[:-1])
-        self.stage_base = list(np.cumsum([0] + [S * e for e in self.stage_elems])[:-1])
-
-        # per-rank schedule
-        K = self.nsteps
-        self._recv: list[list[GroupStep | None]] = [[None] * K for _ in range(nops)]
-        self._ready_cum = [[0] * K for _ in range(nops)]
-        # acks are counted per (operand, slot, receiver): a fast receiver may ack step k + S
-        # before a slow one acks step k, so a shared counter could be satisfied too early
-        self._ack_need: list[list[list[tuple[int, int]]]] = [
-            [[] for _ in range(K)] for _ in range(nops)
-        ]
-        self._ack_total: dict[tuple[int, int, int], int] = {}
-        self._sends: list[list[list[tuple[GroupStep, tuple, list[int], bool]]]] = [
-            [[] for _ in range(K)] for _ in range(nops)
-        ]
-        self._local_seg = [[False] * K for _ in range(nops)]
-        for o, plan in enumerate(self.plans):
-            ready = [0] * S
-            for k, step in enumerate(plan):
-                s = k % S
-                gs = step[self.my_group[o]]
-                if me in gs.receivers:
-                    self._recv[o][k] = gs
-                    ready[s] += sum(1 for seg in gs.segments if seg[0] != me)
-                    self._local_seg[o][k] = any(seg[0] == me for seg in gs.segments)
-                self._ready_cum[o][k] = ready[s]
-                for g in step:
-                    if not g.receivers:
-                        continue
-                    for seg in g.segments:
-                        if seg[0] == me:
-                            remote = [q for q in g.receivers if q != me]
-                            self._sends[o][k].append((g, seg, remote, me in g.receivers))
-                            if k >= S:
-                                for q in remote:
-                                    key = (o, s, q)
-                                    self._ack_total[key] = self._ack_total.get(key, 0) + 1
-                                    self._ack_need[o][k].append((q, self._ack_total[key]))
-        self._sent_events: dict[int, Any] = {}
-        self._release_events: dict[int, Any] = {}
+        self.me = int(grid_rank)
+        self.summa = summa_plan(name, self.specs, steps, self.me)
+        self._xp = backend.xp
+        self.exchange = _exchange.Exchange(
+            backend,
+            self.summa.plan,
+            self.dtype,
+            _PanelKernels(self._xp, locals_),
+            num_stages,
+            channel,
+        )
+        self.S = self.exchange.S
         self._unpack_bufs: dict[tuple[int, int], Any] = {}  # per (operand, slot)
 
-        # one pooled symmetric buffer: [slots of every operand | staging of every operand]
-        self._xp = backend.xp
-        nslot = int(sum(S * e for e in self.slot_elems))
-        nstage = int(sum(S * e for e in self.stage_elems))
-        self.channel = channel
-        ws = _workspace(backend, channel)
-        buf = ws.buffer(self.dtype, nslot + nstage)
-        self.slots = buf
-        self.stage_base = [int(x) + nslot for x in self.stage_base]
-        # one pooled signal set: ready[o, s] at o*S + s; ack[o, s, q] at ack0 + (o*S + s)*P + q
-        self.P = pr * pc
-        self.signals, self._base = ws.signals(nops * S * (1 + self.P))
-        self._ack0 = nops * S
-        self._finished = False
-
-    # -- helpers --------------------------------------------------------------------------
-    def _needs_local_slot(self, k: int) -> bool:
-        return any(self._local_seg[o][k] for o in range(len(self.specs)))
-
-    def _ack_index(self, o: int, s: int, receiver: int) -> int:
-        return self._ack0 + (o * self.S + s) * self.P + receiver
-
-    def _slot_region(self, o: int, s: int) -> int:
-        return int(self.slot_base[o] + s * self.slot_elems[o])
-
-    # -- protocol -------------------------------------------------------------------------
     def send(self, k: int, after: Any = None) -> None:
-        """Pack and put this process's segments of step ``k`` (comm stream)."""
-        b, comm = self.backend, self.backend.comm_stream
-        S, s = self.S, k % self.S
-        if after is not None:
-            b.wait_event(comm, after)
-        if k >= S and self._needs_local_slot(k):
-            ev = self._release_events.pop(k - S, None)
-            if ev is not None:
-                b.wait_event(comm, ev)
-        any_local = False
-        for o in range(len(self.specs)):
-            sends = self._sends[o][k]
-            if not sends:
-                continue
-            for q, count in self._ack_need[o][k]:
-                # receiver q released step k - S: its slot s is free
-                idx = self._ack_index(o, s, q)
-                b.signal_wait(
-                    self.signals,
-                    idx,
-                    int(self._base[idx]) + count,
-                    comm,
-                    what=f"{self.name} step {k} slot {s} (ack)",
-                    peer=q,
-                )
-            slot0 = self._slot_region(o, s)
-            stage_off = int(self.stage_base[o] + s * self.stage_elems[o])
-            for _gs, (_, seg_off, size, pieces), remote, local in sends:
-                if local:
-                    # X[my blocks] -> my own slot; remote receivers get it from there
-                    b.launch(
-                        comm,
-                        _pack,
-                        self._xp,
-                        self.locals[o],
-                        pieces,
-                        self.slots.array,
-                        slot0 + seg_off,
-                    )
-                    src = self.slots.array[slot0 + seg_off : slot0 + seg_off + size]
-                    any_local = True
-                else:
-                    # X[my blocks] -> staging -> every receiver of the group
-                    b.launch(
-                        comm, _pack, self._xp, self.locals[o], pieces, self.slots.array, stage_off
-                    )
-                    src = self.slots.array[stage_off : stage_off + size]
-                    stage_off += size
-                for q in remote:
-                    b.put_signal(
-                        self.slots, slot0 + seg_off, src, q, self.signals, o * S + s, 1, "add", comm
-                    )
-        if any_local or self._needs_local_slot(k):
-            self._sent_events[k] = b.record_event(comm)
+        """Pack and put this process's segments of step ``k`` (comm stream); ``after``: an
+        event the packing waits for."""
+        self.exchange.send(k, after)
 
     def recv(self, k: int) -> list[Panel | None]:
         """Panels of step ``k`` (compute stream); None where this process has no panel."""
-        b, comp = self.backend, self.backend.compute
-        S, s = self.S, k % self.S
-        ev = self._sent_events.pop(k, None)
-        if ev is not None:
-            b.wait_event(comp, ev)
+        ex = self.exchange
+        ex.recv(k)
+        s = k % self.S
         out: list[Panel | None] = []
-        for o in range(len(self.specs)):
-            gs = self._recv[o][k]
-            if gs is None or gs.hi == gs.lo:
+        for o, mine in enumerate(self.summa.mine):
+            gs = mine[k]
+            if gs is None:
                 out.append(None)
                 continue
-            remote = [seg[0] for seg in gs.segments if seg[0] != self.me]
-            if remote:
-                b.signal_wait(
-                    self.signals,
-                    o * S + s,
-                    int(self._base[o * S + s]) + self._ready_cum[o][k],
-                    comp,
-                    what=f"{self.name} step {k} slot {s} (ready)",
-                    peer=remote[0],
-                )
-            base = self._slot_region(o, s)
+            base = self.summa.slot_base[o]
             rows = gs.hi - gs.lo
             if gs.in_order:
-                arr = self.slots.array[base : base + rows * gs.width].reshape(rows, gs.width)
+                # the slot is the panel: no copy
+                arr = ex.view(k, base, (rows, gs.width))
             else:
                 buf = self._unpack_bufs.get((o, s))
                 need = rows * gs.width
                 if buf is None or buf.size < need:
-                    cap = max(self.slot_elems[o], need)
+                    cap = max(self.summa.slot_elems[o], need)
                     # a private (not symmetric) buffer: backend.empty may be collective
                     buf = self._unpack_bufs[o, s] = self._xp.empty((cap,), self.dtype)
                 arr = buf[:need].reshape(rows, gs.width)
-                slot = self.slots.array[base : base + self.slot_elems[o]]
-                b.launch(comp, _unpack, slot, gs, arr)
+                slot = ex.view(k, base, (self.summa.slot_elems[o],))
+                # slot (senders' segments) -> the panel in local order, zero fill
+                self.backend.launch(self.backend.compute, _unpack, slot, gs, arr)
             out.append(Panel(gs.lo, gs.hi, arr))
         return out
 
     def release(self, k: int) -> None:
         """Acknowledge that step ``k``'s panels are consumed (compute stream)."""
-        b, comp = self.backend, self.backend.compute
-        S = self.S
-        nxt = k + S
-        if nxt >= self.nsteps:
-            return
-        s = nxt % S
-        for o in range(len(self.specs)):
-            gs = self._recv[o][nxt]
-            if gs is None:
-                continue
-            for sender, _, _, _ in gs.segments:
-                if sender != self.me:
-                    idx = self._ack_index(o, s, self.me)
-                    b.signal_op(self.signals, idx, 1, sender, "add", comp)
-        if self._needs_local_slot(nxt):
-            self._release_events[k] = b.record_event(comp)
+        self.exchange.release(k)
+
+    def drop(self) -> None:
+        """Forget the pool after a failure on the host (its signal values are unknown)."""
+        self.exchange.drop()
 
     def finish(self) -> None:
-        """Drain the streams and end the exchange (collective). The pooled buffer and signals
-        stay allocated for the next operator; the signal bases advance by what this exchange
-        added (every increment was waited for, so the counters are known exactly), and a
-        barrier keeps the next exchange from writing a slot that a slower process still reads.
-        """
-        b = self.backend
-        try:
-            b.synchronize()
-        except BaseException:
-            # the counters are unknown now: never reuse this pool
-            _WORKSPACES.pop((id(b), self.channel), None)
-            raise
-        if self._finished:
-            return
-        self._finished = True
-        S = self.S
-        for o in range(len(self.specs)):
-            for s in range(S):
-                last_r = [k for k in range(s, self.nsteps, S)]
-                if last_r:
-                    self._base[o * S + s] += self._ready_cum[o][last_r[-1]]
-        for (o, s, q), total in self._ack_total.items():
-            self._base[self._ack_index(o, s, q)] += total
-        b.barrier()
-
-
-class _Workspace(SlotPool):
-    """Per-backend pool: one symmetric buffer per dtype (grown on demand, as in
-    :class:`ops._slot_pool.SlotPool`) and one signal set with this process's base value of
-    every word (signals here are never reset, so the inherited ``finish``, which zeroes them,
-    is not used). Growing is collective; every process asks for the same sizes because sizes
-    come from the plan."""
-
-    def __init__(self, backend: Any) -> None:
-        super().__init__(backend, "panels")
-        self.base: np.ndarray = np.zeros(0, dtype=np.int64)
-
-    def signals(self, count: int) -> tuple[Any, np.ndarray]:  # type: ignore[override]
-        sig = self.sig
-        if sig is not None and sig.handle is not None and sig.count >= count:
-            return sig, self.base
-        if sig is not None and sig.handle is not None:
-            self.backend.free(sig)
-        cap = max(int(count), 2 * (sig.count if sig is not None else 0), 32)
-        self.sig = self.backend.alloc_signals(cap, name="panels.signals")
-        self.base = np.zeros(cap, dtype=np.int64)
-        return self.sig, self.base
-
-
-_WORKSPACES: dict[tuple[int, str], _Workspace] = {}
-
-
-def _workspace(backend: Any, channel: str) -> _Workspace:
-    ws = _WORKSPACES.get((id(backend), channel))
-    if ws is None or ws.backend is not backend:
-        ws = _WORKSPACES[id(backend), channel] = _Workspace(backend)
-    return ws
+        """Drain the streams and end the exchange (collective; see
+        :func:`~._exchange.finish`)."""
+        self.exchange.finish()
 
 
 def free_workspace(backend: Any) -> None:
-    """Release the pooled panel buffers of every channel of ``backend`` (collective)."""
-    for key in sorted(k for k in _WORKSPACES if k[0] == id(backend)):
-        ws = _WORKSPACES.pop(key)
-        for obj in [*ws.bufs.values(), ws.sig]:
-            if obj is not None and obj.handle is not None:
-                backend.free(obj)
+    """Release the pooled exchange buffers of every channel of ``backend`` (collective)."""
+    _exchange.free_workspace(backend)
 
 
 def run_pipeline(
@@ -888,13 +734,17 @@ def run_pipeline(
     """
     ex = PanelExchange(backend, name, specs, locals_, steps, dtype, num_stages, grid_rank)
     K = len(steps)
-    begin_pipeline(backend, dtype)
-    for k in range(min(ex.S, K)):
-        ex.send(k)
-    for k in range(K):
-        panels = ex.recv(k)
-        update(k, panels)
-        ex.release(k)
-        if k + ex.S < K:
-            ex.send(k + ex.S)
+    try:
+        begin_pipeline(backend, dtype)
+        for k in range(min(ex.S, K)):
+            ex.send(k)
+        for k in range(K):
+            panels = ex.recv(k)
+            update(k, panels)
+            ex.release(k)
+            if k + ex.S < K:
+                ex.send(k + ex.S)
+    except BaseException:
+        ex.drop()  # a host failure mid-pipeline: the signal values are unknown
+        raise
     ex.finish()

@@ -5,6 +5,10 @@ A GEMM pipeline (``gemm.summa_product``) whose ``A`` panel pieces come from the 
 triangle: blocks of the other triangle are their mirror blocks transposed (packed by their
 owner, so the transposed panel is still sent once per receiver), diagonal blocks are
 symmetrised from their referenced triangle.
+
+Communication protocol: GEMM's (the SUMMA plan of ``panels.py`` on the exchange engine of
+``_exchange.py``; see ``gemm.py``): the signals and slots are the same, only the panel pieces
+differ.
 """
 
 from __future__ import annotations

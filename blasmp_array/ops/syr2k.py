@@ -1,6 +1,11 @@
 """Distributed SYR2K/HER2K (PBLAS ``pxsyr2k``/``pxher2k``) on the triangle pipeline of
 ``syrk.py``: four panels per step (``op(A)`` and ``op(B)`` along process rows and down process
-columns) and two products per block."""
+columns) and two products per block.
+
+Communication protocol: SYRK's (the SUMMA plan of ``panels.py`` on the exchange engine of
+``_exchange.py``; see ``syrk.py``): the signals and slots are the same, only the panel pieces
+differ.
+"""
 
 from __future__ import annotations
 

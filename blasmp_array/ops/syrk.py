@@ -7,6 +7,12 @@ column panel ``op(A)[my C-cols, k]`` (the same K-columns of ``op(A)`` distribute
 way); the local update touches only blocks of the triangle: per local block column one GEMM on
 the contiguous run of local rows inside the triangle, and the diagonal block through a small
 GEMM whose triangle is added in place (the other triangle of ``C`` is never written).
+
+Communication protocol: GEMM's (see ``gemm.py``): the SUMMA plan of ``panels.py`` on the one
+exchange engine of ``_exchange.py`` -- per step, each sender ``put_signal``\\ s its segment of
+a panel once into the slot of every receiver (``ready[s, sender]``), receivers wait for the
+plan's cumulative counts on the compute stream, update from the slot and ack the senders of
+step ``k + num_stages`` (``ack[s, receiver]``), who wait for it before reusing the slot.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ A GEMM pipeline (``gemm.summa_product``) whose ``op(A)`` panel pieces are masked
 triangle: blocks outside it are never sent (leading/trailing zero rows of a panel are trimmed,
 zero blocks inside a wide step are filled by the receiver), diagonal blocks are masked by their
 owner (unit diagonal: ones, the stored diagonal is not read).
+
+Communication protocol: GEMM's (the SUMMA plan of ``panels.py`` on the exchange engine of
+``_exchange.py``; see ``gemm.py``): the signals and slots are the same, only the panel pieces
+differ.
 """
 
 from __future__ import annotations

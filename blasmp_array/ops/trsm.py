@@ -9,7 +9,8 @@ when ``unit_diagonal``). Cost: ``m^2 n`` flops for a left solve with ``B`` of sh
 Layering: :func:`solve_triangular` / :func:`trsm` (checks, view folding, blocking) ->
 :class:`_TrsmPipeline` (one driver for all 16 side/uplo/trans/diag variants) -> one step on
 local tiles (``backend.trsm`` on the diagonal block, ``backend.gemm`` for the trailing update)
--> :class:`_SlotChannel` (a pipelined one-sided exchange with ready/ack signals).
+-> two plans over the one-sided exchange engine (:class:`ops._exchange.Exchange`: slots,
+ready/ack signals, the pooled workspace).
 
 Algorithm (blocked, right-looking, look-ahead 1)
 ------------------------------------------------
@@ -54,41 +55,36 @@ Stream order per process (``E_t``: event after the solve of ``X_t``)::
     compute: solve(0), E_0, step(0): wait x_row(0), panel(0); update next block; solve(1),
              E_1; update the rest; ack(0) | step(1) ...
 
-Signal protocol (:class:`_SlotChannel`, one per exchange: ``a_panel`` and ``x_row``)
---------------------------------------------------------------------------------------
-Each channel has a symmetric buffer of ``num_stages`` slots; step ``t`` uses slot
-``s = t mod num_stages`` on every process, and one signal set of ``num_stages + P`` words:
+Signal protocol (two exchanges of :mod:`ops._exchange`, alive at once)
+-------------------------------------------------------------------
+``a_panel`` and ``x_row`` are two :class:`~blasmp_array.ops._exchange.Plan` s run by two
+:class:`~blasmp_array.ops._exchange.Exchange` s on their own pooled channels (``"trsm.panel"``,
+``"trsm.x"``), each with ``num_stages`` slots (step ``t`` uses slot ``s = t mod num_stages``)
+and the engine's one signal discipline (see ``ops/_exchange.py``); every message is *in-slot*:
+the receiver reads the panel (or ``X_k``) straight from its slot, no copy.
 
-* ``ready[s]`` (words ``0 .. num_stages-1``): written by every *sender* with
-  ``put_signal(..., op='add', value=1)`` after each message it puts into slot ``s`` of a
-  receiver; waited for by the *receiver* on its compute stream with the cumulative count of
-  messages it expects in slot ``s`` up to and including step ``t`` (all ranks derive the same
-  plan from the layouts, so the counts are known without communication). Not reset during
-  an operator: counts only grow, and a sender can only add for step ``t + num_stages`` after
-  the receiver's ack for step ``t`` (below), i.e. after the receiver's wait for step ``t``.
-* ``ack[r]`` (word ``num_stages + r``, on a *sender*): written by receiver ``r`` with
-  ``signal_op(..., op='set', value=t+1)`` on its compute stream once it has finished step
-  ``t`` (so slot ``t mod num_stages`` is free on ``r``), to every process that will send it a
-  message at step ``t + num_stages``; waited for by the sender on its comm stream
-  (``>= t - num_stages + 1``) before it puts step ``t``'s messages into ``r``. The value is a
-  step count, so it is monotone within an operator. An ACK is needed because slots are
-  reused; messages of the first ``num_stages`` steps need none.
+* ``ready[s, p]`` (on a receiver, per sender ``p``): ``p`` adds 1 with the ``put_signal`` of
+  each message of step ``t``; the receiver waits on its compute stream -- for ``a_panel`` in
+  the solve or the update of step ``t``, whichever comes first (once per step), for ``x_row``
+  before the update -- until the word reaches the cumulative count of ``p``'s messages into
+  slot ``s``, derived from the plan (every rank builds the same plan from the layouts).
+  A sender that is itself a receiver of its group packs into its own slot; its own streams are
+  ordered by events instead of signals (see ``ops/_exchange.py``).
+* ``ack[s, q]`` (on a sender, per receiver ``q``): ``q`` adds 1 on its compute stream once it
+  has finished step ``t`` (``release(t)``: after the update of step ``t``, or, with
+  ``num_stages == 1``, before the solve of step ``t + 1``, which needs the same slot), to
+  every process that sends it a message at step ``t + num_stages``; the sender waits on its
+  comm stream before it puts step ``t + num_stages`` into ``q``. An ACK is needed because
+  slots are reused; the first ``num_stages`` steps need none.
 
-The sender's pack buffers rotate over ``num_stages`` stages; ``quiet`` on the comm stream after
-each step's puts makes a stage reusable by the (stream-ordered) next pack. The symmetric
-buffer and the signal set are pooled per backend (``ops/_slot_pool.py``, shared with
-Cholesky): at the end of an operator every signal sent to a process has been waited for by
-that process (each ready count and each ack value is waited for exactly), so after
-``synchronize()`` each process zeroes its own words and a barrier separates operators (it
-also keeps the next operator from writing a slot that a slower rank still reads).
-
-Why not :class:`ops.panels.PanelExchange`: TRSM needs two exchanges in flight at once with
-different triggers (``a_panel`` prefetched freely, ``x_row`` only after the solve of ``X_t``,
-which itself needs ``a_panel(t)``'s diagonal block), and look-ahead reads step ``t+1``'s panel
-while step ``t``'s is still in use. The SUMMA exchange sends all its operands of a step
-together, shares one pooled slot region per backend between exchanges and one unpack buffer
-per operand, so it cannot express this order; the channel here is the same ready/ack scheme
-with per-stage unpack buffers.
+Who triggers a send: ``a_panel(t)`` is prefetched (sent two steps ahead, its source ``A`` is
+not written; with ``num_stages == 1`` right after ``release(t - 1)``: the host calls
+``release(t - S)`` before ``send(t)``, as the engine requires for a sender's own slot);
+``x_row(t)`` is sent with ``send(t, after=E_t)``: the comm stream waits for the
+solve of ``X_t``. Staging slots rotate with the steps; the engine's ``quiet`` before a stage is
+repacked completes the puts that read it. The pools are reused by the next call; one
+:func:`ops._exchange.finish` of both exchanges ends the operator (one synchronisation, one host
+``allgather`` of the outcome that separates operators; a timeout raises on every rank).
 
 Deadlock freedom: order messages ``a_panel(t) < x_row(t) < a_panel(t+1)``. Every wait of
 ``a_panel(t)`` is on acks of step ``t - num_stages``, whose completion needs only
@@ -114,7 +110,7 @@ from .._warnings import RedistributionWarning
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
 from ..layout import numroc
 from . import _checks as ck
-from . import _slot_pool as slot_pool
+from . import _exchange as engine
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 
 __all__ = ["trsm", "solve_triangular", "TrsmRedistributionWarning", "free_workspace"]
@@ -517,130 +513,9 @@ def _check_diagonal(A: BlockCyclicArray) -> None:
         )
 
 
-# -- the exchange primitive --------------------------------------------------------------------
-class _SlotChannel:
-    """A pipelined one-sided exchange: ``num_stages`` receive slots + ready/ack signals.
-
-    See the module docstring ("Signal protocol") for who writes and waits on each signal.
-    ``plan[t]`` lists step ``t``'s messages as ``(sender, receivers, dst_offset, pack, size)``:
-    ``pack(out)`` fills the flat contiguous send buffer ``out`` (``size`` elements on the
-    sender) and the same message lands at ``dst_offset`` of the slot of every receiver. All
-    ranks hold the same plan. The channel lives in ``buf[base : base + S * slot]`` and in the
-    signal words ``sig[sig_base : sig_base + S + P]`` (ready words, then one ack word per rank).
-    """
-
-    def __init__(
-        self,
-        backend: Any,
-        name: str,
-        buf: Any,
-        base: int,
-        sig: Any,
-        sig_base: int,
-        slot_elems: int,
-        num_stages: int,
-        plan: Sequence[Sequence[tuple[int, Sequence[int], int, Any, int]]],
-    ) -> None:
-        be = self.be = backend
-        self.name = name
-        self.S = num_stages
-        self.slot = int(slot_elems)
-        self.plan = plan
-        self.buf, self.base = buf, int(base)
-        self.sig, self.ready0, self.ack0 = sig, int(sig_base), int(sig_base) + num_stages
-        me = be.rank
-        T = len(plan)
-        # receiver side: cumulative ready counts per step, senders per step
-        self.ready_target: list[int] = []
-        self.senders: list[set[int]] = []
-        cum = [0] * self.S
-        for t, msgs in enumerate(plan):
-            srcs = set()
-            for sender, receivers, _off, _pack, _n in msgs:
-                if me in receivers:
-                    cum[t % self.S] += 1
-                    srcs.add(sender)
-            self.ready_target.append(cum[t % self.S])
-            self.senders.append(srcs)
-        # sender side: rotating pack buffers sized for the largest step
-        need = max((sum(n for s, _r, _o, _p, n in msgs if s == me) for msgs in plan), default=0)
-        # local scratch, sized per rank: xp.empty, not the (collective on GPU) backend.empty
-        self.pack_bufs = [be.xp.empty(max(need, 1), buf.dtype) for _ in range(min(self.S, T))]
-
-    def receives(self, t: int) -> bool:
-        return bool(self.senders[t])
-
-    def sends(self, t: int) -> bool:
-        return any(m[0] == self.be.rank for m in self.plan[t])
-
-    def _slot0(self, t: int) -> int:
-        return self.base + (t % self.S) * self.slot
-
-    def view(self, t: int, shape: tuple[int, int], offset: int = 0) -> Any:
-        """This process's slot of step ``t`` seen as a C-ordered ``shape`` at ``offset``."""
-        return self.buf.view(shape, self._slot0(t) + offset)
-
-    def send(self, t: int) -> None:
-        """Enqueue on the comm stream: pack and put step ``t``'s messages this process sends."""
-        be, S = self.be, self.S
-        stream = be.comm_stream
-        me = be.rank
-        mine = [m for m in self.plan[t] if m[0] == me]
-        if not mine:
-            return
-        if t >= S:
-            for r in sorted({r for m in mine for r in m[1]}):
-                be.signal_wait(
-                    self.sig,
-                    self.ack0 + r,
-                    t - S + 1,
-                    stream,
-                    what=f"trsm {self.name} step {t}: ack of step {t - S} from rank {r}",
-                    peer=r,
-                )
-        out = self.pack_bufs[t % len(self.pack_bufs)]
-        pos = 0
-        for _s, receivers, off, pack, n in mine:
-            part = out[pos : pos + n]
-            be.launch(stream, pack, part)
-            for r in receivers:
-                be.put_signal(
-                    self.buf,
-                    self._slot0(t) + off,
-                    part,
-                    r,
-                    self.sig,
-                    self.ready0 + t % S,
-                    1,
-                    "add",
-                    stream,
-                )
-            pos += n
-        be.quiet(stream)  # the pack buffer of this stage is reusable S steps later
-
-    def wait(self, t: int, stream: Any) -> None:
-        """Enqueue on ``stream``: wait until all of step ``t``'s messages to me have landed."""
-        if self.receives(t):
-            self.be.signal_wait(
-                self.sig,
-                self.ready0 + t % self.S,
-                self.ready_target[t],
-                stream,
-                what=f"trsm {self.name} step {t}: ready",
-                peer=min(self.senders[t]),
-            )
-
-    def ack(self, t: int, stream: Any) -> None:
-        """Enqueue on ``stream``: tell step ``t + S``'s senders that slot ``t % S`` is free."""
-        u = t + self.S
-        if u < len(self.plan):
-            for q in sorted(self.senders[u]):
-                self.be.signal_op(self.sig, self.ack0 + self.be.rank, t + 1, q, "set", stream)
-
-
 def free_workspace(backend: Any) -> None:
     """Release the pooled TRSM buffers of ``backend`` (collective)."""
-    slot_pool.free(backend, "trsm")
+    engine.free_workspace(backend, "trsm.")
 
 
 # -- the driver ----------------------------------------------------------------------------------
@@ -667,6 +542,7 @@ class _TrsmPipeline:
         ext_o = [
             numroc(lay.shape[1 - ax], lay.block[1 - ax], q, Po, lay.src[1 - ax]) for q in range(Po)
         ]
+        self.ext_o = ext_o
         self.other_ext = ext_o[self.mine_other]
         self.active_other = [q for q in range(Po) if ext_o[q] > 0]
         self.max_other = max(ext_o)
@@ -709,31 +585,35 @@ class _TrsmPipeline:
         return (k, i) if self.transposed else (i, k)
 
     # -- plans --
-    def _panel_plan(self) -> tuple[list[list[Any]], list[Any]]:
-        """Step ``t``'s panel messages, and my group's stack description per step.
+    def _panel_plan(self) -> tuple[engine.Plan, list[Any]]:
+        """Step ``t``'s panel messages (this rank's :class:`~._exchange.Plan`), and my group's
+        stack description per step.
 
         The panel of group ``p`` (the grid row/column holding ``B_i`` for ``i`` in ``blocks``)
         is the stack of ``op(A)``'s pieces in ``p``'s local order. Each sender sends ALL its
-        pieces of the group as one message (one pack, put to every receiver of the group); the
-        messages are concatenated in sender-rank order in the slot. When that order is not the
-        local order (interleaved senders, e.g. transposed pieces on a 2-D grid) the receiver
-        unpacks the slot into a stack buffer.
+        pieces of the group as one in-slot message (one pack, put to every receiver of the
+        group; a sender inside the group packs into its own slot); the messages are
+        concatenated in sender-rank order in the slot. When that order is not the local order
+        (interleaved senders, e.g. transposed pieces on a 2-D grid) the receiver unpacks the
+        slot into a stack buffer.
         """
         A = self.A
         Alay, Agrid = A.layout, A.grid
         me = self.be.rank
-        plan: list[list[Any]] = []
+        steps: list[tuple[engine.Message, ...]] = []
         mine: list[Any] = []  # per step: (lo, rows, unpack map or None) of my group, or None
+        stage = 0
         for t, k in enumerate(self.order):
             ek = self.ext(k)
-            msgs: list[Any] = []
+            msgs: list[engine.Message] = []
+            staged: dict[int, int] = {}  # sender -> elements it stages at this step
             my_stack = None
             for p in range(self.P):
                 _lo, _hi, trail = self.trailing(t, p)
                 blocks = sorted([k, *trail]) if self.owner(k) == p else list(trail)
                 if not blocks or not self.active_other:
                     continue
-                receivers = [self.rank_at(p, q) for q in self.active_other]
+                receivers = tuple(self.rank_at(p, q) for q in self.active_other)
                 by_sender: dict[int, list[int]] = {}
                 for i in blocks:
                     sender = Agrid.rank_of(*Alay.block_owner(*self.stored(i, k)))
@@ -745,16 +625,24 @@ class _TrsmPipeline:
                 for sender in sorted(by_sender):
                     run = by_sender[sender]
                     size = sum(self.ext(i) for i in run) * ek
-                    packer = self._panel_packer(run, k) if sender == me else None
-                    msgs.append((sender, receivers, pos * ek, packer, size))
+                    if sender not in receivers:
+                        staged[sender] = staged.get(sender, 0) + size
+                    if sender == me or me in receivers:
+                        packer = self._panel_packer(run, k) if sender == me else None
+                        msgs.append(
+                            engine.Message(sender, receivers, pos * ek, size, packer, in_slot=True)
+                        )
                     for i in run:
                         unpack.append((pos, self.loc_off(i) - lo, self.ext(i)))
                         pos += self.ext(i)
                 if me in receivers:
                     in_order = all(a == b for a, b, _ in unpack)
                     my_stack = (lo, rows, None if in_order else unpack)
-            plan.append(msgs)
+            stage = max(stage, *staged.values(), 0)
+            steps.append(tuple(msgs))
             mine.append(my_stack)
+        slot = max(self.loc_ext) * self.nb
+        plan = engine.Plan("trsm a_panel", me, self.be.size, tuple(steps), slot, stage)
         return plan, mine
 
     def _panel_packer(self, blocks: list[int], k: int) -> Any:
@@ -786,21 +674,29 @@ class _TrsmPipeline:
 
         return pack
 
-    def _x_plan(self) -> list[list[tuple[int, list[int], int, Any, int]]]:
-        plan = []
+    def _x_plan(self) -> engine.Plan:
+        """``# X[k, :] -> grid column`` (left; grid row for right): step ``t``'s solved block
+        from its owners to the processes of their grid column that still hold blocks after
+        ``k`` (one in-slot message per grid column; the receivers read it in the slot)."""
+        me = self.be.rank
+        steps: list[tuple[engine.Message, ...]] = []
         for t, k in enumerate(self.order):
             pk = self.owner(k)
             needy = [p for p in range(self.P) if p != pk and self.trailing(t, p)[2]]
-            msgs: list[tuple[int, list[int], int, Any, int]] = []
+            msgs: list[engine.Message] = []
             if needy:
                 for q in self.active_other:
                     sender = self.rank_at(pk, q)
-                    receivers = [self.rank_at(p, q) for p in needy]
-                    n_el = self.ext(k) * (self.other_ext if sender == self.be.rank else 0)
-                    packer = self._x_packer(k) if sender == self.be.rank else None
-                    msgs.append((sender, receivers, 0, packer, n_el))
-            plan.append(msgs)
-        return plan
+                    receivers = tuple(self.rank_at(p, q) for p in needy)
+                    if sender == me or me in receivers:
+                        packer = self._x_packer(k) if sender == me else None
+                        size = self.ext(k) * self.ext_o[q]
+                        msgs.append(
+                            engine.Message(sender, receivers, 0, size, packer, in_slot=True)
+                        )
+            steps.append(tuple(msgs))
+        size = self.nb * self.max_other if self.P > 1 else 0
+        return engine.Plan("trsm x_row", me, self.be.size, tuple(steps), size, size)
 
     def _x_packer(self, k: int) -> Any:
         xk = self.xblock(self.loc_off(k), self.loc_off(k) + self.ext(k))
@@ -817,34 +713,28 @@ class _TrsmPipeline:
     # -- the pipeline --
     def run(self) -> None:
         be, spec = self.be, self.spec
-        comp, comm = be.compute, be.comm_stream
+        comp = be.compute
         S = spec.num_stages
         lookahead = S >= 2
         T, order = self.K, self.order
         active = self.other_ext > 0
-        # one pooled symmetric buffer and signal set for both exchanges
-        slot_a = max(self.loc_ext) * self.nb
-        slot_x = self.nb * self.max_other
-        P = be.size
-        ws = slot_pool.pool(be, "trsm")
-        buf = ws.buffer(self.X.dtype, S * (slot_a + slot_x))
-        sig = ws.signals(2 * (S + P))
+        dtype = self.X.dtype
         plan, self._stacks = self._panel_plan()
-        panel = _SlotChannel(be, "a_panel", buf, 0, sig, 0, slot_a, S, plan)
+        # two exchanges alive at once, each on its own pooled channel
+        panel = engine.Exchange(be, plan, dtype, engine.CallKernels(), S, channel="trsm.panel")
+        xrow = engine.Exchange(be, self._x_plan(), dtype, engine.CallKernels(), S, "trsm.x")
         nbufs = min(S, T) if any(st and st[2] for st in self._stacks) else 0
-        self._unpack_bufs = [be.xp.empty(slot_a, self.X.dtype) for _ in range(nbufs)]
+        self._unpack_bufs = [be.xp.empty(plan.slot_elems, dtype) for _ in range(nbufs)]
         self._stack_memo: dict[int, tuple[int, Any]] = {}
-        xrow = _SlotChannel(be, "x_row", buf, S * slot_a, sig, S + P, slot_x, S, self._x_plan())
         try:
-            begin_pipeline(be, self.X.dtype)
+            begin_pipeline(be, dtype)
             if spec.alpha != 1 and active:
                 be.launch(comp, be.xp.multiply, self.X._data, spec.alpha, self.X._data)
             panel.send(0)
             self._solve(0, panel)
             if xrow.sends(0):
-                be.wait_event(comm, be.record_event(comp))
-                xrow.send(0)
-            if T > 1:
+                xrow.send(0, after=be.record_event(comp))
+            if T > 1 and lookahead:
                 panel.send(1)
             for t in range(T):
                 lo, hi, _blocks = self.trailing(t, self.me)
@@ -852,7 +742,7 @@ class _TrsmPipeline:
                 nxt = order[t + 1] if t + 1 < T else None
                 ahead = lookahead and work and nxt is not None and self.owner(nxt) == self.me
                 if work:
-                    xrow.wait(t, comp)
+                    xrow.recv(t)
                     a_stack = self._stack(panel, t)
                     xk = self._xk(xrow, t)
                     if ahead:
@@ -868,31 +758,33 @@ class _TrsmPipeline:
                         self._update(a_stack, xk, lo, hi)
                 # slots of step t are free on this process (with num_stages == 1 before the
                 # solve below, which waits for step t + 1's panel in the same slot)
-                panel.ack(t, comp)
-                xrow.ack(t, comp)
+                panel.release(t)
+                xrow.release(t)
+                if nxt is not None and not lookahead:
+                    panel.send(t + 1)  # one slot: step t + 1's panel once step t released it
                 if nxt is not None and not ahead:
                     self._solve(t + 1, panel)
                     solved = be.record_event(comp)
                 if nxt is not None:
                     if xrow.sends(t + 1):
-                        be.wait_event(comm, solved)  # X_{t+1} solved -> send it
-                        xrow.send(t + 1)
-                    if t + 2 < T:
+                        xrow.send(t + 1, after=solved)  # X_{t+1} solved -> send it
+                    if lookahead and t + 2 < T:
                         panel.send(t + 2)
-            ws.finish(2 * (S + P))
         except BaseException:
-            slot_pool.drop(be, "trsm")  # signal values unknown: never reuse this pool
+            panel.drop()  # signal values unknown: never reuse these pools
+            xrow.drop()
             raise
+        engine.finish([panel, xrow])
 
-    def _xk(self, xrow: _SlotChannel, t: int) -> Any:
-        """``X_k`` on this process: its own rows of X, or the received copy."""
+    def _xk(self, xrow: engine.Exchange, t: int) -> Any:
+        """``X_k`` on this process: its own rows of X, or the received copy (in the slot)."""
         k = self.order[t]
         if self.owner(k) == self.me:
             return self.xblock(self.loc_off(k), self.loc_off(k) + self.ext(k))
         shape = (self.ext(k), self.other_ext) if self.ax == 0 else (self.other_ext, self.ext(k))
-        return xrow.view(t, shape)
+        return xrow.view(t, 0, shape)
 
-    def _solve(self, t: int, panel: _SlotChannel) -> None:
+    def _solve(self, t: int, panel: engine.Exchange) -> None:
         """Enqueue on compute: wait for step ``t``'s panel and solve my part of ``X_k``."""
         k = self.order[t]
         if self.owner(k) != self.me or self.other_ext == 0:
@@ -913,7 +805,7 @@ class _TrsmPipeline:
             be.compute,
         )
 
-    def _stack(self, panel: _SlotChannel, t: int) -> tuple[int, Any]:
+    def _stack(self, panel: engine.Exchange, t: int) -> tuple[int, Any]:
         """Enqueue (once per step) the wait for step ``t``'s panel and its unpack; return
         ``(lo, stack)``: ``stack[r]`` holds the piece row of my local row ``lo + r``."""
         got = self._stack_memo.get(t)
@@ -921,8 +813,8 @@ class _TrsmPipeline:
             return got
         lo, rows, unpack = self._stacks[t]
         ek = self.ext(self.order[t])
-        panel.wait(t, self.be.compute)
-        slot = panel.view(t, (rows, ek))
+        panel.recv(t)
+        slot = panel.view(t, 0, (rows, ek))
         if unpack is None:
             stack = slot
         else:

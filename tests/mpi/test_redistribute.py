@@ -472,7 +472,7 @@ def test_missing_signal_times_out_on_every_rank(monkeypatch):
     for part in (
         "redistribute step 0",
         f"ready[slot 0, sender {sender}]",
-        "panels.signals[",
+        "exchange.signals[",
         f"peer {sender}",
     ):
         assert part in text, (part, text)
