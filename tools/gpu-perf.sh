@@ -13,7 +13,9 @@
 #   redist4  A.T.resolve() and A.redistribute(block=1024) from block 2048 on 4 ranks (2x2, MPS),
 #            n=$N: GB/s of the matrix moved (issue 13), every element checked (--check)
 # Usage (repository root, wheels in .whl/):  OUT=/some/dir tools/gpu-perf.sh [PHASE...]
-#   phases: gemm1 trsm1 gemm4 trace4 face1 faces face4 redist4 (default: gemm1 trsm1 gemm4 trace4)
+#   trsm4/chol4  TRSM / Cholesky on 4 ranks (2x2, MPS), n=$N, block $BLOCK4
+#   chol1/lu1    Cholesky (n=$N) / LU (n=$NSMALL) on 1 rank, default block, against CuPy
+#   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
 # Results: $OUT/perf-<phase>.json (the bench command's records), .log next to them; a summary last.
@@ -39,6 +41,10 @@ for p in "${phases[@]}"; do
     gemm1) bench gemm1 1 gemm --n "$n" --block "$block" --repeat "$repeat" --compare --baselines "$baselines" ;;
     trsm1) bench trsm1 1 trsm --n "$n" --block "$block" --repeat "$repeat" --compare --baselines "$baselines" ;;
     gemm4) bench gemm4 4 gemm --n "$n" --block "$block4" --grid 2x2 --repeat "$repeat" ;;
+    trsm4) bench trsm4 4 trsm --n "$n" --block "$block4" --grid 2x2 --repeat "$repeat" ;;
+    chol1) bench chol1 1 cholesky --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
+    chol4) bench chol4 4 cholesky --n "$n" --block "$block4" --grid 2x2 --repeat "$repeat" ;;
+    lu1) bench lu1 1 lu --n "$nsmall" --repeat "$repeat" --compare --baselines "$baselines" ;;
     trace4) bench trace4 4 gemm --n "$n" --block "$block4" --grid 2x2 --repeat 1 \
               --trace "$out/perf-trace4.trace.json" ;;
     face1) bench face1 1 "$face" --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
@@ -47,7 +53,7 @@ for p in "${phases[@]}"; do
     face4) bench face4 4 matmul_ata,solve_triangular --n "$n" --grid 2x2 --repeat "$repeat" ;;
     redist4) bench redist4 4 transpose,redistribute --n "$n" --block 2048 --grid 2x2 \
                --to-grid 2x2 --to-block 1024 --repeat "$repeat" --check --profile ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trace4 face1 faces face4 redist4)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"

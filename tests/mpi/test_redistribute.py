@@ -492,3 +492,41 @@ def test_warmup_path_of_lazily_compiled_backends(monkeypatch):
     assert_holds(rd.transpose(A, conjugate=True), a.conj().T, grid=grid, block=(3, 2))
     sample = f"{rd.__name__}._warm_redistribute"
     assert (sample, np.dtype(np.complex128)) in grid.backend._warmed_kernels
+
+
+def _symmetric_bytes(backend) -> tuple[int, int]:
+    """(bytes of symmetric memory this rank holds now, most it ever held): the GPU backend keeps
+    arrays and workspaces on the NVSHMEM heap; the CPU backend keeps only workspaces in MPI
+    windows (its arrays are NumPy memory), so its peak is the live total."""
+    allocs = getattr(backend, "_allocs", None)
+    if allocs is not None:
+        return sum(a.nbytes for a in allocs.values()), backend._heap_peak
+    live = sum(o.array.nbytes for o in backend._live.values())
+    return live, live
+
+
+def test_repeated_redistributions_hold_memory_flat():
+    """200 redistributions and transposes allocate nothing beyond what the first few needed:
+    destinations die and are reused, the exchange's workspace is pooled (issue 13)."""
+    n = 96
+    a = random_matrix((n, n), np.float64, seed=7)
+    A = build(a, grid_of(bm.square_grid_shape(SIZE)), 8)
+    backend = A.grid.backend
+    dst = grid_of((1, SIZE))
+
+    def one_round():
+        B = rd.redistribute(A, grid=dst, block=(5, 3))
+        T = rd.transpose(A)
+        return any(bool(np.isnan(X.backend.asnumpy(X._data)).any()) for X in (B, T))
+
+    poisoned = any(one_round() for _ in range(10))
+    backend.synchronize()
+    live0, peak0 = _symmetric_bytes(backend)
+    poisoned |= any(one_round() for _ in range(190))
+    backend.synchronize()
+    live, peak = _symmetric_bytes(backend)
+    result = COMM.allgather((poisoned, live0, peak0, live, peak))
+    assert not any(r[0] for r in result), "an exchange left a NaN-poisoned element"
+    for rank, (_, l0, p0, l1, p1) in enumerate(result):
+        assert p1 == p0, f"rank {rank}: symmetric heap peak grew from {p0} to {p1} bytes"
+        assert l1 <= l0, f"rank {rank}: live symmetric memory grew from {l0} to {l1} bytes"
