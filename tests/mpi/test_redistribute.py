@@ -494,15 +494,19 @@ def test_warmup_path_of_lazily_compiled_backends(monkeypatch):
     assert (sample, np.dtype(np.complex128)) in grid.backend._warmed_kernels
 
 
-def _symmetric_bytes(backend) -> tuple[int, int]:
-    """(bytes of symmetric memory this rank holds now, most it ever held): the GPU backend keeps
-    arrays and workspaces on the NVSHMEM heap; the CPU backend keeps only workspaces in MPI
-    windows (its arrays are NumPy memory), so its peak is the live total."""
+def _memory_bytes(backend) -> tuple[int, int, int]:
+    """(bytes of symmetric memory this rank holds now, most it ever held, bytes in use in CuPy's
+    pool): the GPU backend keeps arrays and workspaces on the NVSHMEM heap and temporaries in
+    CuPy's pool; the CPU backend keeps only workspaces in MPI windows (its arrays are NumPy
+    memory), so its peak is the live total and it has no pool."""
     allocs = getattr(backend, "_allocs", None)
     if allocs is not None:
-        return sum(a.nbytes for a in allocs.values()), backend._heap_peak
+        import cupy
+
+        pool = cupy.get_default_memory_pool().used_bytes()
+        return sum(a.nbytes for a in allocs.values()), backend._heap_peak, pool
     live = sum(o.array.nbytes for o in backend._live.values())
-    return live, live
+    return live, live, 0
 
 
 def test_repeated_redistributions_hold_memory_flat():
@@ -521,12 +525,12 @@ def test_repeated_redistributions_hold_memory_flat():
 
     poisoned = any(one_round() for _ in range(10))
     backend.synchronize()
-    live0, peak0 = _symmetric_bytes(backend)
+    before = _memory_bytes(backend)
     poisoned |= any(one_round() for _ in range(190))
     backend.synchronize()
-    live, peak = _symmetric_bytes(backend)
-    result = COMM.allgather((poisoned, live0, peak0, live, peak))
+    result = COMM.allgather((poisoned, before, _memory_bytes(backend)))
     assert not any(r[0] for r in result), "an exchange left a NaN-poisoned element"
-    for rank, (_, l0, p0, l1, p1) in enumerate(result):
+    for rank, (_, (l0, p0, c0), (l1, p1, c1)) in enumerate(result):
         assert p1 == p0, f"rank {rank}: symmetric heap peak grew from {p0} to {p1} bytes"
         assert l1 <= l0, f"rank {rank}: live symmetric memory grew from {l0} to {l1} bytes"
+        assert c1 <= c0, f"rank {rank}: CuPy's pool grew from {c0} to {c1} bytes in use"
