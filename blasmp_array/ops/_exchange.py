@@ -129,7 +129,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..backends.base import SignalTimeoutError
+from ..backends.base import Backend, SignalTimeoutError
 from ._warmup import begin_pipeline
 
 __all__ = [
@@ -229,7 +229,7 @@ class Workspace:
     """One channel's pool on one backend: one symmetric buffer per dtype and one signal set
     with this process's base value of every word (grown on demand, collectively)."""
 
-    def __init__(self, backend: Any, channel: str) -> None:
+    def __init__(self, backend: Backend, channel: str) -> None:
         self.backend = backend
         self.channel = channel
         self.bufs: dict[np.dtype, Any] = {}
@@ -274,7 +274,7 @@ class Workspace:
 _WORKSPACES: dict[tuple[int, str], Workspace] = {}
 
 
-def workspace(backend: Any, channel: str) -> Workspace:
+def workspace(backend: Backend, channel: str) -> Workspace:
     """The pool of ``channel`` on ``backend`` (created empty on first use)."""
     ws = _WORKSPACES.get((id(backend), channel))
     if ws is None or ws.backend is not backend:
@@ -282,12 +282,12 @@ def workspace(backend: Any, channel: str) -> Workspace:
     return ws
 
 
-def drop_workspace(backend: Any, channel: str) -> None:
+def drop_workspace(backend: Backend, channel: str) -> None:
     """Forget a channel's pool after a failure (its counters are unknown); not collective."""
     _WORKSPACES.pop((id(backend), channel), None)
 
 
-def free_workspace(backend: Any, prefix: str = "") -> None:
+def free_workspace(backend: Backend, prefix: str = "") -> None:
     """Release the pools of ``backend`` whose channel starts with ``prefix`` (collective)."""
     for key in sorted(k for k in _WORKSPACES if k[0] == id(backend) and k[1].startswith(prefix)):
         _WORKSPACES.pop(key).release()
@@ -300,7 +300,7 @@ class Exchange:
 
     def __init__(
         self,
-        backend: Any,
+        backend: Backend,
         plan: Plan,
         dtype: Any,
         kernels: Kernels,
@@ -568,7 +568,9 @@ def finish(exchanges: Iterable[Exchange]) -> None:
         ex._advance()
 
 
-def run_plan(backend: Any, plan: Plan, dtype: Any, kernels: Kernels, num_stages: int = 2) -> None:
+def run_plan(
+    backend: Backend, plan: Plan, dtype: Any, kernels: Kernels, num_stages: int = 2
+) -> None:
     """Run ``plan`` to completion (collective): prefetch ``num_stages`` steps, then
     recv / release / send; returns after :meth:`Exchange.finish`."""
     dt = np.dtype(dtype)

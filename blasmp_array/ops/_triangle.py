@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
 from ._warmup import sample_matrix, warmup_kernels
 
@@ -176,7 +177,7 @@ def mirror_triangle(xp: Any, c: Any, uplo: str, conjugate: bool, panel: int | No
 
 
 @warmup_kernels
-def _warm_triangles(backend: Any, xp: Any, dtype: np.dtype) -> None:
+def _warm_triangles(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     """SYRK's scaled triangle (zero and non-zero beta), ``check_finite`` (masked and whole
     panels, the combined flags), the masks from index vectors, the symmetric fill."""
     n = 6

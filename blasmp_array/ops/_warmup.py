@@ -45,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.base import Backend
+
 __all__ = ["begin_pipeline", "warmup_kernels", "registered_samples", "sample_matrix"]
 
 #: ``sample(backend, xp, dtype)``: launches a module's kernels once on tiny arrays
@@ -95,7 +97,7 @@ def sample_matrix(xp: Any, dtype: Any, n: int = 6) -> Any:
     return xp.asarray(np.arange(n * n, dtype=np.float64).reshape(n, n)).astype(dtype)
 
 
-def begin_pipeline(backend: Any, dtype: Any) -> None:
+def begin_pipeline(backend: Backend, dtype: Any) -> None:
     """Warm the kernels of ``dtype`` (each registered sample once per backend and dtype), then
     ``backend.begin()``."""
     if backend.jit_kernels:
@@ -103,7 +105,7 @@ def begin_pipeline(backend: Any, dtype: Any) -> None:
     backend.begin()
 
 
-def _warm(backend: Any, dt: np.dtype) -> None:
+def _warm(backend: Backend, dt: np.dtype) -> None:
     _import_ops()
     warmed: set[tuple[str, np.dtype]] = backend.__dict__.setdefault("_warmed_kernels", set())
     todo = [
@@ -132,7 +134,7 @@ def _import_ops() -> None:
 
 
 @warmup_kernels
-def _backend_blas3(backend: Any, xp: Any, dtype: np.dtype) -> None:
+def _backend_blas3(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     """The backend's BLAS3 kernels on strided operands and outputs (copied to and from
     contiguous work arrays), with zero and non-zero scalars (alpha == 0 only scales a
     triangle)."""

@@ -102,6 +102,7 @@ import numpy as np
 
 from .._dispatch import implements
 from ..array import BlockCyclicArray, check_dtype
+from ..backends.base import Backend
 from . import _checks as ck
 from . import _exchange as engine
 from ._triangle import zero_triangle
@@ -690,7 +691,7 @@ def _copy_into(out: Any, tile: Any) -> None:
 
 
 @warmup_kernels
-def _sample(backend: Any, xp: Any, dtype: np.dtype) -> None:
+def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     """The tile channel's copies (strided tile -> flat slot, and back) and the zero fill of the
     other triangle; potrf is warmed per block size by ``_CholeskyPipeline._warm``."""
     local = sample_matrix(xp, dtype)
@@ -703,6 +704,6 @@ def _sample(backend: Any, xp: Any, dtype: np.dtype) -> None:
 
 
 # -- pooled workspace ----------------------------------------------------------------------------
-def free_workspace(backend: Any) -> None:
+def free_workspace(backend: Backend) -> None:
     """Release the pooled Cholesky buffers of ``backend`` (collective)."""
     engine.free_workspace(backend, "cholesky.")

@@ -23,6 +23,7 @@ import numpy as np
 
 from .._alloc import new_array
 from ..array import BlockCyclicArray
+from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
 from . import _checks as ck
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
@@ -64,7 +65,7 @@ def _scale(c: Any, beta: Any, mask: Any) -> None:
 
 
 @warmup_kernels
-def _warm_scale(backend: Any, xp: Any, dtype: np.dtype) -> None:
+def _warm_scale(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     """:func:`_scale`: ``C := beta C`` with zero and non-zero beta, on a whole contiguous
     matrix, a strided block and under a boolean mask."""
     n = 6
@@ -76,7 +77,7 @@ def _warm_scale(backend: Any, xp: Any, dtype: np.dtype) -> None:
         _scale(local.copy(), beta, mask)
 
 
-def scale_local(backend: Any, c: Any, beta: Any, mask: Any = None) -> None:
+def scale_local(backend: Backend, c: Any, beta: Any, mask: Any = None) -> None:
     """Enqueue ``c := beta c`` (on ``mask`` only if given) on the compute stream."""
     if beta == 1 or c.size == 0:
         return

@@ -93,6 +93,7 @@ import numpy as np
 
 from .._dispatch import implements
 from ..array import BlockCyclicArray, check_dtype
+from ..backends.base import Backend
 from . import _checks as ck
 from ._exchange import Message, Plan, run_plan
 from ._warmup import warmup_kernels
@@ -592,7 +593,7 @@ class _RowKernels:
 
 
 @warmup_kernels
-def _sample(backend: Any, xp: Any, dtype: np.dtype) -> None:
+def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     """Row packs/unpacks of the interchange plans (index arrays), and the panel/block puts."""
     src = xp.zeros((4, 3), dtype)
     out = xp.zeros(6, dtype)

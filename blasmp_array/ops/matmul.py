@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..array import BlockCyclicArray
+from ..backends.base import Backend
 from . import _checks as ck
 from ._triangle import mirror_triangle, triangle_mask
 from ._warmup import sample_matrix, warmup_kernels
@@ -109,7 +110,7 @@ def fill_symmetric(C: BlockCyclicArray, uplo: str, hermitian: bool) -> BlockCycl
 
 
 @warmup_kernels
-def _warm_symmetric_fill(backend: Any, xp: Any, dtype: Any) -> None:
+def _warm_symmetric_fill(backend: Backend, xp: Any, dtype: Any) -> None:
     """The select of :func:`fill_symmetric` (the inverted mask included)."""
     n = 6
     local = sample_matrix(xp, dtype, n)

@@ -110,6 +110,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
 from . import _exchange
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
@@ -142,7 +143,7 @@ def compose_op(inner: str, outer: str) -> str:
     return {(False, False): "N", (True, False): "T", (True, True): "C", (False, True): "R"}[(t, c)]
 
 
-def default_step_width(backend: Any) -> int:
+def default_step_width(backend: Backend) -> int:
     """Target step width for the backend (aggregate narrow K-blocks into wide steps)."""
     return DEFAULT_STEP_WIDTH.get(getattr(backend, "name", "cpu"), 256)
 
@@ -490,7 +491,7 @@ def _unpack(slot: Any, gs: GroupStep, panel: Any) -> None:
 
 
 @warmup_kernels
-def _warm_pack_unpack(backend: Any, xp: Any, dtype: np.dtype) -> None:
+def _warm_pack_unpack(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     """:func:`_pack` for every mask and op, on a strided 4x4 block and on full (contiguous)
     rows; :func:`_unpack` of a slot into a strided panel region, with zero fill of another."""
     n = 6
@@ -632,7 +633,7 @@ class PanelExchange:
 
     def __init__(
         self,
-        backend: Any,
+        backend: Backend,
         name: str,
         specs: Sequence[PanelSpec],
         locals_: Sequence[Any],
@@ -711,13 +712,13 @@ class PanelExchange:
         self.exchange.finish()
 
 
-def free_workspace(backend: Any) -> None:
+def free_workspace(backend: Backend) -> None:
     """Release the pooled exchange buffers of every channel of ``backend`` (collective)."""
     _exchange.free_workspace(backend)
 
 
 def run_pipeline(
-    backend: Any,
+    backend: Backend,
     name: str,
     specs: Sequence[PanelSpec],
     locals_: Sequence[Any],

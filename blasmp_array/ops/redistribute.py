@@ -82,6 +82,7 @@ import numpy as np
 
 from .._alloc import new_array
 from ..array import BlockCyclicArray
+from ..backends.base import Backend
 from ..grid import ProcessGrid
 from ..layout import BlockCyclicLayout
 from . import _exchange as engine
@@ -290,7 +291,7 @@ def _check_stages(num_stages: Any) -> int:
     return int(num_stages)
 
 
-def _check_transport(transport: Any, backend: Any) -> str:
+def _check_transport(transport: Any, backend: Backend) -> str:
     if transport is None:
         return TRANSPORT.get(backend.name, "onesided")
     if transport not in TRANSPORTS:
@@ -358,7 +359,7 @@ def _exchange(
     dst_local: Any,
     dst_layout: BlockCyclicLayout,
     dst_rank_of: RankOf,
-    backend: Any,
+    backend: Backend,
     *,
     conjugate: bool = False,
     memory_budget: int = MEMORY_BUDGET_BYTES,
@@ -509,7 +510,7 @@ _PLAN_CACHE_SIZE = 32
 
 
 def _plan(
-    backend: Any,
+    backend: Backend,
     src_layout: BlockCyclicLayout,
     src_ranks: RankTable,
     dst_layout: BlockCyclicLayout,
@@ -699,7 +700,7 @@ class _Kernels:
 
 
 @warmup_kernels(any_dtype=True)
-def _warm_redistribute(backend: Any, xp: Any, dtype: np.dtype) -> None:
+def _warm_redistribute(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     """Every kernel variant of :class:`_Kernels`' pack/unpack/local once, on 6x6 arrays:
     C-ordered and transposed sources, contiguous and strided rectangles, slices and index
     arrays, with and without conjugation."""
@@ -734,7 +735,7 @@ def _exchange_alltoallv(
     dst_local: Any,
     dst_layout: BlockCyclicLayout,
     dst_rank_of: RankOf,
-    backend: Any,
+    backend: Backend,
     *,
     conjugate: bool = False,
     memory_budget: int = MEMORY_BUDGET_BYTES,

@@ -17,6 +17,7 @@ from typing import Any
 
 from .._alloc import new_array
 from ..array import BlockCyclicArray
+from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
 from . import _checks as ck
 from ._triangle import mirror_triangle
@@ -180,7 +181,7 @@ def _symmetrised(xp: Any, x: Any, view: str, uplo: str, out: Any) -> None:
 
 
 @warmup_kernels
-def _warm_symmetrised(backend: Any, xp: Any, dtype: Any) -> None:
+def _warm_symmetrised(backend: Backend, xp: Any, dtype: Any) -> None:
     """:func:`_symmetrised` for both triangles and every view."""
     n = 6
     local = sample_matrix(xp, dtype, n)

@@ -25,6 +25,7 @@ import numpy as np
 
 from .._alloc import new_array
 from ..array import BlockCyclicArray
+from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
 from . import _checks as ck
 from ._triangle import scale_triangle, triangle_mask
@@ -54,7 +55,7 @@ def _diag_add(xp: Any, c_blk: Any, t: Any, uplo: str) -> None:
 
 
 @warmup_kernels
-def _warm_diagonal(backend: Any, xp: Any, dtype: np.dtype) -> None:
+def _warm_diagonal(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     """:func:`_diag_add` into a strided and a contiguous block, both triangles; the zeroed
     imaginary part of HERK's diagonal."""
     n = 6

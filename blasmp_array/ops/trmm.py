@@ -17,6 +17,7 @@ from typing import Any
 
 from .._alloc import new_array
 from ..array import BlockCyclicArray
+from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
 from . import _checks as ck
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
@@ -178,7 +179,7 @@ def _copy_op(xp: Any, x: Any, op: str, out: Any) -> None:
 
 
 @warmup_kernels
-def _warm_copy_op(backend: Any, xp: Any, dtype: Any) -> None:
+def _warm_copy_op(backend: Backend, xp: Any, dtype: Any) -> None:
     """:func:`_copy_op` for every op (the triangle does not enter it)."""
     n = 6
     local = sample_matrix(xp, dtype, n)

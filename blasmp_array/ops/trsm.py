@@ -108,6 +108,7 @@ import numpy as np
 from .._alloc import new_array
 from .._warnings import RedistributionWarning
 from ..array import SUPPORTED_DTYPES, BlockCyclicArray
+from ..backends.base import Backend
 from ..layout import numroc
 from . import _checks as ck
 from . import _exchange as engine
@@ -513,7 +514,7 @@ def _check_diagonal(A: BlockCyclicArray) -> None:
         )
 
 
-def free_workspace(backend: Any) -> None:
+def free_workspace(backend: Backend) -> None:
     """Release the pooled TRSM buffers of ``backend`` (collective)."""
     engine.free_workspace(backend, "trsm.")
 
@@ -844,7 +845,7 @@ def _unpack(slot: Any, stack: Any, moves: Sequence[tuple[int, int, int]]) -> Non
 
 
 @warmup_kernels
-def _warm_trsm(backend: Any, xp: Any, dtype: np.dtype) -> None:
+def _warm_trsm(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     """``X := alpha X``; :func:`_unpack` of stacks of rows; the packs of (transposed)
     rectangles of A's panels and of X's rows."""
     n = 6
