@@ -273,21 +273,20 @@ def solve(
     overwrite_a: bool = False,
     overwrite_b: bool = False,
     check_finite: bool = True,
-    assume_a: str = "pos",
+    assume_a: str = "gen",
 ) -> BlockCyclicArray:
-    """Solve ``a x = b`` for a Hermitian positive definite ``a`` (SciPy's ``solve`` with
-    ``assume_a='pos'``). Collective.
+    """Solve ``a x = b`` (SciPy's ``solve``). Collective.
 
-    Cholesky factorisation (:func:`cho_factor`) then :func:`cho_solve` for ``assume_a='pos'``
-    (the default here, unlike SciPy). ``'gen'`` runs LU with partial pivoting
+    ``assume_a='gen'`` (the default, as in SciPy) runs LU with partial pivoting
     (:func:`blasmp_array.ops.lu.solve`; ``lower`` is then ignored), and so do ``'sym'`` and
-    ``'her'`` until a symmetric-indefinite factorisation exists; other values raise
-    ``NotImplementedError`` on every rank.
+    ``'her'`` until a symmetric-indefinite factorisation exists. ``'pos'`` (a Hermitian
+    positive definite ``a``, about half of LU's flops) runs Cholesky (:func:`cho_factor`)
+    then :func:`cho_solve`. Other values raise ``NotImplementedError`` on every rank.
 
     Parameters
     ----------
     a : BlockCyclicArray
-        ``n x n``; only the ``lower`` (default: upper) triangle is read.
+        ``n x n``; for ``'pos'`` only the ``lower`` (default: upper) triangle is read.
     b : BlockCyclicArray
         ``n x k`` right-hand sides on ``a``'s grid.
     lower, overwrite_a, overwrite_b, check_finite
@@ -309,7 +308,7 @@ def solve(
 
     Notes
     -----
-    ``n^3 / 3 + 2 n^2 k`` flops.
+    ``n^3 / 3 + 2 n^2 k`` flops for ``'pos'``, ``2 n^3 / 3 + 2 n^2 k`` for LU.
     """
     if isinstance(assume_a, str) and assume_a.lower() in _LU:
         from . import lu

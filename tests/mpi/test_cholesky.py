@@ -159,7 +159,7 @@ def test_not_positive_definite(grid, where, lower):
     assert np.array_equal(A.to_numpy(), before, equal_nan=True), "input modified on failure"
     B = bm.from_numpy(np.ones((n, 1)), block=(nb, 1), grid=grid)
     with pytest.raises(np.linalg.LinAlgError, match=f"order {expect} "):
-        solve(A, B, lower=lower)
+        solve(A, B, lower=lower, assume_a="pos")
     # the pooled buffers and signals survive a failure
     good = bm.from_numpy(stored(spd(n, np.float64), lower), block=(nb, nb), grid=grid)
     ok, _ = factor_ok(spd(n, np.float64), cholesky(good, lower=lower).to_numpy(), lower, np.float64)

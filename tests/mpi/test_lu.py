@@ -154,6 +154,9 @@ def test_lu_solve_and_solve(grid, dtype):
     X = np.linalg.solve(A, B)
     assert isinstance(X, bm.BlockCyclicArray)
     assert solve_ok(a, x, piv, X.to_numpy(), b, dtype)[0]
+    # SciPy's default assume_a='gen': a non-symmetric a is solved, not refused
+    X = bm.linalg.solve(A, B)
+    assert solve_ok(a, x, piv, X.to_numpy(), b, dtype)[0]
     assert np.array_equal(B.to_numpy(), b) and np.array_equal(A.to_numpy(), a)
 
 
