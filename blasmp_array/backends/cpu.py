@@ -98,10 +98,17 @@ class CPUStream(Stream):
     After an item raises, the stream records the error and drops the work enqueued after it
     (markers, i.e. events, are still set so that other streams do not wait forever) until the
     backend's ``synchronize()`` collects the error.
+
+    ``inline=True`` (a backend of one process): no thread; every closure runs at once on the
+    calling thread, with the same error rule. Host order is then the execution order of both
+    streams, which every operator's protocol already allows (a rank puts and signals a step
+    before it waits for it, and acknowledges a step before it waits for that acknowledgement),
+    and it saves the thread handoffs that dominate small calls (about 0.1 ms each).
     """
 
-    def __init__(self, name: str, on_error: Callable[[], None]) -> None:
+    def __init__(self, name: str, on_error: Callable[[], None], inline: bool = False) -> None:
         self.name = name
+        self.inline = inline
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -117,12 +124,27 @@ class CPUStream(Stream):
                     self._thread = t
 
     def enqueue(self, fn: Callable[..., Any], *args: Any) -> None:
+        if self.inline:
+            self._execute(fn, args)
+            return
         self._ensure_started()
         self._queue.put((fn, args))
 
     def mark(self, event: CPUEvent) -> None:
+        if self.inline:
+            event.set()
+            return
         self._ensure_started()
         self._queue.put(_Marker(event))
+
+    def _execute(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        if self.error is not None:
+            return  # dropped: an earlier item failed
+        try:
+            fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by synchronize()
+            self.error = (next(_ERROR_ORDER), exc)
+            self._on_error()
 
     def _run(self) -> None:
         while True:
@@ -130,14 +152,8 @@ class CPUStream(Stream):
             if isinstance(item, _Marker):
                 item.event.set()
                 continue
-            if self.error is not None:
-                continue  # dropped: an earlier item failed
             fn, args = item
-            try:
-                fn(*args)
-            except BaseException as exc:  # noqa: BLE001 - re-raised by synchronize()
-                self.error = (next(_ERROR_ORDER), exc)
-                self._on_error()
+            self._execute(fn, args)
 
     def drained(self) -> CPUEvent:
         """An event set once everything enqueued so far has run (or been dropped)."""
@@ -196,8 +212,13 @@ class CPUBackend(HostCollectives, Backend):
         )
         self.max_message_elements = 2**31 - 1
         self._failed = threading.Event()
-        self.compute = CPUStream("compute", self._failed.set)
-        self.comm_stream = CPUStream("comm", self._failed.set)
+        inline = self.size == 1 and os.environ.get("BLASMP_CPU_STREAM_THREADS", "") not in (
+            "1",
+            "true",
+            "yes",
+        )
+        self.compute = CPUStream("compute", self._failed.set, inline)
+        self.comm_stream = CPUStream("comm", self._failed.set, inline)
         self._live: dict[int, SymmetricBuffer | SignalSet] = {}
         self._names = itertools.count()
         # release the windows before mpi4py finalizes MPI (atexit runs last-registered first);
