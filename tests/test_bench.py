@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 
 from blasmp_array.bench.cli import build_parser
-from blasmp_array.bench.operators import DATA_OPERATORS, OPERATORS, Case, flop_count
+from blasmp_array.bench.operators import (
+    DATA_OPERATORS,
+    OPERATORS,
+    REDUCTION_OPERATORS,
+    Case,
+    flop_count,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -130,7 +136,7 @@ def test_bench_check_and_profile_json(op: str, tmp_path: Path) -> None:
     assert PROFILE_FIELDS <= set(prof)
     assert len(prof["times_s"]) == 2 and len(prof["rank_median_s"]) == 2
     assert prof["min_s"] <= prof["median_s"] <= prof["max_s"]
-    if op in DATA_OPERATORS:
+    if op in DATA_OPERATORS + REDUCTION_OPERATORS:
         assert prof["gbytes_per_s"] > 0
     else:
         assert result["flops"] > 0

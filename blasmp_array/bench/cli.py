@@ -272,7 +272,14 @@ def run_case(case: Any, args: argparse.Namespace, trace_path: str | None) -> dic
 
     from .compare import run_baselines
     from .mpi_baselines import MPI_BASELINES
-    from .operators import DATA_OPERATORS, byte_count, flop_count, prepare, snapshot_in_place
+    from .operators import (
+        DATA_OPERATORS,
+        REDUCTION_OPERATORS,
+        byte_count,
+        flop_count,
+        prepare,
+        snapshot_in_place,
+    )
 
     p = prepare(case)
     grid = p.grid
@@ -294,7 +301,7 @@ def run_case(case: Any, args: argparse.Namespace, trace_path: str | None) -> dic
         "trans": case.trans,
         "flops": flop_count(case),
         "bytes": byte_count(case),
-        "data_op": case.op in DATA_OPERATORS,
+        "data_op": case.op in DATA_OPERATORS + REDUCTION_OPERATORS,
         "notes": list(p.notes),
         "check": None,
         "profile": None,

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .mpi_baselines import MPI_BASELINES, measure_mpi_baselines
-from .operators import DATA_OPERATORS, Case
+from .operators import DATA_OPERATORS, VIEW_OFFSET, Case
 
 __all__ = ["run_baselines", "quiet_barrier", "blas_threads", "BASELINES"]
 
@@ -90,6 +90,13 @@ def _numpy_call(case: Case, g: dict[str, np.ndarray]) -> Callable[[], Any]:
     if op == "matmul_ata":
         ac = np.ascontiguousarray(g["A"])
         return lambda: ac.conj().T @ ac  # NumPy runs SYRK/HERK for this pattern
+    if op == "matmul_view":
+        ac, bc = np.ascontiguousarray(g["A"]), np.ascontiguousarray(g["B"])
+        o = VIEW_OFFSET
+        return lambda: ac[o:, o:] @ bc[o:, o:]
+    if op == "sum_axis0":
+        ac = np.ascontiguousarray(g["A"])
+        return lambda: ac.sum(axis=0)
     if op == "solve_triangular":
         from scipy.linalg import solve_triangular
 
@@ -138,6 +145,11 @@ def _dask_call(case: Case, g: dict[str, np.ndarray], chunk: int) -> Callable[[],
         expr = a @ b
     elif op == "matmul_ata":
         expr = a.conj().T @ a
+    elif op == "matmul_view":
+        assert b is not None
+        expr = a[VIEW_OFFSET:, VIEW_OFFSET:] @ b[VIEW_OFFSET:, VIEW_OFFSET:]
+    elif op == "sum_axis0":
+        expr = a.sum(axis=0)
     elif op == "solve_triangular":
         expr = da.linalg.solve_triangular(a, b, lower=case.lower)
     elif op == "gemm":
@@ -183,6 +195,12 @@ def _cupy_call(
         fn = lambda: a @ b  # noqa: E731
     elif op == "matmul_ata":
         fn = lambda: a.conj().T @ a  # noqa: E731
+    elif op == "matmul_view":
+        o, bv = VIEW_OFFSET, b
+        assert bv is not None
+        fn = lambda: a[o:, o:] @ bv[o:, o:]  # noqa: E731
+    elif op == "sum_axis0":
+        fn = lambda: a.sum(axis=0)  # noqa: E731
     elif op == "solve_triangular":
         from cupyx.scipy.linalg import solve_triangular as cupyx_solve
 

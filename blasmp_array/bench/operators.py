@@ -41,6 +41,8 @@ OPERATORS = (
     "matmul",
     "matmul_ata",
     "solve_triangular",
+    "matmul_view",
+    "sum_axis0",
     "cholesky",
     "lu",
     "redistribute",
@@ -52,6 +54,10 @@ OPERATORS = (
 NUMPY_FACE = ("matmul", "matmul_ata", "solve_triangular")
 #: operators that only move data: measured in GB/s, checked for exact equality
 DATA_OPERATORS = ("redistribute", "transpose", "from_numpy")
+#: operators measured in GB/s of the matrix read (reductions), checked against a rounding bound
+REDUCTION_OPERATORS = ("sum_axis0",)
+#: the offset of ``matmul_view``'s windows: one row and one column, inside the first block
+VIEW_OFFSET = 1
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,7 @@ def flop_count(case: Case) -> float:
         "trmm": 1.0 * (m * m * n if left else m * n * n),
         "trsm": 1.0 * (m * m * n if left else m * n * n),
         "matmul": 2.0 * m * n * k,
+        "matmul_view": 2.0 * m * n * k,
         "matmul_ata": 1.0 * n * (n + 1) * k,  # SYRK's count: the useful flops of A^T A
         "solve_triangular": 1.0 * m * m * n,
         "cholesky": n**3 / 3.0,
@@ -204,6 +211,20 @@ def prepare(case: Case) -> Prepared:
         if case.is_complex:
             return Prepared(case, grid, inputs, lambda: inputs["A"].H @ inputs["A"])
         return Prepared(case, grid, inputs, lambda: inputs["A"].T @ inputs["A"])
+    if op == "matmul_view":
+        # A[1:, 1:] @ B[1:, 1:]: windows at an offset inside a block (PBLAS IA = JA = 2)
+        o = VIEW_OFFSET
+        inputs = {"A": normal((m + o, k + o), 0), "B": normal((k + o, n + o), 1)}
+        return Prepared(
+            case,
+            grid,
+            inputs,
+            lambda: inputs["A"][o:, o:] @ inputs["B"][o:, o:],
+            notes=[f"views at offset ({o}, {o})"],
+        )
+    if op == "sum_axis0":
+        inputs = {"A": normal((m, n), 0)}
+        return Prepared(case, grid, inputs, lambda: np.sum(inputs["A"], axis=0))
     if op == "solve_triangular":
         a = normal((m, m), 0) + m * bm.eye(m, dtype=dt, block=blk, grid=grid)
         inputs = {"A": a, "B": normal((m, n), 1)}
@@ -314,6 +335,8 @@ def check_result(p: Prepared) -> dict[str, Any]:
 
 
 def _gather(x: Any) -> Any:
+    if isinstance(x, np.ndarray):  # a reduction's vector, the same on every rank
+        return x
     if isinstance(x, bm.BlockCyclicArray):
         return x.to_numpy(root=0)
     if isinstance(x, tuple) and x and isinstance(x[0], bm.BlockCyclicArray):  # (lu, piv)
@@ -340,7 +363,22 @@ def _verdict(case: Case, g: dict[str, Any], result: Any, host: Any) -> dict[str,
     rd = _ref_dtype(case.dtype)
     a = g["A"].astype(rd)
     left = case.side == "left" or op == "solve_triangular"
-    if op == "matmul":
+    if op == "sum_axis0":
+        # a sum of m terms in any order: |s - s_ref| <= gamma_{m-1} sum |a| (Higham 4.2)
+        res = np.asarray(result).reshape(-1)
+        err = _product_error(res, a.sum(axis=0), np.abs(a).sum(axis=0))
+        return {
+            "measure": "max error / (eps sum|a|) per column",
+            "error_eps": err,
+            "bound_eps": c * (a.shape[0] + 1),
+            "passed": bool(err <= c * (a.shape[0] + 1)),
+        }
+    if op == "matmul_view":
+        o = VIEW_OFFSET
+        a, b = a[o:, o:], g["B"].astype(rd)[o:, o:]
+        err = _product_error(result, a @ b, np.abs(a) @ np.abs(b))
+        bound = c * (case.k + 2)
+    elif op == "matmul":
         b = g["B"].astype(rd)
         err = _product_error(result, a @ b, np.abs(a) @ np.abs(b))
         bound = c * (case.k + 2)
