@@ -14,7 +14,7 @@ function                        operation                                  flops
 :func:`cholesky`                ``A = U^H U`` (or ``L L^H``), SciPy's API   ``n^3 / 3``
 :func:`cho_factor`              the factor for :func:`cho_solve`            ``n^3 / 3``
 :func:`cho_solve`               solve with the factor (two TRSMs)          ``2 n^2 k``
-:func:`solve`                   'gen' (default), 'sym', 'her': LU; 'pos': Cholesky
+:func:`solve`                   LU ('gen', the default); 'pos': Cholesky
 :func:`lu_factor`               ``A = P L U`` (partial pivoting)           ``2 n^3 / 3``
 :func:`lu_solve`                solve with the factor (two TRSMs)          ``2 n^2 k``
 ==============================  =========================================  ==============
