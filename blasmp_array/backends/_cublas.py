@@ -73,9 +73,24 @@ def _blas_layout(x: cupy.ndarray) -> int | None:
     return s0 // item
 
 
-def _operand(x: cupy.ndarray) -> tuple[cupy.ndarray, int]:
-    """``x`` (or a contiguous copy, made on the current stream) and its leading dimension."""
+#: elements of an input above which rows that are not 16-byte aligned (a window such as
+#: ``A[1:, 1:]``: odd leading dimension) are copied first: an O(mn) copy, against cuBLAS's GEMM
+#: on unaligned rows (one H200, n = 8192, ``A[1:, 1:] @ B[1:, 1:]``: 26.5 ms without the copy,
+#: 20.3 ms with it; docs/performance.md)
+_ALIGN_COPY_MIN = 1 << 22
+
+
+def _operand(x: cupy.ndarray, align: bool = False) -> tuple[cupy.ndarray, int]:
+    """``x`` (or a contiguous copy, made on the current stream) and its leading dimension;
+    ``align``: also copy a large ``x`` whose rows are not 16-byte aligned."""
     ld = _blas_layout(x)
+    if (
+        ld is not None
+        and align
+        and x.size >= _ALIGN_COPY_MIN
+        and ((ld * x.itemsize) % 16 or x.data.ptr % 16)
+    ):
+        ld = None
     if ld is None:
         x = cupy.ascontiguousarray(x)
         ld = max(1, x.shape[1])
@@ -185,8 +200,8 @@ class CublasKernels:
             return
         if dt.kind != "c":
             ta, tb = ta.replace("C", "T"), tb.replace("C", "T")
-        a, lda = _operand(a)
-        b, ldb = _operand(b)
+        a, lda = _operand(a, align=True)
+        b, ldb = _operand(b, align=True)
         out = _Output(c)
         _al, pal = self._ptr(alpha, dt)
         _be, pbe = self._ptr(beta, dt)
