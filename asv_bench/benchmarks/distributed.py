@@ -176,6 +176,13 @@ class SolveTriangular(_Operator):
     op = "solve_triangular"
 
 
+class MatmulView(_Operator):
+    """``A[1:, 1:] @ B[1:, 1:]``: windows at an offset inside a block (a view on 1-process grid
+    dimensions, a copy elsewhere), against :class:`Matmul` on the same sizes."""
+
+    op = "matmul_view"
+
+
 class Cholesky(_Operator):
     op = "cholesky"
 
@@ -222,3 +229,9 @@ class Transpose(_DataMovement):
 
 class FromNumpy(_DataMovement):
     op = "from_numpy"
+
+
+class SumAxis0(_DataMovement):
+    """``np.sum(A, axis=0)``: GB/s of the matrix read."""
+
+    op = "sum_axis0"
