@@ -212,11 +212,8 @@ class CPUBackend(HostCollectives, Backend):
         )
         self.max_message_elements = 2**31 - 1
         self._failed = threading.Event()
-        inline = self.size == 1 and os.environ.get("BLASMP_CPU_STREAM_THREADS", "") not in (
-            "1",
-            "true",
-            "yes",
-        )
+        threads = os.environ.get("BLASMP_CPU_STREAM_THREADS", "") in ("1", "true", "yes")
+        inline = self.size == 1 and not threads
         self.compute = CPUStream("compute", self._failed.set, inline)
         self.comm_stream = CPUStream("comm", self._failed.set, inline)
         self._live: dict[int, SymmetricBuffer | SignalSet] = {}

@@ -123,7 +123,7 @@ Users
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -585,8 +585,3 @@ def run_plan(
         if k + ex.S < K:
             ex.send(k + ex.S)
     ex.finish()
-
-
-def messages_of(plan: Plan) -> Sequence[Message]:
-    """Every message of ``plan`` (for tests and statistics)."""
-    return [m for step in plan.steps for m in step]

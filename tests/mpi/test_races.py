@@ -40,6 +40,7 @@ def _poisoned(grid, shape, dtype):
 
 
 PIPE = {"method": "summa", "step_width": WIDTH}
+REDIST_BUDGET = 4096  # bytes per rank and round of the redistribution cases
 CASES = {
     # name: (call on the operands A, B (N x K), T (triangular N x N), X (N x K), C, stages;
     #        shape of the NaN-poisoned C, or None when the operator makes its own output)
@@ -66,7 +67,6 @@ CASES = {
         None,
     ),
 }
-REDIST_BUDGET = 4096  # bytes per rank and round
 
 
 @pytest.mark.parametrize("stages", [1, 2, 3])
