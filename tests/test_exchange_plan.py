@@ -28,8 +28,9 @@ def _ranks(pr: int, pc: int, perm: np.ndarray) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(int(perm[p * pc + q]) for q in range(pc)) for p in range(pr))
 
 
-def _simulate(a, src, src_ranks, dst, dst_ranks, h, conjugate=False, strided=False):
+def _simulate(a, src, src_ranks, dst, dst_ranks, h, conjugate=False, strided=False, window=None):
     """Run the plans of all ranks; return every rank's destination local matrix."""
+    window = rd._whole(src.shape) if window is None else window
     nranks = src.grid_shape[0] * src.grid_shape[1]
     coords = lambda table, r: next(  # noqa: E731
         (p, q) for p, row in enumerate(table) for q, x in enumerate(row) if x == r
@@ -42,7 +43,7 @@ def _simulate(a, src, src_ranks, dst, dst_ranks, h, conjugate=False, strided=Fal
         if strided:  # the source as the transposed view of its transpose (as A.T is)
             s_local = np.ascontiguousarray(s_local.T).T
         d_local = np.full(dst.local_shape(dp, dq), np.nan, a.dtype)
-        plans.append(rd._build_plan(r, nranks, np, src, src_ranks, dst, dst_ranks, h))
+        plans.append(rd._build_plan(r, nranks, np, src, src_ranks, dst, dst_ranks, window, h))
         kernels.append(rd._Kernels(s_local, d_local, conjugate, np))
         dsts.append(d_local)
     slot = {p.slot_elems for p in plans}
@@ -115,13 +116,44 @@ def test_plans_move_every_element(lay, dmb, dnb, shift, h, conj, strided, rnd):
         np.testing.assert_array_equal(dsts[r], _local(want, dst, p, q))
 
 
+@settings(max_examples=120, deadline=None)
+@given(
+    layouts,
+    st.integers(1, 9),
+    st.integers(1, 9),
+    st.tuples(*[st.integers(0, 12)] * 6),
+    st.integers(1, 50),
+    st.randoms(use_true_random=False),
+)
+def test_window_plans_move_exactly_the_window(lay, dmb, dnb, offsets, h, rnd):
+    """``D[k0:k0+m, l0:l0+n] = S[i0:i0+m, j0:j0+n]`` (offsets anywhere inside blocks): every
+    element of the destination window is written and nothing outside it (NaN stays NaN)."""
+    m, n, (pr, pc), mb, nb = lay
+    i0, j0, k0, l0, extra_r, extra_c = offsets
+    nranks = pr * pc
+    grids = [(p, nranks // p) for p in range(1, nranks + 1) if nranks % p == 0]
+    dpr, dpc = rnd.choice(grids)
+    src = BlockCyclicLayout((i0 + m + extra_r, j0 + n), (mb, nb), (pr, pc), (1 % pr, 0))
+    dst = BlockCyclicLayout((k0 + m, l0 + n + extra_c), (dmb, dnb), (dpr, dpc), (0, 1 % dpc))
+    table = _ranks(pr, pc, np.arange(nranks))
+    dtable = _ranks(dpr, dpc, np.arange(nranks))
+    a = np.arange(src.shape[0] * src.shape[1], dtype=np.float64).reshape(src.shape) + 1.0
+    window = ((i0, j0), (k0, l0), (m, n))
+    dsts = _simulate(a, src, table, dst, dtable, h, window=window)
+    want = np.full(dst.shape, np.nan)
+    want[k0 : k0 + m, l0 : l0 + n] = a[i0 : i0 + m, j0 : j0 + n]
+    for r in range(nranks):
+        p, q = divmod(r, dpc)
+        np.testing.assert_array_equal(dsts[r], _local(want, dst, p, q))
+
+
 @pytest.mark.parametrize("block", [1, 2, 3, 7])
 def test_many_rectangles_fall_back_to_index_arrays(block):
     """Block 1 against block 2 gives messages of many 1-element runs: index arrays."""
     src = BlockCyclicLayout((40, 41), (block, block), (2, 2))
     dst = BlockCyclicLayout((40, 41), (block + 1, block + 1), (2, 2))
     table = _ranks(2, 2, np.arange(4))
-    plan = rd._build_plan(0, 4, np, src, table, dst, table, 40)
+    plan = rd._build_plan(0, 4, np, src, table, dst, table, rd._whole(src.shape), 40)
     rects = [m.pack or m.unpack for step in plan.steps for m in step]
     if block == 1:
         assert any(isinstance(r, rd._Rect) and not r.loops for r in rects)

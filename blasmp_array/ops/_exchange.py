@@ -108,7 +108,9 @@ collective. An operator that fails on the host before ``finish`` calls :meth:`Ex
 
 Users
 -----
-* ``ops/redistribute.py``: one step per round, messages unpacked into the destination.
+* ``ops/redistribute.py``: one step per round, messages unpacked into the destination; with a
+  window (``ops/indexing.copy_window``: non-aligned views, assignment into windows,
+  concatenation) the same plan restricted to the window's rows and columns.
 * ``ops/lu.py``: one-step plans of row moves (panel gather, interchanges).
 * ``ops/panels.py``: the SUMMA plan, one in-slot message per (sender, group) segment with the
   group's receivers; panels are views of the slot (or unpacked from it when the segments are

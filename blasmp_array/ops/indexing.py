@@ -18,12 +18,12 @@ process ``((src_r + i0 // mb) % Pr, (src_c + j0 // nb) % Pc)``, when in each dim
 Then ``A[i0:i1, j0:j1]`` is a *view*: a BlockCyclicArray whose local matrix is a slice of
 ``A``'s (no copy, no communication) and whose layout carries the shifted source process. Every
 operator accepts it as any operand, and writing into it (``gemm(..., C=A[v])``, ufuncs with
-``out=``, ``A[v][...] = x``) writes into ``A``. Otherwise (an offset inside a block and a window
-spanning several blocks) the window is *copied* into a new array with source ``(0, 0)`` by one
-all-to-all exchange, with a :class:`~blasmp_array.ViewCopyWarning`; the copy does not share
-storage with ``A``. Assignment ``A[i0:i1, j0:j1] = value`` always writes into ``A``, whatever
-the offset: scalars and NumPy arrays are written locally, a BlockCyclicArray of another layout
-is exchanged straight into the window.
+``out=``, ``A[v][...] = x``) writes into ``A``. Otherwise (an offset inside a block and a
+window spanning several blocks) the window is *copied* into a new array with source ``(0, 0)``
+by one exchange (:func:`copy_window`), with a :class:`~blasmp_array.ViewCopyWarning`; the copy
+does not share storage with ``A``. Assignment ``A[i0:i1, j0:j1] = value`` always writes into
+``A``, whatever the offset: scalars and NumPy arrays are written locally, a BlockCyclicArray of
+another layout is exchanged straight into the window.
 
 Integers select one row/column and keep it as a dimension of length 1 (2-D stays 2-D:
 ``A[:, j]`` is ``m x 1``, ``A[i, :]`` is ``1 x n``); ``A[i, j]`` is the element itself, a NumPy
@@ -36,16 +36,14 @@ The window exchange
 -------------------
 :func:`copy_window` copies ``X[s0 : s0 + h, t0 : t0 + w]`` of one block-cyclic matrix into
 ``Y[d0 : d0 + h, e0 : e0 + w]`` of another (any blocks, sources and grids over the same
-processes), the engine of :mod:`.redistribute` generalised to offsets: sender and receiver
-compute the same row/column intersections from the owner formula over their own index vectors
-(no indices travel), pack in ascending window order, and move everything with
-``backend.alltoallv`` in stripes of rows bounded by :data:`MEMORY_BUDGET_BYTES`.
+processes): it is :mod:`.redistribute`'s plan with a window (PBLAS ``pxgemr2d``'s ``IA, JA, IB,
+JB``), over the one-sided exchange of ``ops/_exchange.py`` -- device to device on the GPU, in
+stripes of window rows bounded by the same memory budget, plans cached per layouts and window.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 from numbers import Integral
 from typing import Any
 
@@ -56,6 +54,7 @@ from ..array import BlockCyclicArray
 from ..grid import ProcessGrid
 from ..layout import BlockCyclicLayout, numroc
 from .elementwise import _user_stacklevel
+from .redistribute import MEMORY_BUDGET_BYTES, _check_transport, _exchange
 
 __all__ = [
     "parse_key",
@@ -65,11 +64,7 @@ __all__ = [
     "window_is_view",
     "copy_window",
     "to_layout",
-    "MEMORY_BUDGET_BYTES",
 ]
-
-#: Upper bound on the bytes one rank sends plus receives in one stripe of :func:`copy_window`.
-MEMORY_BUDGET_BYTES = 256 * 2**20
 
 _SUPPORTED = (
     "supported indices are integers and slices with step 1 (negative values and ... as NumPy), "
@@ -178,7 +173,7 @@ def window(a: BlockCyclicArray, rows: Range, cols: Range, what: str = "A[...]") 
     (i0, i1), (j0, j1) = rows, cols
     warnings.warn(
         f"{what}: the window [{i0}:{i1}, {j0}:{j1}] of a matrix with blocks {a.block} starts "
-        "inside a block, so it is copied (an all-to-all moving its "
+        "inside a block, so it is copied (an exchange moving its "
         f"{i1 - i0}x{j1 - j0} elements) instead of viewed; writes into the copy do not reach "
         "the matrix (assign with A[i0:i1, j0:j1] = value). Offsets that are multiples of the "
         "block size give views.",
@@ -317,9 +312,6 @@ def _host_value(value: Any, dtype: np.dtype, shape: tuple[int, int], what: str) 
 
 
 # -- the window exchange ----------------------------------------------------------------------
-RankOf = Callable[[int, int], int]
-
-
 def to_layout(x: BlockCyclicArray, like: BlockCyclicArray) -> BlockCyclicArray:
     """A copy of the stored ``x`` in ``like``'s layout and grid (source process included).
     Collective."""
@@ -331,33 +323,6 @@ def to_layout(x: BlockCyclicArray, like: BlockCyclicArray) -> BlockCyclicArray:
     return out
 
 
-def _group(owners: np.ndarray, nprocs: int) -> list[np.ndarray]:
-    order = np.argsort(owners, kind="stable")
-    counts = np.bincount(owners, minlength=nprocs)
-    return np.split(order, np.cumsum(counts)[:-1])
-
-
-def _ix(positions: np.ndarray, start: int, xp: Any) -> Any:
-    """Local positions ``start + positions`` as a slice when contiguous, else an index array."""
-    if positions.size == 0:
-        return slice(0, 0)
-    first, last = int(positions[0]), int(positions[-1])
-    if last - first + 1 == positions.size:
-        return slice(start + first, start + last + 1)
-    idx = positions + start
-    return idx if xp is np else xp.asarray(idx)
-
-
-def _sel(a: Any, rows: Any, cols: Any, xp: Any) -> tuple[Any, Any]:
-    if isinstance(rows, slice) or isinstance(cols, slice):
-        return rows, cols
-    return xp.ix_(rows, cols)
-
-
-def _length(ix: Any) -> int:
-    return ix.stop - ix.start if isinstance(ix, slice) else int(ix.size)
-
-
 def copy_window(
     x: BlockCyclicArray,
     x_off: tuple[int, int],
@@ -365,70 +330,29 @@ def copy_window(
     y_off: tuple[int, int],
     shape: tuple[int, int],
     memory_budget: int | None = None,
+    num_stages: int = 2,
+    transport: str | None = None,
 ) -> None:
     """``y[y_off + window] = x[x_off + window]`` for stored arrays ``x`` and ``y`` (no lazy
-    flags) on grids over the same processes, ``window`` of ``shape``. Collective; casts to
-    ``y``'s dtype. See the module doc."""
-    h, w = shape
-    if h == 0 or w == 0:
-        return
-    backend, xp = y.backend, y.backend.xp
-    xl, yl, xg, yg = x.layout, y.layout, x.grid, y.grid
-    (xmb, xnb), (xpr, xpc), (xsr, xsc) = xl.block, xl.grid_shape, xl.src
-    (ymb, ynb), (ypr, ypc), (ysr, ysc) = yl.block, yl.grid_shape, yl.src
-    (xr0, xc0), (yr0, yc0) = x_off, y_off
-    dt = y.dtype
-    wire = np.dtype(np.uint8) if dt == np.bool_ else dt
-
-    # my window rows/cols as a sender (local positions of x) and their destination owners
-    xr = _local_range((xr0, xr0 + h), xmb, xg.myrow, xpr, xsr)
-    xc = _local_range((xc0, xc0 + w), xnb, xg.mycol, xpc, xsc)
-    send_u = xl.local_rows(xg.myrow)[xr[0] : xr[1]] - xr0  # window rows, ascending
-    send_v = xl.local_cols(xg.mycol)[xc[0] : xc[1]] - xc0
-    send_cols = [_ix(c, xc[0], xp) for c in _group(((send_v + yc0) // ynb + ysc) % ypc, ypc)]
-    to_row = ((send_u + yr0) // ymb + ysr) % ypr
-    # ... and as a receiver (local positions of y) and their source owners
-    yr = _local_range((yr0, yr0 + h), ymb, yg.myrow, ypr, ysr)
-    yc = _local_range((yc0, yc0 + w), ynb, yg.mycol, ypc, ysc)
-    recv_u = yl.local_rows(yg.myrow)[yr[0] : yr[1]] - yr0
-    recv_v = yl.local_cols(yg.mycol)[yc[0] : yc[1]] - yc0
-    recv_cols = [_ix(c, yc[0], xp) for c in _group(((recv_v + xc0) // xnb + xsc) % xpc, xpc)]
-    from_row = ((recv_u + xr0) // xmb + xsr) % xpr
-
-    # stripes of window rows: a rank owns at most `stripe` rows of each on either side
-    budget = MEMORY_BUDGET_BYTES if memory_budget is None else int(memory_budget)
-    width = xl.max_local_shape()[1] + yl.max_local_shape()[1]
-    stripe = max(1, budget // max(1, wire.itemsize * width))
-    nothing = xp.empty(0, dtype=wire)
-    for u0 in range(0, h, stripe):
-        u1 = min(h, u0 + stripe)
-        a, b = np.searchsorted(send_u, (u0, u1))
-        c, d = np.searchsorted(recv_u, (u0, u1))
-        send: list[Any] = [nothing] * backend.size
-        for p, rows in enumerate(_group(to_row[a:b], ypr)):
-            if rows.size == 0:
-                continue
-            rix = _ix(rows, xr[0] + int(a), xp)
-            for q, cix in enumerate(send_cols):
-                if _length(cix) == 0:
-                    continue
-                piece = x._data[_sel(x._data, rix, cix, xp)].astype(dt, copy=False)
-                send[yg.rank_of(p, q)] = xp.ascontiguousarray(piece).reshape(-1).view(wire)
-        recv: list[Any] = [nothing] * backend.size
-        places: list[Any] = [None] * backend.size
-        for p, rows in enumerate(_group(from_row[c:d], xpr)):
-            if rows.size == 0:
-                continue
-            rix = _ix(rows, yr[0] + int(c), xp)
-            for q, cix in enumerate(recv_cols):
-                if _length(cix) == 0:
-                    continue
-                k = xg.rank_of(p, q)
-                recv[k] = xp.empty(rows.size * _length(cix), dtype=wire)
-                places[k] = (rix, cix, (rows.size, _length(cix)))
-        backend.alltoallv(send, recv)
-        del send
-        for k, place in enumerate(places):
-            if place is not None:
-                rix, cix, shp = place
-                y._data[_sel(y._data, rix, cix, xp)] = recv[k].view(dt).reshape(shp)
+    flags) on grids over the same processes, ``window`` of ``shape`` (PBLAS ``pxgemr2d`` with
+    ``IA, JA, IB, JB``). Collective; casts to ``y``'s dtype. ``memory_budget``, ``num_stages``
+    and ``transport`` as in :func:`~blasmp_array.ops.redistribute.redistribute`."""
+    backend = y.backend
+    src = x._data
+    if src.dtype != y.dtype:
+        # cast before the exchange: a cast inside its packs would be a kernel the warm-up
+        # (per moved dtype) has not loaded -- see ops/_warmup.py
+        src = src.astype(y.dtype)
+    _exchange(
+        src,
+        x.layout,
+        x.grid.rank_of,
+        y._data,
+        y.layout,
+        y.grid.rank_of,
+        backend,
+        memory_budget=MEMORY_BUDGET_BYTES if memory_budget is None else memory_budget,
+        num_stages=num_stages,
+        transport=_check_transport(transport, backend),
+        window=(x_off, y_off, shape),
+    )

@@ -16,6 +16,12 @@ Sender and receiver compute the same intersections, vectorised from the owner fo
 ``owner(i) = (i // nb + src) mod P`` over their own index vectors (no loops over elements or
 blocks), and pack/unpack them in ascending global (row-major) order, so no indices travel.
 
+Windows (PBLAS ``pxgemr2d``'s ``IA, JA, IB, JB``): the same plan copies only
+``S[i0:i0+h, j0:j0+w]`` into ``D[k0:k0+h, l0:l0+w]``, for any offsets: every index vector above
+is restricted to the window (a window of a process's owned indices is one contiguous run of its
+local positions) and owners are taken at ``index + offset``. ``ops/indexing.copy_window`` uses
+it for views that cannot be views, assignment into windows and concatenation.
+
 Transports
 ----------
 ``'onesided'`` (the default on both backends): the redistribution is a :class:`~._exchange.Plan`
@@ -307,12 +313,17 @@ def _owned_in_window(h: int, b: int, nprocs: int) -> int:
 
 
 def _rows_per_round(
-    src: BlockCyclicLayout, dst: BlockCyclicLayout, itemsize: int, budget: int
+    src: BlockCyclicLayout,
+    dst: BlockCyclicLayout,
+    shape: tuple[int, int],
+    itemsize: int,
+    budget: int,
 ) -> int:
-    """Largest stripe height whose per-rank send + receive volume fits ``budget`` (>= 1)."""
-    m = src.shape[0]
-    cols_src = src.max_local_shape()[1]
-    cols_dst = dst.max_local_shape()[1]
+    """Largest stripe height of a ``shape`` window whose per-rank send + receive volume fits
+    ``budget`` (>= 1)."""
+    m, n = shape
+    cols_src = _owned_in_window(n, src.block[1], src.grid_shape[1])
+    cols_dst = _owned_in_window(n, dst.block[1], dst.grid_shape[1])
 
     def volume(h: int) -> int:
         return itemsize * (
@@ -330,6 +341,14 @@ def _rows_per_round(
         else:
             hi = mid - 1
     return lo
+
+
+def _check_window(window: Window, src: tuple[int, int], dst: tuple[int, int]) -> None:
+    (si, sj), (di, dj), (m, n) = window
+    if min(si, sj, di, dj, m, n) < 0 or si + m > src[0] or sj + n > src[1]:
+        raise ValueError(f"window {window} does not fit the {src} source")
+    if di + m > dst[0] or dj + n > dst[1]:
+        raise ValueError(f"window {window} does not fit the {dst} destination")
 
 
 def _my_coords(layout: BlockCyclicLayout, rank_of: RankOf, rank: int) -> tuple[int, int]:
@@ -352,6 +371,21 @@ def _owners(indices: np.ndarray, b: int, nprocs: int, src: int) -> np.ndarray:
     return (indices // b + src) % nprocs
 
 
+def _in_window(owned: np.ndarray, start: int, length: int) -> tuple[np.ndarray, int]:
+    """The indices ``[start, start + length)`` among a process's ``owned`` global indices
+    (ascending, in local order), relative to ``start``, and the local position of the first."""
+    lo, hi = np.searchsorted(owned, (start, start + length))
+    return owned[lo:hi] - start, int(lo)
+
+
+Window = tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
+
+
+def _whole(shape: tuple[int, int]) -> Window:
+    """The window covering a whole matrix: ``(source offset, destination offset, shape)``."""
+    return (0, 0), (0, 0), shape
+
+
 def _exchange(
     src_local: Any,
     src_layout: BlockCyclicLayout,
@@ -365,17 +399,24 @@ def _exchange(
     memory_budget: int = MEMORY_BUDGET_BYTES,
     num_stages: int = 2,
     transport: str = "onesided",
+    window: Window | None = None,
 ) -> None:
     """Copy the matrix described by the source into ``dst_local`` (collective, see module doc).
 
     ``src_local``/``dst_local`` are this rank's local matrices of ``src_layout``/``dst_layout``
     (any strides); ``*_rank_of(prow, pcol)`` gives the rank in ``backend.comm`` of a grid
-    position. Both layouts must have the same global shape and cover all ``backend.size``
-    ranks. ``conjugate`` conjugates while packing.
+    position. Both layouts must cover all ``backend.size`` ranks. ``conjugate`` conjugates
+    while packing; the destination's dtype is the one moved (the source is cast while packing).
+    ``window`` ``((i0, j0), (k0, l0), (h, w))`` copies only ``S[i0:i0+h, j0:j0+w]`` into
+    ``D[k0:k0+h, l0:l0+w]`` (PBLAS's ``IA, JA`` / ``IB, JB``; any offsets); default the whole
+    matrix, of the same shape in both layouts.
     """
-    if src_layout.shape != dst_layout.shape:
-        raise ValueError(f"shapes differ: {src_layout.shape} vs {dst_layout.shape}")
-    m, n = src_layout.shape
+    if window is None:
+        if src_layout.shape != dst_layout.shape:
+            raise ValueError(f"shapes differ: {src_layout.shape} vs {dst_layout.shape}")
+        window = _whole(src_layout.shape)
+    _check_window(window, src_layout.shape, dst_layout.shape)
+    m, n = window[2]
     if m == 0 or n == 0:
         return
     if transport == "alltoallv":
@@ -389,6 +430,7 @@ def _exchange(
             backend,
             conjugate=conjugate,
             memory_budget=memory_budget,
+            window=window,
         )
         return
     dtype = np.dtype(dst_local.dtype)
@@ -401,6 +443,7 @@ def _exchange(
         dtype.itemsize,
         memory_budget,
         num_stages,
+        window,
     )
     if _PLAN_OBSERVER is not None:
         _PLAN_OBSERVER(plan)
@@ -518,9 +561,21 @@ def _plan(
     itemsize: int,
     budget: int,
     num_stages: int,
+    window: Window,
 ) -> engine.Plan:
-    """This rank's redistribution plan, cached per layouts, ranks, item size, budget, stages."""
-    key = (id(backend), src_layout, src_ranks, dst_layout, dst_ranks, itemsize, budget, num_stages)
+    """This rank's redistribution plan, cached per layouts, ranks, item size, budget, stages
+    and window."""
+    key = (
+        id(backend),
+        src_layout,
+        src_ranks,
+        dst_layout,
+        dst_ranks,
+        itemsize,
+        budget,
+        num_stages,
+        window,
+    )
     hit = _PLANS.get(key)
     if hit is not None and hit[0] is backend:
         _PLANS.move_to_end(key)
@@ -533,7 +588,8 @@ def _plan(
         src_ranks,
         dst_layout,
         dst_ranks,
-        _rows_per_round(src_layout, dst_layout, itemsize, max(1, budget // num_stages)),
+        window,
+        _rows_per_round(src_layout, dst_layout, window[2], itemsize, max(1, budget // num_stages)),
     )
     _PLANS[key] = (backend, plan)
     while len(_PLANS) > _PLAN_CACHE_SIZE:
@@ -549,11 +605,12 @@ def _build_plan(
     src_ranks: RankTable,
     dst_layout: BlockCyclicLayout,
     dst_ranks: RankTable,
+    window: Window,
     h: int,
 ) -> engine.Plan:
-    """One step per stripe of ``h`` global rows; every rank computes the global message sizes
+    """One step per stripe of ``h`` window rows; every rank computes the global message sizes
     (``P x P`` per step, from owner counts) so that slot offsets and sizes agree everywhere."""
-    m, n = src_layout.shape
+    (si, sj), (di, dj), (m, n) = window
     spr, spc = src_layout.grid_shape
     dpr, dpc = dst_layout.grid_shape
     (smb, snb), (dmb, dnb) = src_layout.block, dst_layout.block
@@ -566,23 +623,27 @@ def _build_plan(
     sp, sq = s_coords[rank]
     dp, dq = d_coords[rank]
 
-    # global counts: rows of each (src process row, dst process row) pair; same for columns
+    # global counts: window rows of each (src process row, dst process row) pair; same for cols
     gi, gj = np.arange(m), np.arange(n)
-    row_pair = _owners(gi, smb, spr, src_layout.src[0]) * dpr + _owners(
-        gi, dmb, dpr, dst_layout.src[0]
+    row_pair = _owners(gi + si, smb, spr, src_layout.src[0]) * dpr + _owners(
+        gi + di, dmb, dpr, dst_layout.src[0]
     )
     col_count = np.bincount(
-        _owners(gj, snb, spc, src_layout.src[1]) * dpc + _owners(gj, dnb, dpc, dst_layout.src[1]),
+        _owners(gj + sj, snb, spc, src_layout.src[1]) * dpc
+        + _owners(gj + dj, dnb, dpc, dst_layout.src[1]),
         minlength=spc * dpc,
     ).reshape(spc, dpc)
 
-    # my source rows/cols and their destination owners; and the reverse
-    rows_s = src_layout.local_rows(sp)
-    rows_d = dst_layout.local_rows(dp)
-    to_row = _owners(rows_s, dmb, dpr, dst_layout.src[0])
-    from_row = _owners(rows_d, smb, spr, src_layout.src[0])
-    send_cols = _group(_owners(src_layout.local_cols(sq), dnb, dpc, dst_layout.src[1]), dpc)
-    recv_cols = _group(_owners(dst_layout.local_cols(dq), snb, spc, src_layout.src[1]), spc)
+    # my window rows/cols as a source (local positions from rs0/cs0) and their destination
+    # owners; and the reverse
+    rows_s, rs0 = _in_window(src_layout.local_rows(sp), si, m)
+    rows_d, rd0 = _in_window(dst_layout.local_rows(dp), di, m)
+    cols_s, cs0 = _in_window(src_layout.local_cols(sq), sj, n)
+    cols_d, cd0 = _in_window(dst_layout.local_cols(dq), dj, n)
+    to_row = _owners(rows_s + di, dmb, dpr, dst_layout.src[0])
+    from_row = _owners(rows_d + si, smb, spr, src_layout.src[0])
+    send_cols = _group(_owners(cols_s + dj, dnb, dpc, dst_layout.src[1]), dpc, cs0)
+    recv_cols = _group(_owners(cols_d + sj, snb, spc, src_layout.src[1]), spc, cd0)
 
     steps: list[tuple[engine.Message, ...]] = []
     slot_elems = stage_elems = 0
@@ -603,8 +664,8 @@ def _build_plan(
 
         a, b = np.searchsorted(rows_s, (r0, r1))
         c, d = np.searchsorted(rows_d, (r0, r1))
-        send_rows = _group(to_row[a:b], dpr, int(a))
-        recv_rows = _group(from_row[c:d], spr, int(c))
+        send_rows = _group(to_row[a:b], dpr, rs0 + int(a))
+        recv_rows = _group(from_row[c:d], spr, rd0 + int(c))
         msgs: list[engine.Message] = []
         if own:
             # S[my rows & rows of (dp, dq), my cols & cols of (dp, dq)] -> my D, locally
@@ -739,9 +800,10 @@ def _exchange_alltoallv(
     *,
     conjugate: bool = False,
     memory_budget: int = MEMORY_BUDGET_BYTES,
+    window: Window | None = None,
 ) -> None:
     """:func:`_exchange` with one ``backend.alltoallv`` per round (the previous engine)."""
-    m, n = src_layout.shape
+    (si, sj), (di, dj), (m, n) = _whole(src_layout.shape) if window is None else window
     xp = backend.xp
     nranks = backend.size
     spr, spc = src_layout.grid_shape
@@ -752,24 +814,25 @@ def _exchange_alltoallv(
     dst_ranks = [[dst_rank_of(p, q) for q in range(dpc)] for p in range(dpr)]
     src_ranks = [[src_rank_of(p, q) for q in range(spc)] for p in range(spr)]
 
-    # my source rows/cols (global, ascending) and their destination owners; and the reverse
-    rows_s = src_layout.local_rows(sp)
-    rows_d = dst_layout.local_rows(dp)
-    to_row = _owners(rows_s, dmb, dpr, dst_layout.src[0])
-    from_row = _owners(rows_d, smb, spr, src_layout.src[0])
+    # my window rows/cols as a source (local positions from rs0/cs0) and their destination
+    # owners; and the reverse
+    rows_s, rs0 = _in_window(src_layout.local_rows(sp), si, m)
+    rows_d, rd0 = _in_window(dst_layout.local_rows(dp), di, m)
+    cols_s, cs0 = _in_window(src_layout.local_cols(sq), sj, n)
+    cols_d, cd0 = _in_window(dst_layout.local_cols(dq), dj, n)
+    to_row = _owners(rows_s + di, dmb, dpr, dst_layout.src[0])
+    from_row = _owners(rows_d + si, smb, spr, src_layout.src[0])
     # column groups do not depend on the round: local column positions per peer column
     send_cols = [
-        _index(c, xp)
-        for c in _group(_owners(src_layout.local_cols(sq), dnb, dpc, dst_layout.src[1]), dpc)
+        _index(c, xp) for c in _group(_owners(cols_s + dj, dnb, dpc, dst_layout.src[1]), dpc, cs0)
     ]
     recv_cols = [
-        _index(c, xp)
-        for c in _group(_owners(dst_layout.local_cols(dq), snb, spc, src_layout.src[1]), spc)
+        _index(c, xp) for c in _group(_owners(cols_d + sj, snb, spc, src_layout.src[1]), spc, cd0)
     ]
 
     dtype = dst_local.dtype
     itemsize = np.dtype(dtype).itemsize
-    h = _rows_per_round(src_layout, dst_layout, itemsize, memory_budget)
+    h = _rows_per_round(src_layout, dst_layout, (m, n), itemsize, memory_budget)
     nothing = xp.empty(0, dtype=dtype)
 
     for r0 in range(0, m, h):
@@ -777,8 +840,8 @@ def _exchange_alltoallv(
         r1 = min(m, r0 + h)
         a, b = np.searchsorted(rows_s, (r0, r1))
         c, d = np.searchsorted(rows_d, (r0, r1))
-        send_rows = _group(to_row[a:b], dpr, int(a))
-        recv_rows = _group(from_row[c:d], spr, int(c))
+        send_rows = _group(to_row[a:b], dpr, rs0 + int(a))
+        recv_rows = _group(from_row[c:d], spr, rd0 + int(c))
 
         # S[my rows & rows of (p', q'), my cols & cols of (p', q')] -> rank of (p', q')
         send: list[Any] = [nothing] * nranks
@@ -789,7 +852,7 @@ def _exchange_alltoallv(
             for q in range(dpc):
                 if _length(send_cols[q]) == 0:
                     continue
-                piece = _take(src_local, rix, send_cols[q], xp)
+                piece = _take(src_local, rix, send_cols[q], xp).astype(dtype, copy=False)
                 piece = xp.conj(piece) if conjugate else piece
                 send[dst_ranks[p][q]] = xp.ascontiguousarray(piece).reshape(-1)
 

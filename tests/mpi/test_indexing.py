@@ -356,6 +356,34 @@ def test_windows_property(data):
     np.testing.assert_array_equal(got, a)
 
 
+@pytest.mark.parametrize("transport", ["onesided", "alltoallv"])
+@pytest.mark.parametrize("budget", [None, 64])
+@pytest.mark.parametrize(
+    "src_dtype, dst_dtype", [(np.float64, np.float64), (np.float32, np.complex128), (float, bool)]
+)
+def test_copy_window_between_layouts(grid, transport, budget, src_dtype, dst_dtype):
+    """``Y[k0:, l0:][:h, :w] = X[i0:, j0:][:h, :w]`` across blocks, grids and source processes
+    (offsets inside blocks), on both transports, with a tiny budget (one row per round) and a
+    cast: every element of the window written, nothing else (a NaN-poisoned destination)."""
+    from blasmp_array.ops.indexing import copy_window
+
+    other = cached_grid(*grid.shape[::-1])
+    x = np.random.default_rng(5).standard_normal((17, 15)).astype(src_dtype)
+    x[x < 0] = 0  # zeros, so that the bool case has both values
+    X = bm.from_numpy(x, block=(3, 4), grid=grid)
+    if dst_dtype is bool:  # comparisons make bool arrays (creation functions do not)
+        poison = False
+        Y = bm.zeros((19, 14), block=(2, 5), grid=other) != 0
+    else:
+        poison = np.nan
+        Y = bm.full((19, 14), poison, dtype=dst_dtype, block=(2, 5), grid=other)
+    (i0, j0), (k0, l0), (h, w) = (2, 1), (3, 4), (13, 9)
+    copy_window(X.storage, (i0, j0), Y.storage, (k0, l0), (h, w), budget, transport=transport)
+    want = np.full(Y.shape, poison, dtype=dst_dtype)
+    want[k0 : k0 + h, l0 : l0 + w] = x[i0 : i0 + h, j0 : j0 + w]
+    np.testing.assert_array_equal(Y.to_numpy(), want)
+
+
 def test_symm_trmm_syr2k_on_views(grid):
     A, a = _matrix(grid, np.float64, shape=(14, 14), block=(3, 3), seed=7)
     B, b = _matrix(grid, np.float64, shape=(14, 12), block=(3, 3), seed=8)
