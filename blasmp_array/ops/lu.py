@@ -75,6 +75,9 @@ zero pivot's column (from the broadcast INFO of each step) raises
 ``det``/``slogdet`` return 0 / ``(0, -inf)`` as NumPy does. The input is untouched unless
 ``overwrite_a``.
 
+One process (a ``1 x 1`` grid) skips the pipeline: one ``getrf`` of the whole local matrix
+(:meth:`_LUPipeline._run_one_process`), as cuSOLVER/LAPACK alone would do it.
+
 What remains (issue 17)
 -----------------------
 Look-ahead (the panel of step ``k + 1`` while step ``k``'s update runs), a panel gathered only
@@ -646,6 +649,8 @@ class _LUPipeline:
 
     def run(self) -> tuple[np.ndarray, int]:
         """Factor; return ``(piv, zero)`` (collective)."""
+        if self.grid.size == 1:
+            return self._run_one_process()
         be, n, nb = self.be, self.n, self.nb
         piv = np.empty(n, dtype=np.int32)
         zero = -1
@@ -664,6 +669,19 @@ class _LUPipeline:
                 zero = k0 + inf - 1
             self._swap_and_update(k, panel, _row_map(p + k0, k0, n))
         return piv, zero
+
+    def _run_one_process(self) -> tuple[np.ndarray, int]:
+        """One process holds the whole matrix: one ``getrf`` of it (LAPACK or cuSOLVER, which
+        block and pivot as they see fit; the same pivots as the pipeline, LAPACK's). The
+        pipeline's steps would only add panel copies and a host round trip per block."""
+        be = self.be
+        ipiv = be.xp.zeros(self.n, dtype=np.int32)
+        info = be.xp.zeros(1, dtype=np.int32)
+        be.begin()
+        be.getrf(self.w._data, ipiv, info, be.compute)
+        be.synchronize()
+        inf = int(be.asnumpy(info)[0])
+        return be.asnumpy(ipiv).astype(np.int32), (inf - 1 if inf > 0 else -1)
 
     def _gather_panel(self, k: int) -> Any:
         """``# A[k0:, block column k] -> every process`` (step 1): the ``m x e`` panel."""
