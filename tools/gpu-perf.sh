@@ -15,7 +15,12 @@
 # Usage (repository root, wheels in .whl/):  OUT=/some/dir tools/gpu-perf.sh [PHASE...]
 #   trsm4/chol4  TRSM / Cholesky on 4 ranks (2x2, MPS), n=$N, block $BLOCK4
 #   chol1/lu1    Cholesky (n=$N) / LU (n=$NSMALL) on 1 rank, default block, against CuPy
-#   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 (default: gemm1 trsm1 gemm4 trace4)
+#   lu1big       LU on 1 rank at n=$N against cupyx lu_factor
+#   views4       A[1:, 1:] @ B[1:, 1:] (a window copied by the exchange) and sum(axis=0) on 4
+#                ranks (2x2, MPS), n=$N, default block
+#   prof1        tools/profile_face.py at n=$NSMALL: per-call host profile of the face (issue 14)
+#   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu1big views4
+#           prof1 (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
 # Results: $OUT/perf-<phase>.json (the bench command's records), .log next to them; a summary last.
@@ -45,6 +50,11 @@ for p in "${phases[@]}"; do
     chol1) bench chol1 1 cholesky --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
     chol4) bench chol4 4 cholesky --n "$n" --block "$block4" --grid 2x2 --repeat "$repeat" ;;
     lu1) bench lu1 1 lu --n "$nsmall" --repeat "$repeat" --compare --baselines "$baselines" ;;
+    lu1big) bench lu1big 1 lu --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
+    views4) bench views4 4 matmul_view,sum_axis0 --n "$n" --grid 2x2 --repeat "$repeat" ;;
+    prof1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/profile_face.py \
+             --n "$nsmall" > "$out/perf-prof1.log" 2>&1
+           summary+=("prof1 (np=1: tools/profile_face.py --n $nsmall): rc=$?") ;;
     trace4) bench trace4 4 gemm --n "$n" --block "$block4" --grid 2x2 --repeat 1 \
               --trace "$out/perf-trace4.trace.json" ;;
     face1) bench face1 1 "$face" --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
@@ -53,7 +63,7 @@ for p in "${phases[@]}"; do
     face4) bench face4 4 matmul_ata,solve_triangular --n "$n" --grid 2x2 --repeat "$repeat" ;;
     redist4) bench redist4 4 transpose,redistribute --n "$n" --block 2048 --grid 2x2 \
                --to-grid 2x2 --to-block 1024 --repeat "$repeat" --check --profile ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu1big views4 prof1)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"

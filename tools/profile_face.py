@@ -1,0 +1,93 @@
+"""Where the host time of the NumPy face goes: cProfile of repeated public calls (one rank).
+
+Usage: python tools/profile_face.py [--n 4096] [--repeat 20] [--top 18] [OP ...]
+OPs: matmul, matmul_ata, solve_triangular, trmm, syr2k, symm (default: all).
+
+For each call it prints the median wall time of the call (device synchronised after each),
+the same for the CuPy/NumPy equivalent in the same run, then the functions with the most own
+time under cProfile: what the host does per call. Backend from $BLASMP_BACKEND (gpu if usable).
+A diagnosis tool for issue 14's per-call costs, not a benchmark (the bench command is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import time
+
+import numpy as np
+
+import blasmp_array as bm
+
+
+def _calls(n: int):
+    A = bm.random.standard_normal((n, n), seed=1)
+    B = bm.random.standard_normal((n, n), seed=2)
+    T = np.tril(A) + n * bm.eye(n)
+    xp = A.backend.xp
+    a, b, t = (xp.asarray(x._data) for x in (A, B, T))  # one rank: the local matrix is all
+    if xp is np:
+        from scipy.linalg import solve_triangular
+    else:
+        from cupyx.scipy.linalg import solve_triangular
+    return A.backend, {
+        "matmul": (lambda: A @ B, lambda: a @ b),
+        "matmul_ata": (lambda: A.T @ A, lambda: a.T @ a),
+        "solve_triangular": (
+            lambda: bm.linalg.solve_triangular(T, B, lower=True),
+            lambda: solve_triangular(t, b, lower=True),
+        ),
+        "trmm": (lambda: bm.linalg.trmm(T, B), lambda: xp.tril(t) @ b),
+        "syr2k": (lambda: bm.linalg.syr2k(A, B), lambda: a @ b.T + b @ a.T),
+        "symm": (lambda: bm.linalg.symm(T, B), lambda: t @ b),
+    }
+
+
+def _median(f, sync, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        f()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("ops", nargs="*")
+    ap.add_argument("--n", type=int, default=4096)
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--top", type=int, default=18)
+    args = ap.parse_args()
+    backend, calls = _calls(args.n)
+    sync = backend.synchronize
+    if backend.xp is not np:
+        import cupy
+
+        def sync() -> None:
+            backend.synchronize()
+            cupy.cuda.Device().synchronize()
+
+    for op in args.ops or list(calls):
+        ours, ref = calls[op]
+        for _ in range(3):
+            ours(), ref()
+        sync()
+        t_ours, t_ref = _median(ours, sync, args.repeat), _median(ref, sync, args.repeat)
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(args.repeat):
+            ours()
+            sync()
+        prof.disable()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(args.top)
+        print(f"=== {op} n={args.n}: ours {t_ours * 1e3:.2f} ms, reference {t_ref * 1e3:.2f} ms")
+        print("\n".join(line for line in text.getvalue().splitlines() if line.strip())[:6000])
+
+
+if __name__ == "__main__":
+    main()
