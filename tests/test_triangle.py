@@ -1,5 +1,5 @@
 """The local triangle helpers of ``ops/_triangle.py`` against NumPy on the global matrix:
-``triangle_has_nonfinite`` reads exactly the triangle, ``zero_triangle`` writes exactly it, for
+``triangle_nonfinite_flag`` reads exactly the triangle, ``zero_triangle`` writes exactly it, for
 any layout, process, diagonal offset and panel width (rows wholly inside, crossing, outside)."""
 
 from types import SimpleNamespace
@@ -46,7 +46,7 @@ def test_triangle_helpers_match_numpy(case):
     local = _local(layout, grid, x)
     mask = _local(layout, grid, inside)
     expected = bool(np.isnan(local[mask]).any())
-    got = _triangle.triangle_has_nonfinite(layout, grid, local, uplo, k, panel=panel)
+    got = bool(_triangle.triangle_nonfinite_flag(layout, grid, local, uplo, k, panel=panel))
     assert got == expected
     zeroed = local.copy()
     _triangle.zero_triangle(layout, grid, zeroed, uplo, k, panel=panel)

@@ -80,23 +80,57 @@ def check_finite(
     op: str = "",
     uplo: str | None = None,
     k: int = 0,
+    *,
+    finite: bool = True,
+    zero_diagonal: bool = False,
 ) -> None:
     """``ValueError`` on every rank unless ``a`` (only its ``tril(., k)``/``triu(., k)``
     triangle when ``uplo`` is ``'L'``/``'U'``) and ``b`` hold only finite numbers (SciPy's
-    ``check_finite``); one reduction of two flags."""
-    from ._triangle import any_nonfinite, triangle_has_nonfinite
+    ``check_finite``; skipped with ``finite=False``); with ``zero_diagonal``, then
+    ``LinAlgError`` on every rank if the square ``a`` has an exact zero on its diagonal
+    (naming the first: a singular triangular matrix). Every flag is reduced on the device and
+    read in one transfer, then combined in one allreduce: one host round trip in all."""
+    from ._triangle import nonfinite_flag, triangle_nonfinite_flag
 
-    xp = a.backend.xp
-    if uplo is None:
-        bad_a = any_nonfinite(xp, a._data)
-    else:
-        bad_a = triangle_has_nonfinite(a.layout, a.grid, a._data, uplo, k)
-    bad_b = any_nonfinite(xp, b._data) if b is not None else False
-    bad = a.backend.allreduce(np.array([bad_a, bad_b], dtype=np.int64), op="max")
-    if bad.any():
-        which = " and ".join(n for n, f in zip(("a", "b"), bad, strict=True) if f)
+    be, xp = a.backend, a.backend.xp
+    n = a.shape[0]
+    flags = []  # 0-d device values, combined by max on every rank
+    if finite:
+        if uplo is None:
+            flags.append(nonfinite_flag(xp, a._data))
+        else:
+            flags.append(triangle_nonfinite_flag(a.layout, a.grid, a._data, uplo, k))
+        flags.append(nonfinite_flag(xp, b._data) if b is not None else xp.zeros((), bool))
+    if zero_diagonal:
+        flags.append(-_first_zero_on_diagonal(a))
+    if not flags:
+        return
+    got = be.asnumpy(xp.stack([xp.asarray(f, dtype=np.int64) for f in flags]))
+    got = be.allreduce(np.asarray(got, dtype=np.int64), op="max")
+    if finite and got[:2].any():
+        which = " and ".join(x for x, f in zip(("a", "b"), got[:2], strict=True) if f)
         prefix = f"{op}: " if op else ""
         raise ValueError(f"{prefix}array must not contain infs or NaNs ({which} does)")
+    first = -int(got[-1]) if zero_diagonal else n
+    if first < n:
+        prefix = f"{op}: " if op else ""
+        raise np.linalg.LinAlgError(
+            f"{prefix}singular matrix: A[{first}, {first}] == 0 (the first zero on the diagonal "
+            "of the triangular matrix)"
+        )
+
+
+def _first_zero_on_diagonal(a: BlockCyclicArray) -> Any:
+    """A 0-d device int: the smallest global ``i`` with ``a[i, i] == 0`` among this process's
+    diagonal entries, or ``a.shape[0]``."""
+    lay, grid, xp = a.layout, a.grid, a.backend.xp
+    rows = lay.local_rows(grid.myrow)
+    cols = lay.local_cols(grid.mycol)
+    idx, ri, ci = np.intersect1d(rows, cols, assume_unique=True, return_indices=True)
+    if idx.size == 0:
+        return xp.asarray(a.shape[0], dtype=np.int64)
+    vals = a._data[xp.asarray(ri), xp.asarray(ci)]
+    return xp.where(vals == 0, xp.asarray(idx), a.shape[0]).min()
 
 
 def check_array(x: Any, name: str, op: str) -> BlockCyclicArray:

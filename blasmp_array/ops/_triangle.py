@@ -25,8 +25,8 @@ __all__ = [
     "local_index_vectors",
     "triangle_mask",
     "scale_triangle",
-    "any_nonfinite",
-    "triangle_has_nonfinite",
+    "nonfinite_flag",
+    "triangle_nonfinite_flag",
     "zero_triangle",
     "mirror_triangle",
 ]
@@ -73,13 +73,13 @@ def _select_scaled(xp: Any, c: Any, beta: Any, mask: Any) -> None:
     xp.copyto(c, scaled, where=mask)
 
 
-def any_nonfinite(xp: Any, a: Any, mask: Any = None) -> bool:
-    """Whether ``a`` (restricted to ``mask``) holds a NaN or an infinity (one device reduction,
-    one scalar to the host)."""
+def nonfinite_flag(xp: Any, a: Any, mask: Any = None) -> Any:
+    """A 0-d device boolean: whether ``a`` (restricted to ``mask``) holds a NaN or an infinity
+    (one device reduction; the caller reads it, with other flags, in one transfer)."""
     bad = ~xp.isfinite(a)
     if mask is not None:
         bad &= mask
-    return bool(bad.any())
+    return bad.any()
 
 
 def _column_panels(
@@ -109,15 +109,15 @@ def _column_panels(
     return out
 
 
-def triangle_has_nonfinite(
+def triangle_nonfinite_flag(
     layout: BlockCyclicLayout, grid: Any, a: Any, uplo: str, k: int = 0, panel: int = 2048
-) -> bool:
-    """Whether this rank's elements of the ``tril(., k)`` (``uplo='L'``) or ``triu(., k)``
-    triangle of the matrix hold a NaN or an infinity.
+) -> Any:
+    """A 0-d device boolean: whether this rank's elements of the ``tril(., k)`` (``uplo='L'``)
+    or ``triu(., k)`` triangle of the matrix hold a NaN or an infinity.
 
     Column panel by panel (:func:`_column_panels`): the rows wholly inside the triangle are
     checked without a mask, the rows crossing the diagonal with a small one, the rows outside
-    are not read; the device flags of all panels are combined there and read once.
+    are not read; the device flags of all panels are combined there.
     """
     xp = grid.backend.xp
     rows, cols = local_index_vectors(layout, grid)
@@ -129,7 +129,7 @@ def triangle_has_nonfinite(
             bad = ~xp.isfinite(a[x0:x1, c0:c1])
             bad &= _mask(rows[x0:x1], cols[c0:c1], uplo, k)
             flags.append(bad.any())
-    return bool(xp.stack(flags).any()) if flags else False
+    return xp.stack(flags).any() if flags else xp.zeros((), dtype=bool)
 
 
 def zero_triangle(
@@ -199,14 +199,18 @@ def _strict_indices(n: int, uplo: str) -> tuple[np.ndarray, np.ndarray]:
 @warmup_kernels
 def _warm_triangles(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     """SYRK's scaled triangle (zero and non-zero beta), ``check_finite`` (masked and whole
-    panels, the combined flags), the masks from index vectors, the symmetric fill."""
+    panels, the combined flags, the diagonal's first zero), the masks from index vectors, the
+    symmetric fill."""
     n = 6
     local = sample_matrix(xp, dtype, n)
     rows = xp.asarray(np.arange(n))
     tri = (rows[None, :] - rows[:, None]) <= 0
     for beta in (dtype.type(0), dtype.type(2)):
         _select_scaled(xp, local.copy(), beta, tri)
-    any_nonfinite(xp, local, tri)
+    flag = nonfinite_flag(xp, local, tri)
+    # check_finite's combined read (ops/_checks.py): flags and the first zero on the diagonal
+    first = xp.where(local[0] == 0, rows, n).min()
+    xp.stack([xp.asarray(f, dtype=np.int64) for f in (flag, -first, xp.zeros((), bool))])
     zero = xp.zeros((), dtype)
     local.copy()[1:3, 0:2] = zero
     xp.copyto(local.copy(), zero, where=tri)

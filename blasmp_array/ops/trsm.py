@@ -402,14 +402,15 @@ def _trsm(
     A, Bw = _conform_blocks(A, Bw, ax)
     spec = _Spec(side, "L" if lower else "U", trans, "U" if unit else "N", alpha, num_stages)
 
-    if check_finite:
-        k = (-1 if spec.uplo == "L" else 1) if spec.diag == "U" else 0  # unit: no diagonal
-        ck.check_finite(A, Bw, uplo=spec.uplo, k=k)
+    # NaN/inf (check_finite) and an exact zero on the diagonal: one host round trip
+    k = (-1 if spec.uplo == "L" else 1) if spec.diag == "U" else 0  # unit: no diagonal
+    zero_diagonal = alpha != 0 and not unit
+    ck.check_finite(
+        A, Bw, uplo=spec.uplo, k=k, finite=bool(check_finite), zero_diagonal=zero_diagonal
+    )
     if alpha == 0:
         X = new_array(Bw.layout, Bw.grid, Bw.dtype, fill=0)
     else:
-        if not unit:
-            _check_diagonal(A)
         in_place = overwrite_b and Bw is B
         X = Bw if in_place else Bw.copy()
         if X.size and _local_kernel_wins(A):
@@ -484,34 +485,6 @@ def _conform_blocks(
         )
         B = B.redistribute(block=block)
     return A, B
-
-
-def _local_diagonal(A: BlockCyclicArray) -> tuple[np.ndarray, Any]:
-    """Global indices of the diagonal entries this process stores, and their values."""
-    lay, grid = A.layout, A.grid
-    rows = lay.local_rows(grid.myrow)
-    cols = lay.local_cols(grid.mycol)
-    idx, ri, ci = np.intersect1d(rows, cols, assume_unique=True, return_indices=True)
-    xp = A.backend.xp
-    vals = A._data[xp.asarray(ri), xp.asarray(ci)] if idx.size else None
-    return idx, vals
-
-
-def _check_diagonal(A: BlockCyclicArray) -> None:
-    """Raise ``LinAlgError`` on every rank if A's diagonal has an exact zero (one allreduce)."""
-    n = A.shape[0]
-    idx, vals = _local_diagonal(A)
-    first = n
-    if idx.size:
-        zero = A.backend.asnumpy(vals == 0)
-        if zero.any():
-            first = int(idx[np.argmax(zero)])
-    first = int(A.backend.allreduce(first, op="min"))
-    if first < n:
-        raise np.linalg.LinAlgError(
-            f"singular matrix: A[{first}, {first}] == 0 (the first zero on the diagonal of the "
-            "triangular matrix)"
-        )
 
 
 def free_workspace(backend: Backend) -> None:
