@@ -19,8 +19,9 @@
 #   views4       A[1:, 1:] @ B[1:, 1:] (a window copied by the exchange) and sum(axis=0) on 4
 #                ranks (2x2, MPS), n=$N, default block
 #   prof1        tools/profile_face.py at n=$NSMALL: per-call host profile of the face (issue 14)
+#   puts4        tools/put_bandwidth.py on 4 ranks (MPS): the NVSHMEM put limit beside redist4
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu1big views4
-#           prof1 (default: gemm1 trsm1 gemm4 trace4)
+#           prof1 puts4 (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
 # Results: $OUT/perf-<phase>.json (the bench command's records), .log next to them; a summary last.
@@ -55,6 +56,9 @@ for p in "${phases[@]}"; do
     prof1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/profile_face.py \
              --n "$nsmall" > "$out/perf-prof1.log" 2>&1
            summary+=("prof1 (np=1: tools/profile_face.py --n $nsmall): rc=$?") ;;
+    puts4) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 4 python3 tools/put_bandwidth.py \
+             --mib 1024 > "$out/perf-puts4.log" 2>&1
+           summary+=("puts4 (np=4: tools/put_bandwidth.py --mib 1024): rc=$?") ;;
     trace4) bench trace4 4 gemm --n "$n" --block "$block4" --grid 2x2 --repeat 1 \
               --trace "$out/perf-trace4.trace.json" ;;
     face1) bench face1 1 "$face" --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
@@ -63,7 +67,7 @@ for p in "${phases[@]}"; do
     face4) bench face4 4 matmul_ata,solve_triangular --n "$n" --grid 2x2 --repeat "$repeat" ;;
     redist4) bench redist4 4 transpose,redistribute --n "$n" --block 2048 --grid 2x2 \
                --to-grid 2x2 --to-block 1024 --repeat "$repeat" --check --profile ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu1big views4 prof1)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu1big views4 prof1 puts4)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"
