@@ -29,6 +29,7 @@ __all__ = [
     "triangle_nonfinite_flag",
     "zero_triangle",
     "mirror_triangle",
+    "symmetric_from_triangle",
 ]
 
 
@@ -151,37 +152,73 @@ def zero_triangle(
 def mirror_triangle(xp: Any, c: Any, uplo: str, conjugate: bool, panel: int | None = None) -> None:
     """Fill the strict other triangle of the square local matrix ``c`` from its ``uplo``
     triangle: ``c := tril(c) + tril(c, -1)^T`` (``^H`` when ``conjugate``) for ``uplo='L'``.
+    For a matrix held whole by one process; see :func:`symmetric_from_triangle`."""
+    symmetric_from_triangle(xp, c, uplo, conjugate, c, panel)
 
-    For a matrix held whole by one process. Works panel by panel (transposing copies of
-    ``panel`` columns), so the only temporary is one ``panel x panel`` diagonal block. The
-    default panel is 1024 on a GPU (few, large kernels) and 64 on the host (NumPy's ``tril`` of
+
+def symmetric_from_triangle(
+    xp: Any, x: Any, uplo: str, conjugate: bool, out: Any, panel: int | None = None
+) -> None:
+    """``out[...]`` = the symmetric (Hermitian when ``conjugate``) matrix whose ``uplo``
+    triangle is that of the square ``x`` (``out`` may be ``x``: the fill in place).
+
+    On a GPU one element-wise kernel reads each element of the triangle and writes it to both
+    places (``out[i, j] = x[i, j]`` inside the triangle, ``x[j, i]`` outside; indices from
+    broadcast ``arange`` vectors, no mask): the panel loop of the host path launched ~30
+    kernels at n = 4096, whose host time delayed the GEMM that followed (SYMM 1.3 ms over
+    CuPy's ``s @ b``, session-7 profile).
+
+    On the host, panel by panel (transposing copies of ``panel`` columns; the diagonal blocks
+    through cached index pairs instead of ``tril`` masks): default panel 64 (NumPy's ``tril`` of
     a large diagonal block costs more than the transposing copies: 1.1 ms of a 256 x 256
-    mirror with one 256-panel, measured on the 2-core CI machine). On the host the diagonal
-    blocks are filled through cached index pairs instead of ``tril`` masks (a 256 x 256 mirror:
-    0.22 -> 0.15 ms, 1024 x 1024: 2.8 -> 2.4 ms; medians of 7, CI machine, session 7).
+    mirror with one 256-panel; with index pairs a 256 x 256 mirror went from 0.22 to 0.15 ms,
+    1024 x 1024 from 2.8 to 2.4 ms; medians of 7, CI machine, session 7).
     """
-    if panel is None:
-        panel = 64 if xp is np else 1024
+    conjugate = conjugate and np.dtype(x.dtype).kind == "c"
+    if xp is not np:
+        n = x.shape[0]
+        idx = xp.arange(n, dtype=np.int64)
+        _mirror_kernel(xp, uplo, conjugate)(x, x.T, idx[:, None], idx[None, :], out)
+        return
+    if out is not x:
+        out[...] = x
+    c = out
+    panel = 64 if panel is None else panel
     n = c.shape[0]
     for j0 in range(0, n, panel):
         j1 = min(n, j0 + panel)
         d = c[j0:j1, j0:j1]
-        if xp is np:
-            # the strict triangle to fill, by cached index pairs (no mask built per call)
-            i, j = _strict_indices(j1 - j0, "U" if uplo == "L" else "L")
-            d[i, j] = d[j, i].conj() if conjugate else d[j, i]
-        elif uplo == "L":
-            strict = xp.tril(d, -1)
-            d[...] = xp.tril(d) + (strict.conj().T if conjugate else strict.T)
-        else:
-            strict = xp.triu(d, 1)
-            d[...] = xp.triu(d) + (strict.conj().T if conjugate else strict.T)
+        # the strict triangle to fill, by cached index pairs (no mask built per call)
+        i, j = _strict_indices(j1 - j0, "U" if uplo == "L" else "L")
+        d[i, j] = d[j, i].conj() if conjugate else d[j, i]
         if uplo == "L":
             src = c[j1:, j0:j1]  # below the diagonal block -> right of it
             c[j0:j1, j1:] = src.conj().T if conjugate else src.T
         else:
             src = c[j0:j1, j1:]  # right of the diagonal block -> below it
             c[j1:, j0:j1] = src.conj().T if conjugate else src.T
+
+
+_MIRROR_KERNELS: dict[tuple[str, bool], Any] = {}
+
+
+def _mirror_kernel(xp: Any, uplo: str, conjugate: bool) -> Any:
+    """CuPy kernel ``out = a`` inside the ``uplo`` triangle (``j <= i`` for 'L'), else ``t``
+    (``a``'s transpose; conjugated when ``conjugate``). Each element of ``out`` is written by
+    its own thread from ``a[i, j]`` or ``a[j, i]``, and only from the kept triangle, so ``out``
+    may be ``a`` itself: the kept triangle is rewritten with its own values."""
+    key = (uplo, conjugate)
+    kernel = _MIRROR_KERNELS.get(key)
+    if kernel is None:
+        keep = "j <= i" if uplo == "L" else "j >= i"
+        other = "conj(t)" if conjugate else "t"
+        kernel = _MIRROR_KERNELS[key] = xp.ElementwiseKernel(
+            "T a, T t, int64 i, int64 j",
+            "T out",
+            f"out = ({keep}) ? a : {other};",
+            f"blasmp_mirror_{uplo}{int(conjugate)}",
+        )
+    return kernel
 
 
 _STRICT: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}

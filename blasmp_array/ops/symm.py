@@ -20,7 +20,7 @@ from ..array import BlockCyclicArray
 from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
 from . import _checks as ck
-from ._triangle import mirror_triangle
+from ._triangle import symmetric_from_triangle
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .gemm import check_method, check_stages, scale_local, summa_product
 from .panels import Source, compose_op
@@ -174,8 +174,7 @@ def symm(
 def _symmetrised(xp: Any, x: Any, view: str, uplo: str, out: Any) -> None:
     """``out[...]`` = the symmetric matrix whose ``uplo`` triangle is that of ``view(x)``."""
     stored_uplo = ck.flip_uplo(uplo) if view in ("T", "C") else uplo
-    out[...] = x
-    mirror_triangle(xp, out, stored_uplo, conjugate=False)
+    symmetric_from_triangle(xp, x, stored_uplo, False, out)
     if view in ("C", "R"):  # a symmetric matrix equals its transpose: only conj remains
         xp.conjugate(out, out=out)
 

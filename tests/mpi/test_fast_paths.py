@@ -23,6 +23,7 @@ from mpi4py import MPI
 
 import blasmp_array as bm
 from blasmp_array.ops import trsm as trsm_module
+from blasmp_array.ops._triangle import symmetric_from_triangle
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import (  # noqa: E402
@@ -92,6 +93,28 @@ def test_local_trmm_symm_match_pipeline(dtype, view, side, lower):
     scale = (np.abs(s) @ np.abs(b) if side == "left" else np.abs(b) @ np.abs(s)) + 3 * abs(c0)
     assert_within_bound(fast.to_numpy(), ref, scale, na, dtype, "symm 1x1 local")
     assert_within_bound(slow.to_numpy(), ref, scale, na, dtype, "symm 1x1 summa")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_symmetric_from_triangle_on_this_backend(grid, dtype, uplo):
+    """The one-process symmetric fill (one CuPy kernel on the GPU, panels on the host), in
+    place and into another array, against NumPy; the other triangle starts as NaN."""
+    be, xp = grid.backend, grid.backend.xp
+    rng = np.random.default_rng(5)
+    n = 37
+    a = poison(random_matrix(rng, (n, n), dtype), "upper" if uplo == "L" else "lower")
+    tri = np.nan_to_num(a, nan=0.0)
+    strict = tri - np.diag(np.diag(tri))
+    for conjugate in (False, True):
+        other = strict.conj().T if conjugate and a.dtype.kind == "c" else strict.T
+        want = tri + other
+        x = xp.asarray(a).copy()
+        out = xp.full((n, n), np.nan, dtype=a.dtype)
+        symmetric_from_triangle(xp, x, uplo, conjugate, out)
+        np.testing.assert_array_equal(be.asnumpy(out), want)
+        symmetric_from_triangle(xp, x, uplo, conjugate, x)  # in place
+        np.testing.assert_array_equal(be.asnumpy(x), want)
 
 
 @needs_cpu
