@@ -105,8 +105,7 @@ def check_finite(
         flags.append(-_first_zero_on_diagonal(a))
     if not flags:
         return
-    got = be.asnumpy(xp.stack([xp.asarray(f, dtype=np.int64) for f in flags]))
-    got = be.allreduce(np.asarray(got, dtype=np.int64), op="max")
+    got = be.allreduce(be.asnumpy(xp.stack(flags, dtype=np.int64)), op="max")
     if finite and got[:2].any():
         which = " and ".join(x for x, f in zip(("a", "b"), got[:2], strict=True) if f)
         prefix = f"{op}: " if op else ""
@@ -123,14 +122,13 @@ def check_finite(
 def _first_zero_on_diagonal(a: BlockCyclicArray) -> Any:
     """A 0-d device int: the smallest global ``i`` with ``a[i, i] == 0`` among this process's
     diagonal entries, or ``a.shape[0]``."""
-    lay, grid, xp = a.layout, a.grid, a.backend.xp
-    rows = lay.local_rows(grid.myrow)
-    cols = lay.local_cols(grid.mycol)
-    idx, ri, ci = np.intersect1d(rows, cols, assume_unique=True, return_indices=True)
-    if idx.size == 0:
+    from ._triangle import local_diagonal
+
+    xp = a.backend.xp
+    idx, ri, ci = local_diagonal(a.layout, a.grid)
+    if idx is None:
         return xp.asarray(a.shape[0], dtype=np.int64)
-    vals = a._data[xp.asarray(ri), xp.asarray(ci)]
-    return xp.where(vals == 0, xp.asarray(idx), a.shape[0]).min()
+    return xp.where(a._data[ri, ci] == 0, idx, a.shape[0]).min()
 
 
 def check_array(x: Any, name: str, op: str) -> BlockCyclicArray:

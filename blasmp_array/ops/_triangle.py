@@ -23,6 +23,7 @@ from ._warmup import sample_matrix, warmup_kernels
 
 __all__ = [
     "local_index_vectors",
+    "local_diagonal",
     "triangle_mask",
     "scale_triangle",
     "nonfinite_flag",
@@ -44,6 +45,25 @@ def local_index_vectors(layout: BlockCyclicLayout, grid: Any) -> tuple[Any, Any]
         if len(cache) > 64:  # layouts come and go with user arrays: keep the cache small
             cache.clear()
         hit = (b.asarray(layout.local_rows(grid.myrow)), b.asarray(layout.local_cols(grid.mycol)))
+        cache[key] = hit
+    return hit
+
+
+def local_diagonal(layout: BlockCyclicLayout, grid: Any) -> tuple[Any, Any, Any]:
+    """``(i, r, c)``: the global indices ``i`` of the diagonal entries of this rank's local
+    matrix and their local row/column positions, as 1-D device arrays (cached like
+    :func:`local_index_vectors`); ``(None, None, None)`` when it holds none."""
+    b = grid.backend
+    cache: dict[Any, tuple[Any, Any, Any]] = b.__dict__.setdefault("_diagonal_indices", {})
+    key = (layout, grid.myrow, grid.mycol)
+    hit = cache.get(key)
+    if hit is None:
+        if len(cache) > 64:
+            cache.clear()
+        rows = layout.local_rows(grid.myrow)
+        cols = layout.local_cols(grid.mycol)
+        i, r, c = np.intersect1d(rows, cols, assume_unique=True, return_indices=True)
+        hit = (None, None, None) if i.size == 0 else (b.asarray(i), b.asarray(r), b.asarray(c))
         cache[key] = hit
     return hit
 
@@ -247,7 +267,8 @@ def _warm_triangles(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     flag = nonfinite_flag(xp, local, tri)
     # check_finite's combined read (ops/_checks.py): flags and the first zero on the diagonal
     first = xp.where(local[0] == 0, rows, n).min()
-    xp.stack([xp.asarray(f, dtype=np.int64) for f in (flag, -first, xp.zeros((), bool))])
+    xp.stack([flag, -first, xp.zeros((), bool)], dtype=np.int64)
+    _ = local[rows, rows] == 0  # the diagonal entries by index arrays
     zero = xp.zeros((), dtype)
     local.copy()[1:3, 0:2] = zero
     xp.copyto(local.copy(), zero, where=tri)
