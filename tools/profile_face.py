@@ -1,7 +1,8 @@
 """Where the host time of the NumPy face goes: cProfile of repeated public calls (one rank).
 
 Usage: python tools/profile_face.py [--n 4096] [--repeat 20] [--top 18] [OP ...]
-OPs: matmul, matmul_ata, solve_triangular, trmm, syr2k, symm (default: all).
+OPs: matmul, matmul_ata, solve_triangular, solve_triangular_nocheck, trmm, syr2k, symm, and gemm_kernel (the backend's
+GEMM alone into a preallocated result, against ``matmul(a, b, out=c)``) (default: all).
 
 For each call it prints the median wall time of the call (device synchronised after each),
 the same for the CuPy/NumPy equivalent in the same run, then the functions with the most own
@@ -32,12 +33,24 @@ def _calls(n: int):
         from scipy.linalg import solve_triangular
     else:
         from cupyx.scipy.linalg import solve_triangular
-    return A.backend, {
+    be = A.backend
+    c_ours, c_ref = be.empty((n, n), a.dtype), xp.empty((n, n), a.dtype)
+
+    def gemm_kernel() -> None:  # the backend's GEMM alone, into a preallocated result
+        be.begin()
+        be.gemm(1, a, b, 0, c_ours, "N", "N", be.compute)
+
+    return be, {
+        "gemm_kernel": (gemm_kernel, lambda: xp.matmul(a, b, out=c_ref)),
         "matmul": (lambda: A @ B, lambda: a @ b),
         "matmul_ata": (lambda: A.T @ A, lambda: a.T @ a),
         "solve_triangular": (
             lambda: bm.linalg.solve_triangular(T, B, lower=True),
             lambda: solve_triangular(t, b, lower=True),
+        ),
+        "solve_triangular_nocheck": (
+            lambda: bm.linalg.solve_triangular(T, B, lower=True, check_finite=False),
+            lambda: solve_triangular(t, b, lower=True, check_finite=False),
         ),
         "trmm": (lambda: bm.linalg.trmm(T, B), lambda: xp.tril(t) @ b),
         "syr2k": (lambda: bm.linalg.syr2k(A, B), lambda: a @ b.T + b @ a.T),
