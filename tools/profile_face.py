@@ -1,8 +1,9 @@
 """Where the host time of the NumPy face goes: cProfile of repeated public calls (one rank).
 
 Usage: python tools/profile_face.py [--n 4096] [--repeat 20] [--top 18] [OP ...]
-OPs: matmul, matmul_ata, solve_triangular, solve_triangular_nocheck, trmm, syr2k, symm, and gemm_kernel (the backend's
-GEMM alone into a preallocated result, against ``matmul(a, b, out=c)``) (default: all).
+OPs (default: all): matmul, matmul_ata, solve_triangular, solve_triangular_nocheck, trmm,
+syr2k, symm, and gemm_kernel (the backend's GEMM alone into a preallocated result, against
+``matmul(a, b, out=c)``).
 
 For each call it prints the median wall time of the call (device synchronised after each),
 the same for the CuPy/NumPy equivalent in the same run, then the functions with the most own
