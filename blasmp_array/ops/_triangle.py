@@ -223,17 +223,18 @@ _MIRROR_KERNELS: dict[tuple[str, bool], Any] = {}
 
 
 def _mirror_kernel(xp: Any, uplo: str, conjugate: bool) -> Any:
-    """CuPy kernel ``out = a`` inside the ``uplo`` triangle (``j <= i`` for 'L'), else ``t``
-    (``a``'s transpose; conjugated when ``conjugate``). Each element of ``out`` is written by
+    """CuPy kernel ``out = a`` inside the ``uplo`` triangle (``col <= row`` for 'L'), else
+    ``t`` (``a``'s transpose; conjugated when ``conjugate``). (``i`` is CuPy's element index:
+    no parameter may be named so.) Each element of ``out`` is written by
     its own thread from ``a[i, j]`` or ``a[j, i]``, and only from the kept triangle, so ``out``
     may be ``a`` itself: the kept triangle is rewritten with its own values."""
     key = (uplo, conjugate)
     kernel = _MIRROR_KERNELS.get(key)
     if kernel is None:
-        keep = "j <= i" if uplo == "L" else "j >= i"
+        keep = "col <= row" if uplo == "L" else "col >= row"
         other = "conj(t)" if conjugate else "t"
         kernel = _MIRROR_KERNELS[key] = xp.ElementwiseKernel(
-            "T a, T t, int64 i, int64 j",
+            "T a, T t, int64 row, int64 col",
             "T out",
             f"out = ({keep}) ? a : {other};",
             f"blasmp_mirror_{uplo}{int(conjugate)}",
