@@ -83,6 +83,11 @@ class CPUEvent(Event):
         return self._flag.wait(timeout)
 
 
+#: The event of a point every stream has already passed (events are never cleared).
+_REACHED = CPUEvent()
+_REACHED.set()
+
+
 class _Marker:
     """A queue item that is always executed, even after an error (events, drains)."""
 
@@ -157,11 +162,10 @@ class CPUStream(Stream):
 
     def drained(self) -> CPUEvent:
         """An event set once everything enqueued so far has run (or been dropped)."""
-        ev = CPUEvent()
         if self._thread is None:
-            ev.set()
-        else:
-            self.mark(ev)
+            return _REACHED  # nothing queued (inline, or not started): one shared set event
+        ev = CPUEvent()
+        self.mark(ev)
         return ev
 
     def __repr__(self) -> str:
