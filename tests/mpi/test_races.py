@@ -66,6 +66,10 @@ CASES = {
         ),
         None,
     ),
+    # factorisations (their own stages): LU of a matrix whose pivots move rows across blocks
+    # and processes, Cholesky of T T^H (T has 2 on its diagonal: positive definite)
+    "lu_factor": (lambda A, B, T, X, C, s: linalg.lu_factor(A @ B.T + T)[0], None),
+    "cholesky": (lambda A, B, T, X, C, s: linalg.cholesky(T @ T.T, lower=True), None),
 }
 
 
