@@ -224,6 +224,37 @@ def test_trace_of_gemm(comm, cpu_grid, shared_dir):
     assert problems == [], "\n".join(problems)
 
 
+@pytest.mark.parametrize("op", ["cholesky", "lu_factor"])
+def test_trace_of_factorisations(comm, cpu_grid, shared_dir, op):
+    """The factorisations' local kernels (POTRF, GETRF) appear in the trace with their shapes."""
+    rng = np.random.default_rng(8)
+    n = 29
+    g = rng.standard_normal((n, n))
+    a = g @ g.T + n * np.eye(n) if op == "cholesky" else g
+    A = bm.from_numpy(a, block=(8, 8), grid=cpu_grid)
+    path = shared_dir / f"{op}.json"
+    with bm.trace(path):
+        if op == "cholesky":
+            bm.linalg.cholesky(A, lower=True)
+        else:
+            bm.linalg.lu_factor(A)
+    kernel = "potrf" if op == "cholesky" else "getrf"
+
+    def check() -> list[str]:
+        data = json.loads(path.read_text())
+        problems = structure_problems(data, comm.size)
+        found = [e for e in complete_events(data) if e["name"] == kernel]
+        if not found:
+            problems.append(f"no {kernel} kernel in the trace of {op}")
+        problems += [
+            f"{kernel} without a shape: {e['args']}" for e in found if not e["args"].get("a")
+        ]
+        return problems
+
+    problems = shared_verdict(comm, check)
+    assert problems == [], "\n".join(problems)
+
+
 def test_missing_signal_writes_partial_trace(comm, cpu_grid, shared_dir):
     be = cpu_grid.backend
     rank, size = comm.rank, comm.size
