@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from .base import env_flag
+
 __all__ = ["Runtime", "ensure_runtime", "mps_running", "mps_problem"]
 
 #: name of the file that nvidia-cuda-mps-control writes into its pipe directory while it runs
@@ -36,7 +38,7 @@ def mps_running(env: Mapping[str, str] | None = None) -> bool:
     overrides the check (for sites that run MPS where this process cannot see its files).
     """
     env = os.environ if env is None else env
-    if env.get("BLASMP_ASSUME_MPS", "") in ("1", "true", "yes"):
+    if env_flag("BLASMP_ASSUME_MPS", env):
         return True
     pid_file = os.path.join(mps_pipe_directory(env), MPS_PID_FILE)
     try:

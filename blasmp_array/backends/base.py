@@ -42,7 +42,8 @@ reductions and redistribution, never inside a pipeline.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -54,7 +55,16 @@ __all__ = [
     "Event",
     "SymmetricBuffer",
     "SignalSet",
+    "env_flag",
 ]
+
+
+def env_flag(name: str, env: Mapping[str, str] | None = None) -> bool:
+    """Whether the environment variable ``name`` is set to ``1``, ``true`` or ``yes`` (any
+    case): the one spelling of an on/off switch (``BLASMP_NO_ABORT``, ...)."""
+    value = (os.environ if env is None else env).get(name, "")
+    return value.strip().lower() in ("1", "true", "yes")
+
 
 DEFAULT_SIGNAL_TIMEOUT = 60.0
 

@@ -56,6 +56,7 @@ from .base import (
     SignalTimeoutError,
     Stream,
     SymmetricBuffer,
+    env_flag,
 )
 
 __all__ = ["CPUBackend", "CPUStream", "CPUEvent"]
@@ -202,7 +203,7 @@ class CPUBackend(HostCollectives, Backend):
                 "before `from mpi4py import MPI` (that is mpi4py's default) or use an MPI library "
                 "that provides THREAD_MULTIPLE"
             )
-        if os.environ.get("BLASMP_NO_ABORT", "") not in ("1", "true", "yes"):
+        if not env_flag("BLASMP_NO_ABORT"):
             _abort.install()
         self._MPI = MPI
         self.comm = comm
@@ -216,7 +217,7 @@ class CPUBackend(HostCollectives, Backend):
         )
         self.max_message_elements = 2**31 - 1
         self._failed = threading.Event()
-        threads = os.environ.get("BLASMP_CPU_STREAM_THREADS", "") in ("1", "true", "yes")
+        threads = env_flag("BLASMP_CPU_STREAM_THREADS")
         inline = self.size == 1 and not threads
         self.compute = CPUStream("compute", self._failed.set, inline)
         self.comm_stream = CPUStream("comm", self._failed.set, inline)

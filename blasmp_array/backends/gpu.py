@@ -64,6 +64,7 @@ from .base import (
     SignalTimeoutError,
     Stream,
     SymmetricBuffer,
+    env_flag,
 )
 
 __all__ = ["GPUBackend", "GPUStream", "GPUEvent", "StreamError"]
@@ -193,7 +194,7 @@ class GPUBackend(HostCollectives, Backend):
     def __init__(self, comm: Any) -> None:
         from mpi4py import MPI
 
-        if os.environ.get("BLASMP_NO_ABORT", "") not in ("1", "true", "yes"):
+        if not env_flag("BLASMP_NO_ABORT"):
             _abort.install()
         self._MPI = MPI
         self._rt = ensure_runtime(comm)
@@ -269,7 +270,7 @@ class GPUBackend(HostCollectives, Backend):
                     )
                 )
         limit = _parse_bytes(os.environ.get("NVSHMEM_SYMMETRIC_SIZE", ""))
-        vmm_off = os.environ.get("NVSHMEM_DISABLE_CUDA_VMM", "") in ("1", "true", "yes")
+        vmm_off = env_flag("NVSHMEM_DISABLE_CUDA_VMM")
         if vmm_off and limit is not None and live + need > limit:
             raise MemoryError(self._heap_message(need, f"{live} bytes already allocated"))
         try:
