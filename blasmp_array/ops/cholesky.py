@@ -105,6 +105,7 @@ from ..array import BlockCyclicArray, check_dtype
 from ..backends.base import Backend
 from . import _checks as ck
 from . import _exchange as engine
+from ._recursive_potrf import first_failure, recursive_potrf
 from ._triangle import zero_triangle
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .panels import PanelExchange, PanelSpec, Source, default_step_width, make_steps
@@ -382,22 +383,34 @@ def factor(
     return w
 
 
-#: a 1x1 grid factors with one local potrf (LAPACK / cuSOLVER): measured on one H200 at
+#: a 1x1 grid factors its local matrix without the pipeline: measured on one H200 at
 #: n = 16384, the blocked pipeline on one process took 0.172 s against cuSOLVER's 0.061 s
 #: (its potrf and trsm steps cannot overlap the updates on a single compute stream)
 _LOCAL_ON_ONE_PROCESS = True
+
+#: leaf size of the recursive potrf (:mod:`._recursive_potrf`) per backend name; a backend not
+#: listed calls its library potrf once (LAPACK's own potrf is already recursive on the CPU).
+#: GPU: cuSOLVER's dpotrf runs under half of DGEMM's rate at large n (docs/performance.md).
+RECURSIVE_POTRF_LEAF: dict[str, int] = {"gpu": 2048}
 
 
 def _local_potrf(w: BlockCyclicArray, lower: bool) -> int:
     """Factor the whole local matrix (1x1 grid) in place; the pipeline's INFO convention:
     the order of the first non-positive leading minor, ``n + 1`` when there is none."""
     be = w.backend
-    info = be.xp.zeros(1, dtype=np.int32)
+    n = w.shape[0]
     begin_pipeline(be, w.dtype)
-    be.potrf(w._data, "L" if lower else "U", info, be.compute)
-    be.synchronize()
-    order = int(be.asnumpy(info)[0])
-    return order if order > 0 else w.shape[0] + 1
+    leaf = RECURSIVE_POTRF_LEAF.get(be.name)
+    if leaf is not None and n > leaf:
+        info = recursive_potrf(be, w._data, lower, leaf, be.compute)
+        be.synchronize()
+        order = first_failure(be.asnumpy(info), n, leaf)
+    else:
+        info = be.xp.zeros(1, dtype=np.int32)
+        be.potrf(w._data, "L" if lower else "U", info, be.compute)
+        be.synchronize()
+        order = int(be.asnumpy(info)[0])
+    return order if order > 0 else n + 1
 
 
 def _zero_other_triangle(c: BlockCyclicArray, lower: bool) -> None:

@@ -278,3 +278,54 @@ def test_source_process_offset(grid, lower):
     C = cholesky(A, lower=lower)
     assert C.layout == lay
     assert factor_ok(a, C.to_numpy(), lower, np.complex128)[0]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lower", [True, False])
+def test_recursive_potrf(grid, dtype, lower):
+    """The recursive local potrf of the 1x1 grid (on every rank, no communication): leaves of
+    several sizes on a strided view, the factor within the bound, the untouched borders, and
+    LAPACK's INFO when the failing minor is in the first, a middle or the last leaf."""
+    from blasmp_array.ops._recursive_potrf import first_failure, leaf_offsets, recursive_potrf
+
+    be = grid.backend
+    n = 45
+    a = spd(n, dtype, seed=3)
+    for leaf, align in ((1, 1), (4, 4), (7, 2), (16, 8)):
+        big = np.full((n + 2, n + 3), np.nan, dtype=dtype)
+        big[1 : n + 1, 2 : n + 2] = stored(a, lower)
+        dev = be.asarray(big)
+        info = recursive_potrf(be, dev[1 : n + 1, 2 : n + 2], lower, leaf, be.compute, align)
+        be.synchronize()
+        out = be.asnumpy(dev)
+        assert len(be.asnumpy(info)) == len(leaf_offsets(n, leaf, align))
+        assert first_failure(be.asnumpy(info), n, leaf, align) == 0
+        ok, worst = factor_ok(a, out[1 : n + 1, 2 : n + 2], lower, dtype)
+        assert ok, f"backward error {worst:.3g} x bound (leaf {leaf})"
+        border = np.ones(big.shape, bool)
+        border[1 : n + 1, 2 : n + 2] = False
+        assert np.all(np.isnan(out[border])), "written outside the view"
+    for bad in (2, 20, n - 1):
+        a_bad = a.copy()
+        a_bad[bad, bad] = -1.0
+        expect = sla.lapack.get_lapack_funcs("potrf", dtype=np.dtype(dtype))(a_bad, lower=lower)[1]
+        dev = be.asarray(np.ascontiguousarray(stored(a_bad, lower)))
+        info = recursive_potrf(be, dev, lower, 4, be.compute, 4)
+        be.synchronize()
+        assert first_failure(be.asnumpy(info), n, 4, 4) == expect > 0
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+@pytest.mark.parametrize("lower", [True, False])
+def test_recursive_potrf_through_cholesky(grid, dtype, lower, monkeypatch):
+    """cholesky on a 1x1 grid with the recursion forced on (small leaves): same bound, and the
+    failing order on every rank."""
+    from blasmp_array.ops import cholesky as module
+
+    monkeypatch.setitem(module.RECURSIVE_POTRF_LEAF, grid.backend.name, 6)
+    run_case(grid, dtype, 37, 5, lower, 2)
+    for bad in (1, 12, 19):
+        a = spd(20, dtype)
+        a[bad, bad] = -1.0
+        with pytest.raises(np.linalg.LinAlgError, match=f"order {bad + 1} "):
+            cholesky(bm.from_numpy(stored(a, lower), block=(4, 4), grid=grid), lower=lower)

@@ -1,0 +1,18 @@
+"""The leaves of the recursive local potrf (ops._recursive_potrf): a property test."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from blasmp_array.ops._recursive_potrf import leaf_offsets
+
+
+@given(n=st.integers(0, 5000), leaf=st.integers(1, 600), align=st.sampled_from([1, 2, 64, 256]))
+def test_leaves_tile_the_matrix(n, leaf, align):
+    leaves = leaf_offsets(n, leaf, align)
+    assert sum(m for _, m in leaves) == n
+    pos = 0
+    for off, m in leaves:
+        assert off == pos and 1 <= m <= leaf
+        pos += m
