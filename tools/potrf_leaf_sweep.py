@@ -1,0 +1,84 @@
+"""Choose the leaf of the recursive local potrf (ops._recursive_potrf): one rank, one device.
+
+Usage: python tools/potrf_leaf_sweep.py [--n 4096 16384] [--leaf 512 1024 2048 4096 0] [--repeat 5]
+
+For each n: the median (and min/max) time of ``bm.linalg.cholesky(A, lower=True)`` on a 1x1
+grid with each leaf (0: the library potrf called once), of the library's own Cholesky in the
+same run (``cupy.linalg.cholesky`` / ``numpy.linalg.cholesky``), and the rates of the kernels
+one recursion level calls at size n/2 (TRSM, SYRK, GEMM), in TFLOP/s. Backend from
+$BLASMP_BACKEND. A tuning tool, not a benchmark (the bench's ``cholesky`` row is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import blasmp_array as bm
+from blasmp_array.ops import cholesky as chol
+
+
+def timed(fn, sync, repeat: int) -> tuple[float, float, float]:
+    fn()
+    sync()
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts), min(ts), max(ts)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[4096, 16384])
+    ap.add_argument("--leaf", type=int, nargs="+", default=[512, 1024, 2048, 4096, 0])
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    for n in args.n:
+        A = bm.random.standard_normal((n, n), seed=1)
+        S = A @ A.T + n * bm.eye(n)
+        be = S.backend
+        xp = be.xp
+        s = xp.asarray(S._data)
+
+        def sync() -> None:
+            be.synchronize()
+            if xp is not np:
+                xp.cuda.get_current_stream().synchronize()
+
+        flops = n**3 / 3
+        ref = timed(lambda: xp.linalg.cholesky(s), sync, args.repeat)
+        print(
+            f"n={n} {xp.__name__}.linalg.cholesky: {ref[0]:.4f} s [{ref[1]:.4f}, {ref[2]:.4f}]"
+            f" {flops / ref[0] / 1e12:.1f} TFLOP/s"
+        )
+        for leaf in args.leaf:
+            chol.RECURSIVE_POTRF_LEAF[be.name] = leaf if leaf else 1 << 62
+            t = timed(lambda: bm.linalg.cholesky(S, lower=True), sync, args.repeat)
+            print(
+                f"n={n} leaf={leaf or 'none'}: {t[0]:.4f} s [{t[1]:.4f}, {t[2]:.4f}]"
+                f" {flops / t[0] / 1e12:.1f} TFLOP/s, {ref[0] / t[0]:.2f}x the library"
+            )
+        h = n // 2
+        x = xp.asarray(A._data)[:h, :h].copy()
+        y = xp.asarray(A._data)[h:, :h].copy()
+        z = xp.asarray(S._data)[:h, :h].copy()
+        c = xp.zeros((h, h), x.dtype)
+        tri = xp.linalg.cholesky(z)
+        kernels = {
+            "trsm": (lambda: be.trsm(1.0, tri, y.copy(), "R", "L", "T", "N", be.compute), h**3),
+            "syrk": (lambda: be.syrk(-1.0, y, 1.0, c, "L", "N", be.compute), h**3),
+            "gemm": (lambda: be.gemm(-1.0, x, y, 1.0, c, "N", "T", be.compute), 2 * h**3),
+        }
+        for name, (fn, fl) in kernels.items():
+            t = timed(fn, sync, args.repeat)
+            print(f"n/2={h} {name}: {t[0] * 1e3:.2f} ms {fl / t[0] / 1e12:.1f} TFLOP/s")
+
+
+if __name__ == "__main__":
+    main()
