@@ -2,7 +2,7 @@
 
 Usage: python tools/profile_face.py [--n 4096] [--repeat 20] [--top 18] [OP ...]
 OPs (default: all): matmul, matmul_ata, solve_triangular, solve_triangular_nocheck, trmm,
-syr2k, symm, and gemm_kernel (the backend's GEMM alone into a preallocated result, against
+syr2k, symm, cholesky, and gemm_kernel (the backend's GEMM alone into a preallocated result, against
 ``matmul(a, b, out=c)``).
 
 For each call it prints the median wall time of the call (device synchronised after each),
@@ -28,8 +28,9 @@ def _calls(n: int):
     A = bm.random.standard_normal((n, n), seed=1)
     B = bm.random.standard_normal((n, n), seed=2)
     T = np.tril(A) + n * bm.eye(n)
+    S = T @ T.T
     xp = A.backend.xp
-    a, b, t = (xp.asarray(x._data) for x in (A, B, T))  # one rank: the local matrix is all
+    a, b, t, s = (xp.asarray(x._data) for x in (A, B, T, S))  # one rank: the local matrix is all
     if xp is np:
         from scipy.linalg import solve_triangular
     else:
@@ -56,6 +57,7 @@ def _calls(n: int):
         "trmm": (lambda: bm.linalg.trmm(T, B), lambda: xp.tril(t) @ b),
         "syr2k": (lambda: bm.linalg.syr2k(A, B), lambda: a @ b.T + b @ a.T),
         "symm": (lambda: bm.linalg.symm(T, B), lambda: t @ b),
+        "cholesky": (lambda: np.linalg.cholesky(S), lambda: xp.linalg.cholesky(s)),
     }
 
 

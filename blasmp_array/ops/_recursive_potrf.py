@@ -26,6 +26,7 @@ pipeline does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -35,59 +36,77 @@ from ..backends.base import Backend, Stream
 __all__ = ["recursive_potrf", "leaf_offsets", "first_failure"]
 
 
-def leaf_offsets(n: int, leaf: int, align: int = 256) -> list[tuple[int, int]]:
+def leaf_offsets(n: int, leaf: int, align: int = 256, halve: bool = True) -> list[tuple[int, int]]:
     """The ``(offset, size)`` of each leaf that :func:`recursive_potrf` factors, in order.
 
-    A block of ``m > leaf`` rows splits at ``m / 2`` rounded to a multiple of ``align`` (when
-    that leaves both halves non-empty), so the large kernels see aligned sizes.
+    ``halve``: a block of ``m > leaf`` rows splits at ``m / 2`` rounded to a multiple of
+    ``align`` (when that leaves both halves non-empty), so the large kernels see aligned sizes.
+    Otherwise it splits at ``leaf``: the right-looking blocked algorithm with block ``leaf``.
     """
     if leaf < 1:
         raise ValueError(f"leaf must be >= 1, got {leaf}")
     out: list[tuple[int, int]] = []
-
-    def walk(off: int, m: int) -> None:
-        if m <= leaf:
-            out.append((off, m))
-            return
-        h = _split(m, align)
-        walk(off, h)
-        walk(off + h, m - h)
-
-    if n:
-        walk(0, n)
+    _walk(0, n, leaf, _splitter(leaf, align, halve), lambda lo, hi: out.append((lo, hi - lo)))
     return out
 
 
-def _split(m: int, align: int) -> int:
-    h = (m // 2 // align) * align
-    return h if 0 < h < m else m // 2
+def _splitter(leaf: int, align: int, halve: bool) -> Callable[[int], int]:
+    def split(m: int) -> int:
+        if not halve:
+            return leaf
+        h = (m // 2 // align) * align
+        return h if 0 < h < m else m // 2
+
+    return split
+
+
+def _walk(
+    lo: int,
+    hi: int,
+    leaf: int,
+    split: Callable[[int], int],
+    on_leaf: Callable[[int, int], None],
+    on_update: Callable[[int, int, int], None] | None = None,
+) -> None:
+    """Visit the leaves ``[lo, hi)`` in order; ``on_update(lo, mid, hi)`` after the leaves of
+    ``[lo, mid)`` (the second half is a loop, so the depth is ``log(n / leaf)`` at most)."""
+    while hi - lo > leaf:
+        mid = lo + split(hi - lo)
+        _walk(lo, mid, leaf, split, on_leaf, on_update)
+        if on_update is not None:
+            on_update(lo, mid, hi)
+        lo = mid
+    if hi > lo:
+        on_leaf(lo, hi)
 
 
 def recursive_potrf(
-    backend: Backend, a: Any, lower: bool, leaf: int, stream: Stream, align: int = 256
+    backend: Backend,
+    a: Any,
+    lower: bool,
+    leaf: int,
+    stream: Stream,
+    align: int = 256,
+    halve: bool = True,
 ) -> Any:
     """Factor the square local matrix ``a`` in place (``a = L L^H`` or ``U^H U``) on ``stream``.
 
     Returns a device (backend) int32 vector with one LAPACK INFO per leaf of
-    :func:`leaf_offsets` (``n``, ``leaf``, ``align``); :func:`first_failure` turns it into the
-    INFO of the whole matrix.
+    :func:`leaf_offsets` (same ``n``, ``leaf``, ``align``, ``halve``); :func:`first_failure`
+    turns it into the INFO of the whole matrix.
     """
     n = a.shape[0]
-    leaves = leaf_offsets(n, leaf, align)
-    info = backend.xp.zeros(max(len(leaves), 1), dtype=np.int32)
+    info = backend.xp.zeros(max(len(leaf_offsets(n, leaf, align, halve)), 1), dtype=np.int32)
     complex_ = np.dtype(a.dtype).kind == "c"
     trans = "C" if complex_ else "T"
     uplo = "L" if lower else "U"
-    index = iter(range(len(leaves)))
+    index = iter(range(len(info)))
 
-    def walk(lo: int, hi: int) -> None:
-        m = hi - lo
-        if m <= leaf:
-            j = next(index)
-            backend.potrf(a[lo:hi, lo:hi], uplo, info[j : j + 1], stream)
-            return
-        mid = lo + _split(m, align)
-        walk(lo, mid)
+    def factor_leaf(lo: int, hi: int) -> None:
+        j = next(index)
+        backend.potrf(a[lo:hi, lo:hi], uplo, info[j : j + 1], stream)
+
+    def update(lo: int, mid: int, hi: int) -> None:
         a11 = a[lo:mid, lo:mid]
         if lower:
             a21 = a[mid:hi, lo:mid]
@@ -100,17 +119,15 @@ def recursive_potrf(
             a12 = a[lo:mid, mid:hi]
             backend.trsm(1.0, a11, a12, "L", "U", trans, "N", stream)
             backend.syrk(-1.0, a12, 1.0, a[mid:hi, mid:hi], "U", trans, stream)
-        walk(mid, hi)
 
-    if n:
-        walk(0, n)
+    _walk(0, n, leaf, _splitter(leaf, align, halve), factor_leaf, update)
     return info
 
 
-def first_failure(info: np.ndarray, n: int, leaf: int, align: int = 256) -> int:
+def first_failure(info: np.ndarray, n: int, leaf: int, align: int = 256, halve: bool = True) -> int:
     """LAPACK's INFO of the whole matrix from the per-leaf ``info`` (host array): the order of
     the first leading minor that is not positive definite, ``0`` when there is none."""
-    for (off, _), code in zip(leaf_offsets(n, leaf, align), info.tolist(), strict=False):
+    for (off, _), code in zip(leaf_offsets(n, leaf, align, halve), info.tolist(), strict=False):
         if code:
             return off + int(code)
     return 0

@@ -388,10 +388,11 @@ def factor(
 #: (its potrf and trsm steps cannot overlap the updates on a single compute stream)
 _LOCAL_ON_ONE_PROCESS = True
 
-#: leaf size of the recursive potrf (:mod:`._recursive_potrf`) per backend name; a backend not
-#: listed calls its library potrf once (LAPACK's own potrf is already recursive on the CPU).
+#: per backend name, ``(leaf, halve)`` of the local potrf of :mod:`._recursive_potrf` (recursive
+#: halving down to leaves of ``leaf``, or right-looking blocks of ``leaf`` when not ``halve``); a
+#: backend not listed calls its library potrf once (LAPACK's own potrf is already recursive).
 #: GPU: cuSOLVER's dpotrf runs under half of DGEMM's rate at large n (docs/performance.md).
-RECURSIVE_POTRF_LEAF: dict[str, int] = {"gpu": 2048}
+RECURSIVE_POTRF: dict[str, tuple[int, bool]] = {"gpu": (2048, True)}
 
 
 def _local_potrf(w: BlockCyclicArray, lower: bool) -> int:
@@ -400,11 +401,11 @@ def _local_potrf(w: BlockCyclicArray, lower: bool) -> int:
     be = w.backend
     n = w.shape[0]
     begin_pipeline(be, w.dtype)
-    leaf = RECURSIVE_POTRF_LEAF.get(be.name)
-    if leaf is not None and n > leaf:
-        info = recursive_potrf(be, w._data, lower, leaf, be.compute)
+    leaf, halve = RECURSIVE_POTRF.get(be.name, (n, True))
+    if n > leaf:
+        info = recursive_potrf(be, w._data, lower, leaf, be.compute, halve=halve)
         be.synchronize()
-        order = first_failure(be.asnumpy(info), n, leaf)
+        order = first_failure(be.asnumpy(info), n, leaf, halve=halve)
     else:
         info = be.xp.zeros(1, dtype=np.int32)
         be.potrf(w._data, "L" if lower else "U", info, be.compute)

@@ -291,15 +291,22 @@ def test_recursive_potrf(grid, dtype, lower):
     be = grid.backend
     n = 45
     a = spd(n, dtype, seed=3)
-    for leaf, align in ((1, 1), (4, 4), (7, 2), (16, 8)):
+    for leaf, align, halve in (
+        (1, 1, True),
+        (4, 4, True),
+        (7, 2, True),
+        (16, 8, False),
+        (9, 1, False),
+    ):
         big = np.full((n + 2, n + 3), np.nan, dtype=dtype)
         big[1 : n + 1, 2 : n + 2] = stored(a, lower)
         dev = be.asarray(big)
-        info = recursive_potrf(be, dev[1 : n + 1, 2 : n + 2], lower, leaf, be.compute, align)
+        view = dev[1 : n + 1, 2 : n + 2]
+        info = recursive_potrf(be, view, lower, leaf, be.compute, align, halve)
         be.synchronize()
         out = be.asnumpy(dev)
-        assert len(be.asnumpy(info)) == len(leaf_offsets(n, leaf, align))
-        assert first_failure(be.asnumpy(info), n, leaf, align) == 0
+        assert len(be.asnumpy(info)) == len(leaf_offsets(n, leaf, align, halve))
+        assert first_failure(be.asnumpy(info), n, leaf, align, halve) == 0
         ok, worst = factor_ok(a, out[1 : n + 1, 2 : n + 2], lower, dtype)
         assert ok, f"backward error {worst:.3g} x bound (leaf {leaf})"
         border = np.ones(big.shape, bool)
@@ -309,10 +316,11 @@ def test_recursive_potrf(grid, dtype, lower):
         a_bad = a.copy()
         a_bad[bad, bad] = -1.0
         expect = sla.lapack.get_lapack_funcs("potrf", dtype=np.dtype(dtype))(a_bad, lower=lower)[1]
-        dev = be.asarray(np.ascontiguousarray(stored(a_bad, lower)))
-        info = recursive_potrf(be, dev, lower, 4, be.compute, 4)
-        be.synchronize()
-        assert first_failure(be.asnumpy(info), n, 4, 4) == expect > 0
+        for halve in (True, False):
+            dev = be.asarray(np.ascontiguousarray(stored(a_bad, lower)))
+            info = recursive_potrf(be, dev, lower, 4, be.compute, 4, halve)
+            be.synchronize()
+            assert first_failure(be.asnumpy(info), n, 4, 4, halve) == expect > 0
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex64])
@@ -322,10 +330,11 @@ def test_recursive_potrf_through_cholesky(grid, dtype, lower, monkeypatch):
     failing order on every rank."""
     from blasmp_array.ops import cholesky as module
 
-    monkeypatch.setitem(module.RECURSIVE_POTRF_LEAF, grid.backend.name, 6)
-    run_case(grid, dtype, 37, 5, lower, 2)
-    for bad in (1, 12, 19):
-        a = spd(20, dtype)
-        a[bad, bad] = -1.0
-        with pytest.raises(np.linalg.LinAlgError, match=f"order {bad + 1} "):
-            cholesky(bm.from_numpy(stored(a, lower), block=(4, 4), grid=grid), lower=lower)
+    for halve in (True, False):
+        monkeypatch.setitem(module.RECURSIVE_POTRF, grid.backend.name, (6, halve))
+        run_case(grid, dtype, 37, 5, lower, 2)
+        for bad in (1, 12, 19):
+            a = spd(20, dtype)
+            a[bad, bad] = -1.0
+            with pytest.raises(np.linalg.LinAlgError, match=f"order {bad + 1} "):
+                cholesky(bm.from_numpy(stored(a, lower), block=(4, 4), grid=grid), lower=lower)
