@@ -386,6 +386,71 @@ def _whole(shape: tuple[int, int]) -> Window:
     return (0, 0), (0, 0), shape
 
 
+@dataclass(frozen=True)
+class _WindowSides:
+    """One process's part of a window exchange, as a source and as a destination: which of
+    its local rows and columns fall in the window and whose they become (or were).
+
+    ``rows_s``: my source rows in the window (relative to its first row), ``rs0`` the local
+    position of the first; ``to_row``: their destination process rows (of ``dst_prows``).
+    ``rows_d``, ``rd0``, ``from_row``, ``src_prows``: the same for my destination rows.
+    ``send_cols[q]`` / ``recv_cols[p]``: my local source columns going to destination process
+    column ``q`` / my local destination columns coming from source process column ``p`` (they
+    do not depend on the round).
+    """
+
+    rows_s: np.ndarray
+    rs0: int
+    to_row: np.ndarray
+    dst_prows: int
+    rows_d: np.ndarray
+    rd0: int
+    from_row: np.ndarray
+    src_prows: int
+    send_cols: list[np.ndarray]
+    recv_cols: list[np.ndarray]
+
+    @classmethod
+    def of(
+        cls,
+        src: BlockCyclicLayout,
+        src_coords: tuple[int, int],
+        dst: BlockCyclicLayout,
+        dst_coords: tuple[int, int],
+        window: Window,
+    ) -> _WindowSides:
+        (si, sj), (di, dj), (m, n) = window
+        (sp, sq), (dp, dq) = src_coords, dst_coords
+        (spr, spc), (dpr, dpc) = src.grid_shape, dst.grid_shape
+        (smb, snb), (dmb, dnb) = src.block, dst.block
+        rows_s, rs0 = _in_window(src.local_rows(sp), si, m)
+        rows_d, rd0 = _in_window(dst.local_rows(dp), di, m)
+        cols_s, cs0 = _in_window(src.local_cols(sq), sj, n)
+        cols_d, cd0 = _in_window(dst.local_cols(dq), dj, n)
+        return cls(
+            rows_s=rows_s,
+            rs0=rs0,
+            to_row=_owners(rows_s + di, dmb, dpr, dst.src[0]),
+            dst_prows=dpr,
+            rows_d=rows_d,
+            rd0=rd0,
+            from_row=_owners(rows_d + si, smb, spr, src.src[0]),
+            src_prows=spr,
+            send_cols=_group(_owners(cols_s + dj, dnb, dpc, dst.src[1]), dpc, cs0),
+            recv_cols=_group(_owners(cols_d + sj, snb, spc, src.src[1]), spc, cd0),
+        )
+
+    def row_groups(self, r0: int, r1: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """For window rows ``[r0, r1)`` (a contiguous local slice on every process): my local
+        source rows per destination process row, my local destination rows per source one."""
+        a, b = np.searchsorted(self.rows_s, (r0, r1))
+        c, d = np.searchsorted(self.rows_d, (r0, r1))
+        return (
+            _group(self.to_row[a:b], self.dst_prows, self.rs0 + int(a)),
+            _group(self.from_row[c:d], self.src_prows, self.rd0 + int(c)),
+        )
+
+
 def _exchange(
     src_local: Any,
     src_layout: BlockCyclicLayout,
@@ -634,16 +699,8 @@ def _build_plan(
         minlength=spc * dpc,
     ).reshape(spc, dpc)
 
-    # my window rows/cols as a source (local positions from rs0/cs0) and their destination
-    # owners; and the reverse
-    rows_s, rs0 = _in_window(src_layout.local_rows(sp), si, m)
-    rows_d, rd0 = _in_window(dst_layout.local_rows(dp), di, m)
-    cols_s, cs0 = _in_window(src_layout.local_cols(sq), sj, n)
-    cols_d, cd0 = _in_window(dst_layout.local_cols(dq), dj, n)
-    to_row = _owners(rows_s + di, dmb, dpr, dst_layout.src[0])
-    from_row = _owners(rows_d + si, smb, spr, src_layout.src[0])
-    send_cols = _group(_owners(cols_s + dj, dnb, dpc, dst_layout.src[1]), dpc, cs0)
-    recv_cols = _group(_owners(cols_d + sj, snb, spc, src_layout.src[1]), spc, cd0)
+    sides = _WindowSides.of(src_layout, (sp, sq), dst_layout, (dp, dq), window)
+    send_cols, recv_cols = sides.send_cols, sides.recv_cols
 
     steps: list[tuple[engine.Message, ...]] = []
     slot_elems = stage_elems = 0
@@ -662,10 +719,7 @@ def _build_plan(
         slot_elems = max(slot_elems, int(size.sum(axis=0).max()))
         stage_elems = max(stage_elems, int(size.sum(axis=1).max()))
 
-        a, b = np.searchsorted(rows_s, (r0, r1))
-        c, d = np.searchsorted(rows_d, (r0, r1))
-        send_rows = _group(to_row[a:b], dpr, rs0 + int(a))
-        recv_rows = _group(from_row[c:d], spr, rd0 + int(c))
+        send_rows, recv_rows = sides.row_groups(r0, r1)
         msgs: list[engine.Message] = []
         if own:
             # S[my rows & rows of (dp, dq), my cols & cols of (dp, dq)] -> my D, locally
@@ -803,32 +857,21 @@ def _exchange_alltoallv(
     window: Window | None = None,
 ) -> None:
     """:func:`_exchange` with one ``backend.alltoallv`` per round (the previous engine)."""
-    (si, sj), (di, dj), (m, n) = _whole(src_layout.shape) if window is None else window
+    window = _whole(src_layout.shape) if window is None else window
+    m, n = window[2]
     xp = backend.xp
     nranks = backend.size
     spr, spc = src_layout.grid_shape
     dpr, dpc = dst_layout.grid_shape
-    (smb, snb), (dmb, dnb) = src_layout.block, dst_layout.block
     sp, sq = _my_coords(src_layout, src_rank_of, backend.rank)
     dp, dq = _my_coords(dst_layout, dst_rank_of, backend.rank)
     dst_ranks = [[dst_rank_of(p, q) for q in range(dpc)] for p in range(dpr)]
     src_ranks = [[src_rank_of(p, q) for q in range(spc)] for p in range(spr)]
 
-    # my window rows/cols as a source (local positions from rs0/cs0) and their destination
-    # owners; and the reverse
-    rows_s, rs0 = _in_window(src_layout.local_rows(sp), si, m)
-    rows_d, rd0 = _in_window(dst_layout.local_rows(dp), di, m)
-    cols_s, cs0 = _in_window(src_layout.local_cols(sq), sj, n)
-    cols_d, cd0 = _in_window(dst_layout.local_cols(dq), dj, n)
-    to_row = _owners(rows_s + di, dmb, dpr, dst_layout.src[0])
-    from_row = _owners(rows_d + si, smb, spr, src_layout.src[0])
+    sides = _WindowSides.of(src_layout, (sp, sq), dst_layout, (dp, dq), window)
     # column groups do not depend on the round: local column positions per peer column
-    send_cols = [
-        _index(c, xp) for c in _group(_owners(cols_s + dj, dnb, dpc, dst_layout.src[1]), dpc, cs0)
-    ]
-    recv_cols = [
-        _index(c, xp) for c in _group(_owners(cols_d + sj, snb, spc, src_layout.src[1]), spc, cd0)
-    ]
+    send_cols = [_index(c, xp) for c in sides.send_cols]
+    recv_cols = [_index(c, xp) for c in sides.recv_cols]
 
     dtype = dst_local.dtype
     itemsize = np.dtype(dtype).itemsize
@@ -838,10 +881,7 @@ def _exchange_alltoallv(
     for r0 in range(0, m, h):
         # rows [r0, r1) of the global matrix: a contiguous local slice on every process
         r1 = min(m, r0 + h)
-        a, b = np.searchsorted(rows_s, (r0, r1))
-        c, d = np.searchsorted(rows_d, (r0, r1))
-        send_rows = _group(to_row[a:b], dpr, rs0 + int(a))
-        recv_rows = _group(from_row[c:d], spr, rd0 + int(c))
+        send_rows, recv_rows = sides.row_groups(r0, r1)
 
         # S[my rows & rows of (p', q'), my cols & cols of (p', q')] -> rank of (p', q')
         send: list[Any] = [nothing] * nranks
