@@ -2,10 +2,11 @@
 ``potrf``), for the 1x1 grid of :func:`blasmp_array.ops.cholesky.factor`.
 
 Why: a library ``potrf`` is tuned for the whole range of sizes; on one H200 cuSOLVER's
-``dpotrf`` runs at 23.7 TFLOP/s at n = 16384, under half of the same GPU's DGEMM rate
-(docs/performance.md). Halving the matrix puts almost all of the ``n^3 / 3`` flops into two
-large kernels per level, a TRSM and a SYRK (HERK) of size ``n / 2``, which cuBLAS runs near GEMM
-rate; the library ``potrf`` only factors the small leaves.
+``dpotrf`` runs at 23.7 TFLOP/s at n = 16384, under half of the same GPU's DGEMM rate. Halving
+the matrix puts most of the ``n^3 / 3`` flops into two large kernels per level, a TRSM and a
+SYRK (HERK) of size ``n / 2``; the library ``potrf`` only factors the leaves. Measured there
+(docs/performance.md "Session 8"): DSYRK runs at 45 TFLOP/s at n/2 = 8192 but DTRSM only at 31,
+so the gain is small (0.064 s against 0.066 s at n = 16384, leaves of 4096).
 
 Written for ``lower`` (``upper`` is the mirror image, ``A = U^H U``)::
 
@@ -14,14 +15,16 @@ Written for ``lower`` (``upper`` is the mirror image, ``A = U^H U``)::
                         A22 := A22 - L21 L21^H                 (SYRK / HERK, lower triangle)
                         L22 = potrf(A22)                       (recursion)
 
-Only the ``uplo`` triangle is read; it is the only one written, as in LAPACK's ``potrf``, except for
-complex ``lower``, whose update is a GEMM that also writes the other triangle of ``A22`` (left
-unspecified, as the distributed pipeline leaves it). Every kernel is
-enqueued on one stream, nothing is read on the host. INFO: each leaf writes its own into one
-element of an int32 vector; the first non-zero one, plus the leaf's offset, is LAPACK's INFO of
-the whole matrix (the leaves before it succeeded, so its minors are the whole matrix's). After
-a failing leaf the remaining kernels compute garbage but never raise, as the distributed
-pipeline does.
+Only the ``uplo`` triangle is read; it is the only one written, as in LAPACK's ``potrf``,
+except for complex ``lower``, whose update is a GEMM that also writes the other triangle of
+``A22`` (left unspecified, as the distributed pipeline leaves it). ``halve=False`` splits at
+``leaf`` instead: the right-looking blocked algorithm, measured as an alternative.
+
+Every kernel is enqueued on one stream, nothing is read on the host. INFO: each leaf writes its
+own into one element of an int32 vector; the first non-zero one, plus the leaf's offset, is
+LAPACK's INFO of the whole matrix (the leaves before it succeeded, so its minors are the whole
+matrix's). After a failing leaf the remaining kernels compute garbage but never raise, as the
+distributed pipeline does.
 """
 
 from __future__ import annotations

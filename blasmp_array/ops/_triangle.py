@@ -97,10 +97,42 @@ def _select_scaled(xp: Any, c: Any, beta: Any, mask: Any) -> None:
 def nonfinite_flag(xp: Any, a: Any, mask: Any = None) -> Any:
     """A 0-d device boolean: whether ``a`` (restricted to ``mask``) holds a NaN or an infinity
     (one device reduction; the caller reads it, with other flags, in one transfer)."""
+    if mask is None and xp is not np and np.dtype(a.dtype).kind in "fc":
+        return _nonfinite_kernel(xp, "A")(*_parts(a))
     bad = ~xp.isfinite(a)
     if mask is not None:
         bad &= mask
     return bad.any()
+
+
+def _parts(a: Any) -> tuple[Any, Any]:
+    """``(real, imag)`` views of a complex ``a``; ``(a, a)`` for a real one."""
+    return (a.real, a.imag) if np.dtype(a.dtype).kind == "c" else (a, a)
+
+
+_NONFINITE_KERNELS: dict[str, Any] = {}
+
+
+def _nonfinite_kernel(xp: Any, where: str) -> Any:
+    """CuPy reduction: whether an element ``re + i im`` not finite lies in ``where`` ('L':
+    ``col <= row``, 'U': ``col >= row``, with ``row``/``col`` the broadcast global indices, the
+    row ones shifted by the diagonal's offset; 'A': anywhere, no indices). One pass that reads
+    each element once and writes nothing but the flag: measured on one H200 at n = 16384, the
+    ``(~isfinite(x)).any()`` per column panel it replaces took 4 ms of a 66 ms Cholesky."""
+    kernel = _NONFINITE_KERNELS.get(where)
+    if kernel is None:
+        inside = {"L": "col <= row", "U": "col >= row", "A": "true"}[where]
+        params = "T re, T im" + ("" if where == "A" else ", int64 row, int64 col")
+        kernel = _NONFINITE_KERNELS[where] = xp.ReductionKernel(
+            params,
+            "bool y",
+            f"({inside}) && !(isfinite(re) && isfinite(im))",
+            "a || b",
+            "y = a",
+            "false",
+            f"blasmp_nonfinite_{where}",
+        )
+    return kernel
 
 
 def _column_panels(
@@ -136,12 +168,15 @@ def triangle_nonfinite_flag(
     """A 0-d device boolean: whether this rank's elements of the ``tril(., k)`` (``uplo='L'``)
     or ``triu(., k)`` triangle of the matrix hold a NaN or an infinity.
 
-    Column panel by panel (:func:`_column_panels`): the rows wholly inside the triangle are
-    checked without a mask, the rows crossing the diagonal with a small one, the rows outside
-    are not read; the device flags of all panels are combined there.
+    On the GPU one reduction kernel over the local matrix (:func:`_nonfinite_kernel`). On the
+    host column panel by panel (:func:`_column_panels`): the rows wholly inside the triangle
+    are checked without a mask, the rows crossing the diagonal with a small one, the rows
+    outside are not read; the flags of all panels are combined.
     """
     xp = grid.backend.xp
     rows, cols = local_index_vectors(layout, grid)
+    if xp is not np and np.dtype(a.dtype).kind in "fc":
+        return _nonfinite_kernel(xp, uplo)(*_parts(a), (rows + k)[:, None], cols[None, :])
     flags = []
     for c0, c1, i0, i1, x0, x1 in _column_panels(layout, grid, uplo, k, panel):
         if i1 > i0:
@@ -266,6 +301,13 @@ def _warm_triangles(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     for beta in (dtype.type(0), dtype.type(2)):
         _select_scaled(xp, local.copy(), beta, tri)
     flag = nonfinite_flag(xp, local, tri)
+    if xp is not np and dtype.kind in "fc":  # the reduction kernels, contiguous and strided
+        for part in (local, local[1:, :4]):
+            nonfinite_flag(xp, part)
+            for uplo in ("L", "U"):
+                _nonfinite_kernel(xp, uplo)(
+                    *_parts(part), (rows[: part.shape[0]] + 1)[:, None], rows[None, : part.shape[1]]
+                )
     # check_finite's combined read (ops/_checks.py): flags and the first zero on the diagonal
     first = xp.where(local[0] == 0, rows, n).min()
     xp.stack([flag, -first, xp.zeros((), bool)], dtype=np.int64)

@@ -391,8 +391,11 @@ _LOCAL_ON_ONE_PROCESS = True
 #: per backend name, ``(leaf, halve)`` of the local potrf of :mod:`._recursive_potrf` (recursive
 #: halving down to leaves of ``leaf``, or right-looking blocks of ``leaf`` when not ``halve``); a
 #: backend not listed calls its library potrf once (LAPACK's own potrf is already recursive).
-#: GPU: cuSOLVER's dpotrf runs under half of DGEMM's rate at large n (docs/performance.md).
-RECURSIVE_POTRF: dict[str, tuple[int, bool]] = {"gpu": (2048, True)}
+#: GPU, measured on one H200 (tools/potrf_leaf_sweep.py, docs/performance.md "Session 8"): at
+#: n = 16384 halving to leaves of 4096 took 0.064 s against 0.066 s for one cuSOLVER call; smaller
+#: leaves and right-looking blocks of 256-2048 were no faster (cuBLAS's DTRSM runs at 31 TFLOP/s
+#: at n/2, DSYRK at 45, DGEMM at 54); n <= 4096 is one cuSOLVER call.
+RECURSIVE_POTRF: dict[str, tuple[int, bool]] = {"gpu": (4096, True)}
 
 
 def _local_potrf(w: BlockCyclicArray, lower: bool) -> int:
