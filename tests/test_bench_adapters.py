@@ -173,7 +173,82 @@ def test_operators_without_an_adapter_are_reported_not_measured() -> None:
     assert [e["library"] for e in out] == ["heat", "scalapack (PBLAS)", "cublasmp"]
     for e in out:
         assert e["median_s"] is None and e["gflops"] is None
-        assert "gemm and trsm only" in e["note"]
+    heat, pblas, cublasmp = (e["note"] for e in out)
+    assert heat == "syrk: the heat adapter covers gemm and trsm only"
+    assert cublasmp == "syrk: the cublasmp adapter covers gemm and trsm only"
+    assert pblas == "syrk: the scalapack4py adapter covers gemm, trsm, cholesky and lu only"
+
+
+@pytest.mark.parametrize("name", ["heat", "cublasmp"])
+@pytest.mark.parametrize("op", ["cholesky", "lu"])
+def test_factorizations_have_the_scalapack_adapter_only(name: str, op: str) -> None:
+    class _Prepared:
+        case = Case(op, 8, 8, 8)
+
+    (e,) = mpi_baselines.measure_mpi_baselines(
+        _Prepared(), None, None, None, 0, 1, 1.0, (name,), False
+    )
+    assert e["median_s"] is None and f"{op}: the {name} adapter covers" in e["note"]
+    assert op in mpi_baselines.SUPPORTED_OPS["scalapack4py"]
+
+
+def test_judge_factorizations_by_their_backward_error_only() -> None:
+    rng = np.random.default_rng(11)
+    n = 10
+    g = rng.standard_normal((n, n))
+    spd = g.T @ g / n + np.eye(n)
+    low = np.linalg.cholesky(spd)
+    case = Case("cholesky", n, n, n)
+    ok = mpi_baselines.judge(case, {"A": spd}, low, low.copy())
+    assert ok["passed"] and "vs_blasmp_eps" not in ok  # no forward comparison of factors
+    bad = low.copy()
+    bad[5, 2] += 1e-6
+    assert not mpi_baselines.judge(case, {"A": spd}, bad, low)["passed"]
+    lu, piv = scipy.linalg.lu_factor(g)
+    case = Case("lu", n, n, n)
+    ok = mpi_baselines.judge(case, {"A": g}, (lu, piv), None)
+    assert ok["passed"] and ok["measure"] == "||P A - L U|| / (||A|| n eps)"
+    wrong = piv.copy()
+    wrong[0] = (piv[0] + 1) % n  # another row interchange: P A != L U
+    assert not mpi_baselines.judge(case, {"A": g}, (lu, wrong), None)["passed"]
+
+
+def test_pblas_pivots_gathered_from_process_column_0() -> None:
+    from blasmp_array.layout import BlockCyclicLayout
+
+    class _Comm:
+        """Two process rows x two columns; gather() returns what each rank would send."""
+
+        def __init__(self, parts: list[object]) -> None:
+            self.parts = parts
+
+        def gather(self, mine: object, root: int = 0) -> list[object]:
+            return self.parts
+
+    n, mb = 7, 2
+    layout = BlockCyclicLayout((n, n), (mb, mb), (2, 2))
+    piv = np.array([3, 1, 6, 6, 4, 5, 6])  # 0-based, as SciPy's
+
+    def ipiv_of(prow: int) -> np.ndarray:  # ScaLAPACK's: LOCr + MB, 1-based global rows
+        rows = layout.local_rows(prow)
+        ipiv = np.zeros(len(rows) + mb, np.int32)
+        ipiv[: len(rows)] = piv[rows] + 1
+        return ipiv
+
+    # what ranks (0,0), (0,1), (1,0), (1,1) send: process column 0 only
+    parts: list[object] = [
+        (layout.local_rows(prow), ipiv_of(prow)[: len(layout.local_rows(prow))])
+        if pcol == 0
+        else None
+        for prow in range(2)
+        for pcol in range(2)
+    ]
+    grid = types.SimpleNamespace(myrow=0, mycol=0, rank=0, comm=_Comm(parts))
+    got = pblas_adapter._gather_pivots(ipiv_of(0), layout, grid)
+    assert got is not None and got.dtype == np.int32
+    assert np.array_equal(got, piv)
+    other = types.SimpleNamespace(myrow=1, mycol=1, rank=3, comm=_Comm(parts))
+    assert pblas_adapter._gather_pivots(ipiv_of(1), layout, other) is None
 
 
 # -- the adapters under mpiexec -------------------------------------------------------------
@@ -254,6 +329,57 @@ def test_baseline_measured_and_checked(name: str, args: list[str], tmp_path: Pat
     assert check["error_eps"] <= check["bound_eps"]
     assert check["vs_blasmp_eps"] <= check["vs_blasmp_bound_eps"]
     assert check["vs_blasmp_bound_eps"] == 2 * check["bound_eps"]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["cholesky", "--n", "37", "--block", "8"],
+        ["cholesky", "--n", "24", "--uplo", "upper", "--dtype", "complex128", "--grid", "2x1"],
+        ["lu", "--n", "37", "--block", "8"],
+        ["lu", "--n", "29", "--block", "4", "--dtype", "float32", "--grid", "2x1"],
+    ],
+    ids=["cholesky", "cholesky-upper-z-2x1", "lu", "lu-f32-2x1"],
+)
+def test_scalapack_factorizations_measured_and_checked(args: list[str], tmp_path: Path) -> None:
+    _require("scalapack4py")
+    from test_bench import run_bench
+
+    out = tmp_path / "f.json"
+    repeat = 3
+    proc = run_bench(
+        [
+            *args,
+            "--check",
+            "--profile",
+            "--compare",
+            "--baselines",
+            "scalapack4py",
+            "--repeat",
+            str(repeat),
+            "--warmup",
+            "1",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
+    )
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    (result,) = json.loads(out.read_text())["results"]
+    assert result["check"]["passed"]
+    (entry,) = [b for b in result["compare"] if b["library"] == LIBRARY["scalapack4py"]]
+    assert entry["ranks"] == 2
+    assert len(entry["times_s"]) == repeat
+    assert entry["median_s"] == pytest.approx(float(np.median(entry["times_s"])))
+    assert entry["gflops"] == pytest.approx(result["flops"] / entry["median_s"] / 1e9)
+    routine = {"cholesky": "potrf_", "lu": "getrf_"}[args[0]]
+    assert routine in entry["note"]
+    # every repeat factored the restored A: the last result passes the factorization's check
+    check = entry["check"]
+    assert check["passed"] is True, check
+    assert check["error_eps"] <= check["bound_eps"]
+    assert check["measure"] == result["check"]["measure"]
 
 
 @pytest.mark.mpi

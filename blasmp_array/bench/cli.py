@@ -166,8 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--compare",
         action="store_true",
-        help="also time NumPy/SciPy (1 process), dask.array, CuPy (rank 0) and Heat, ScaLAPACK "
-        "PBLAS (every rank; gemm, trsm) if installed; with --check their results are checked",
+        help="also time NumPy/SciPy (1 process), dask.array, CuPy (rank 0) and Heat (every rank; "
+        "gemm, trsm), ScaLAPACK (every rank; gemm, trsm, cholesky, lu) if installed; with "
+        "--check their results are checked",
     )
     p.add_argument(
         "--compare-threads",

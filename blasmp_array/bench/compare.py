@@ -19,9 +19,10 @@ nothing is ever estimated.
 * ``cupy``: the same on one GPU (``matmul``; ``cupyx.scipy.linalg.solve_triangular``;
   ``cupy.linalg.cholesky``, i.e. cuSOLVER ``potrf``; ``cupyx.scipy.linalg.lu_factor``, i.e.
   cuSOLVER ``getrf``).
-* ``heat``, ``scalapack4py`` and ``cublasmp``: over MPI on the job's ranks, GEMM and TRSM only
-  (:mod:`.heat_adapter`, :mod:`.pblas_adapter`, :mod:`.cublasmp_adapter`; PBLAS with the CPU
-  backend, cuBLASMp with the GPU backend and one GPU per rank).
+* ``heat``, ``scalapack4py`` and ``cublasmp``: over MPI on the job's ranks, GEMM and TRSM, and
+  for ``scalapack4py`` also Cholesky (``p?potrf``) and LU (``p?getrf``) (:mod:`.heat_adapter`,
+  :mod:`.pblas_adapter`, :mod:`.cublasmp_adapter`; ScaLAPACK with the CPU backend, cuBLASMp
+  with the GPU backend and one GPU per rank).
 """
 
 from __future__ import annotations

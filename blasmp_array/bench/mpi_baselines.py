@@ -7,18 +7,21 @@ BLAS threads the environment gives it (``OMP_NUM_THREADS``), as blasmp_array's o
 They are timed exactly as blasmp_array's operators are (:func:`.cli._time_runs`): ``warmup``
 untimed calls, then ``repeat`` calls each between a barrier and the slowest rank's end (the
 elapsed time is reduced with ``MAX`` over the ranks); the median is reported. Whatever a call
-overwrites (PBLAS's ``B`` in TRSM) is restored from a copy before each call, outside the timing.
+overwrites (PBLAS's ``B`` in TRSM, ``A`` in ScaLAPACK's factorizations) is restored from a copy
+before each call, outside the timing.
 
 Adapters (one module each) turn a prepared case into an :class:`MpiRun`:
 
 * :mod:`.heat_adapter`: ``heat.matmul`` and ``heat.linalg.solve_triangular`` on DNDarrays;
-* :mod:`.pblas_adapter`: ``p?gemm`` and ``p?trsm`` through ``scalapack4py`` on the very
-  block-cyclic descriptors and local matrices of blasmp_array's operands (CPU backend);
+* :mod:`.pblas_adapter`: ``p?gemm``, ``p?trsm``, and ScaLAPACK's ``p?potrf`` (Cholesky) and
+  ``p?getrf`` (LU) through ``scalapack4py`` on the very block-cyclic descriptors and local
+  matrices of blasmp_array's operands (CPU backend);
 * :mod:`.cublasmp_adapter`: ``cublasMpGemm`` and ``cublasMpTrsm`` through nvmath-python, the
   same on the GPU backend (one GPU per rank: NCCL's rule).
 
-Only GEMM and TRSM have adapters; other operators are reported as not measured. A library that is
-missing or not usable on every rank is skipped with the reason; nothing is ever estimated.
+GEMM and TRSM have adapters for all three, Cholesky and LU for ScaLAPACK only
+(:data:`SUPPORTED_OPS`); other operators are reported as not measured. A library that is missing
+or not usable on every rank is skipped with the reason; nothing is ever estimated.
 
 With ``--check`` each baseline's result is gathered on rank 0 and judged like blasmp_array's
 (:func:`.operators.check_result`: GEMM componentwise against ``c (k + 2)`` eps ``|A||B|``, TRSM
@@ -31,6 +34,11 @@ same run:
   ``||X_lib||`` and ``||X_ours||`` (infinity norms), against the sum of both backward-error
   bounds, ``2 c (m + 2)`` (each residual ``R`` is within its bound, and ``X_lib - X_ours =
   T^-1 (R_lib - R_ours)``, or ``(R_lib - R_ours) T^-1`` for ``side='right'``).
+
+Cholesky and LU are judged by their own backward error only (``||A - L L^H||``, ``||P A - L U||``
+as :func:`.operators.check_result` judges blasmp_array's): a bound on the difference of two
+factors would need the condition number of ``A``, and two LU factorizations may pivot
+differently on ties.
 """
 
 from __future__ import annotations
@@ -56,8 +64,12 @@ __all__ = [
 
 #: the baselines of this module, by their ``--baselines`` name
 MPI_BASELINES = ("heat", "scalapack4py", "cublasmp")
-#: operators the adapters implement
-SUPPORTED_OPS = ("gemm", "trsm")
+#: operators each adapter implements, by baseline name
+SUPPORTED_OPS: dict[str, tuple[str, ...]] = {
+    "heat": ("gemm", "trsm"),
+    "scalapack4py": ("gemm", "trsm", "cholesky", "lu"),
+    "cublasmp": ("gemm", "trsm"),
+}
 
 _LIBRARY = {"heat": "heat", "scalapack4py": "scalapack (PBLAS)", "cublasmp": "cublasmp"}
 
@@ -68,7 +80,8 @@ class MpiRun:
 
     #: the timed call (collective)
     call: Callable[[], Any]
-    #: what ``call`` returned last time, gathered on rank 0 as a NumPy array (collective);
+    #: what ``call`` returned last time, gathered on rank 0 as a NumPy array (for LU: the
+    #: factors and SciPy's 0-based ``piv``, as ``lu_factor`` returns them) (collective);
     #: ``None`` on the other ranks
     gather: Callable[[Any], np.ndarray | None]
     #: how the work was set up (splits, descriptors, BLAS), for the report
@@ -198,9 +211,10 @@ def _measure(
     flops: float,
     check: bool,
 ) -> dict[str, Any]:
-    label = _LIBRARY[name]
-    if p.case.op not in SUPPORTED_OPS:
-        return _entry(label, note=f"{p.case.op}: the {name} adapter covers gemm and trsm only")
+    label, ops = _LIBRARY[name], SUPPORTED_OPS[name]
+    if p.case.op not in ops:
+        covers = ", ".join(ops[:-1]) + " and " + ops[-1]
+        return _entry(label, note=f"{p.case.op}: the {name} adapter covers {covers} only")
     adapter = _adapter(name)
     why = agreed_reason(comm, adapter.unusable(p.case, comm))
     if why is not None:
@@ -266,7 +280,7 @@ def judge(
     from .operators import _op, _ref_dtype, _verdict
 
     verdict = _verdict(case, gathered, result, None)
-    if ours is None:
+    if ours is None or case.op not in ("gemm", "trsm"):  # factorizations: backward error only
         return verdict
     rd = _ref_dtype(case.dtype)
     eps = float(np.finfo(np.dtype(case.dtype)).eps)

@@ -1,4 +1,6 @@
-"""The ScaLAPACK PBLAS baseline of ``--compare`` (``p?gemm``, ``p?trsm`` through ``scalapack4py``).
+"""The ScaLAPACK baseline of ``--compare``: PBLAS's ``p?gemm`` and ``p?trsm``, and ScaLAPACK's
+``p?potrf`` (the ``cholesky`` row, the triangle of ``--uplo``) and ``p?getrf`` (the ``lu`` row),
+through ``scalapack4py``.
 
 blasmp_array's local storage already is ScaLAPACK's: the same block-cyclic descriptor (``M, N,
 MB, NB, RSRC, CSRC``; :meth:`~blasmp_array.layout.BlockCyclicLayout.descriptor`) on a BLACS
@@ -8,6 +10,13 @@ matrix, copied to Fortran order (the one difference: blasmp_array stores local m
 C-ordered) before the timing, with descriptors built by ScaLAPACK's ``DESCINIT`` from the layout
 (and its ``NUMROC`` checked against the local shapes). The result is gathered through a
 blasmp_array array on the same layout.
+
+The factorizations overwrite ``A``: each call starts from a copy of the local matrix restored
+before it, outside the timing (blasmp_array's ``cholesky`` and ``lu_factor`` copy ``A`` inside
+their own timed call instead: ``overwrite_a=False``). ``p?getrf``'s ``IPIV`` (``LOCr(M) + MB``
+Fortran ``INTEGER``, 1-based global rows, the same in every process column) is gathered from
+process column 0 into SciPy's 0-based ``piv``. Both need square blocks (``MB = NB``); a
+non-zero ``INFO`` (global: the same on every rank) raises ``LinAlgError``.
 
 The ScaLAPACK library
 ---------------------
@@ -52,6 +61,8 @@ _LIB_DIRS = (
 )
 _MPI_LIB = re.compile(r"^lib(mpi|mpich)(_abi)?\.so(\.\d+)*$")
 _PREFIX = {"float32": "ps", "float64": "pd", "complex64": "pc", "complex128": "pz"}
+#: the ScaLAPACK routine of each operator this adapter measures
+_ROUTINE = {"gemm": "gemm", "trsm": "trsm", "cholesky": "potrf", "lu": "getrf"}
 
 
 def mpi_family(library_version: str) -> str | None:
@@ -197,8 +208,103 @@ def _desc(sl: Any, ctx: int, layout: Any, local: np.ndarray) -> Any:
     return desc
 
 
+def _pblas(sl: Any, ctx: int, p: Any, a: np.ndarray, desc_a: Any, fn: Any) -> tuple[Any, Any, Any]:
+    """``(call, restore, result layout)`` of ``p?gemm`` (``C = op(A) B``) or ``p?trsm``
+    (``B := op(A)^-1 B`` or ``B op(A)^-1``) on the operands of ``p``."""
+    case, grid = p.case, p.grid
+    b_in = p.inputs["B"]
+    b0 = np.asfortranarray(b_in.local)
+    desc_b = _desc(sl, ctx, b_in.layout, b0)
+    if case.op == "gemm":
+        out_layout = p.result.storage.layout
+        c = np.zeros(out_layout.local_shape(grid.myrow, grid.mycol), case.dtype, order="F")
+        desc_c = _desc(sl, ctx, out_layout, c)
+        m, n, k = case.m, case.n, case.k
+        tr = case.trans
+
+        def gemm() -> np.ndarray:
+            fn(tr, "N", m, n, k, 1.0, a, 1, 1, desc_a, b0, 1, 1, desc_b, 0.0, c, 1, 1, desc_c)
+            return c
+
+        return gemm, lambda: None, out_layout  # beta = 0: C is written, never read
+    work = b0.copy(order="F")
+    side, uplo = case.side[0].upper(), "L" if case.lower else "U"
+
+    def trsm() -> np.ndarray:
+        fn(side, uplo, case.trans, "N", case.m, case.n, 1.0, a, 1, 1, desc_a, work, 1, 1, desc_b)
+        return work
+
+    def restore() -> None:  # p?trsm overwrites B with X
+        np.copyto(work, b0)
+
+    return trsm, restore, b_in.layout
+
+
+def _factorization(p: Any, a0: np.ndarray, desc_a: Any, fn: Any) -> tuple[Any, Any, Any]:
+    """``(call, restore, result layout)`` of ScaLAPACK's ``p?potrf`` (the triangle named by
+    ``case.lower``, as blasmp_array's ``cholesky(A, lower=...)``) or ``p?getrf`` (as
+    ``lu_factor(A)``) on ``p``'s ``A``; both factor ``A`` in place, so each call starts from a
+    copy restored outside the timing. ``p?getrf``'s call returns the factors and ``IPIV``."""
+    case, layout = p.case, p.inputs["A"].layout
+    if layout.block[0] != layout.block[1]:
+        raise ValueError(f"{fn.symbol.__name__} needs square blocks (MB = NB), not {layout.block}")
+    work = a0.copy(order="F")
+    info = ctypes.c_int(0)
+    name = fn.symbol.__name__
+
+    def restore() -> None:  # the factorizations overwrite A with their factors
+        np.copyto(work, a0)
+
+    def raise_on_info() -> None:
+        # INFO is global output: every rank sees the same value and raises alike
+        if info.value != 0:
+            raise np.linalg.LinAlgError(f"{name} returned INFO = {info.value}")
+
+    if case.op == "cholesky":
+        uplo = "L" if case.lower else "U"
+
+        def potrf() -> np.ndarray:
+            fn(uplo, case.n, work, 1, 1, desc_a, ctypes.byref(info))
+            raise_on_info()
+            return work
+
+        return potrf, restore, layout
+    # IPIV: LOCr(M_A) + MB_A 1-based global row indices, Fortran INTEGER (int32 here)
+    ipiv = np.zeros(work.shape[0] + layout.block[0], np.int32)
+
+    def getrf() -> tuple[np.ndarray, np.ndarray]:
+        fn(case.n, case.n, work, 1, 1, desc_a, ipiv, ctypes.byref(info))
+        raise_on_info()
+        return work, ipiv
+
+    return getrf, restore, layout
+
+
+def _gather_pivots(ipiv: np.ndarray, layout: Any, grid: Any) -> np.ndarray | None:
+    """``p?getrf``'s distributed ``IPIV`` as SciPy's ``piv`` on rank 0 (``None`` elsewhere;
+    collective): 0-based, row ``i`` interchanged with row ``piv[i]``.
+
+    ``IPIV(l)`` of a process holds the pivot of its local row ``l``, the same in every process
+    column; process column 0 gives it."""
+    rows = layout.local_rows(grid.myrow)
+    mine = (rows, ipiv[: len(rows)].copy()) if grid.mycol == 0 else None
+    parts = grid.comm.gather(mine, root=0)
+    if grid.rank != 0:
+        return None
+    n = min(layout.shape)
+    piv = np.full(layout.shape[0], -1, np.int64)
+    for part in parts:
+        if part is not None:
+            piv[part[0]] = part[1]
+    piv = piv[:n] - 1
+    if (piv < 0).any():
+        raise RuntimeError("IPIV of p?getrf does not cover every row")
+    return piv.astype(np.int32)
+
+
 def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
-    """PBLAS's GEMM or TRSM on blasmp_array's operands of ``p`` (collective)."""
+    """PBLAS's GEMM or TRSM, or ScaLAPACK's Cholesky or LU, on blasmp_array's operands of ``p``
+    (collective)."""
     import scalapack4py
 
     import blasmp_array as bm
@@ -226,57 +332,28 @@ def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
             raise RuntimeError(f"BLACS initialised a second MPI library ({second})")
         raise RuntimeError(f"BLACS placed rank {grid.rank} at {where}, the grid at {grid.coords}")
 
-    fn = getattr(sl, _PREFIX[case.dtype] + case.op)
-    a_in, b_in = p.inputs["A"], p.inputs["B"]
-    a = np.asfortranarray(a_in.local)
-    b0 = np.asfortranarray(b_in.local)
-    desc_a, desc_b = _desc(sl, ctx, a_in.layout, a), _desc(sl, ctx, b_in.layout, b0)
-    if case.op == "gemm":
-        out_layout = p.result.storage.layout
-        c = np.zeros(out_layout.local_shape(grid.myrow, grid.mycol), case.dtype, order="F")
-        desc_c = _desc(sl, ctx, out_layout, c)
-        m, n, k = case.m, case.n, case.k
-        tr = case.trans
+    a_in = p.inputs["A"]
+    a0 = np.asfortranarray(a_in.local)
+    try:
+        desc_a = _desc(sl, ctx, a_in.layout, a0)
+        fn = getattr(sl, _PREFIX[case.dtype] + _ROUTINE[case.op])
+        if case.op in ("gemm", "trsm"):
+            call, restore, out_layout = _pblas(sl, ctx, p, a0, desc_a, fn)
+        else:
+            call, restore, out_layout = _factorization(p, a0, desc_a, fn)
+    except BaseException:
+        close()
+        raise
+    what = f"{fn.symbol.__name__}"
 
-        def call() -> np.ndarray:
-            fn(tr, "N", m, n, k, 1.0, a, 1, 1, desc_a, b0, 1, 1, desc_b, 0.0, c, 1, 1, desc_c)
-            return c
-
-        restore = lambda: None  # noqa: E731 - beta = 0: C is written, never read
-        what = f"{fn.symbol.__name__}"
-    else:
-        out_layout = b_in.layout
-        work = b0.copy(order="F")
-        side, uplo = case.side[0].upper(), "L" if case.lower else "U"
-
-        def call() -> np.ndarray:
-            fn(
-                side,
-                uplo,
-                case.trans,
-                "N",
-                case.m,
-                case.n,
-                1.0,
-                a,
-                1,
-                1,
-                desc_a,
-                work,
-                1,
-                1,
-                desc_b,
-            )
-            return work
-
-        def restore() -> None:  # p?trsm overwrites B with X
-            np.copyto(work, b0)
-
-        what = f"{fn.symbol.__name__}"
-
-    def gather(local: np.ndarray) -> np.ndarray | None:
+    def gather(result: Any) -> Any:
+        local, piv = result if isinstance(result, tuple) else (result, None)
         arr = bm.BlockCyclicArray(np.ascontiguousarray(local), out_layout, grid)
-        return arr.to_numpy(root=0)
+        full = arr.to_numpy(root=0)
+        if piv is None:
+            return full
+        pivots = _gather_pivots(piv, out_layout, grid)
+        return None if full is None else (full, pivots)
 
     (mb, nb), version = a_in.layout.block, getattr(scalapack4py, "__version__", None)
     if version is None:
