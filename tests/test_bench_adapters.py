@@ -192,6 +192,29 @@ def test_factorizations_have_the_scalapack_adapter_only(name: str, op: str) -> N
     assert op in mpi_baselines.SUPPORTED_OPS["scalapack4py"]
 
 
+def test_a_failed_factorization_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed = []
+
+    def call() -> None:
+        raise np.linalg.LinAlgError("pdpotrf_ returned INFO = 3")
+
+    run = mpi_baselines.MpiRun(call=call, gather=lambda r: r, note="pdpotrf_ of libx")
+    run.close = lambda: closed.append(True)
+    fake = types.SimpleNamespace(unusable=lambda case, comm: None, prepare=lambda p, g, c: run)
+    monkeypatch.setattr(mpi_baselines, "_adapter", lambda name: fake)
+    comm = types.SimpleNamespace(allgather=lambda x: [x])
+
+    class _Prepared:
+        case = Case("cholesky", 8, 8, 8)
+
+    (e,) = mpi_baselines.measure_mpi_baselines(
+        _Prepared(), None, None, comm, 1, 3, 1.0, ("scalapack4py",), False
+    )
+    assert e["median_s"] is None and e["gflops"] is None
+    assert e["note"] == "failed: LinAlgError: pdpotrf_ returned INFO = 3; pdpotrf_ of libx"
+    assert closed == [True]
+
+
 def test_judge_factorizations_by_their_backward_error_only() -> None:
     rng = np.random.default_rng(11)
     n = 10

@@ -235,6 +235,10 @@ def _measure(
         verdict = None
         if check:
             verdict = _judge(p.case, gathered, ours, run.gather(result), comm)
+    except np.linalg.LinAlgError as exc:
+        # a factorization's non-zero INFO: global, so every rank raised it at the same call and
+        # none is left waiting in a collective
+        return _entry(label, note=f"failed: {type(exc).__name__}: {exc}; {run.note}")
     finally:
         run.close()
     med = float(np.median(times))

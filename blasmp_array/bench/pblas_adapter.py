@@ -16,7 +16,8 @@ before it, outside the timing (blasmp_array's ``cholesky`` and ``lu_factor`` cop
 their own timed call instead: ``overwrite_a=False``). ``p?getrf``'s ``IPIV`` (``LOCr(M) + MB``
 Fortran ``INTEGER``, 1-based global rows, the same in every process column) is gathered from
 process column 0 into SciPy's 0-based ``piv``. Both need square blocks (``MB = NB``); a
-non-zero ``INFO`` (global: the same on every rank) raises ``LinAlgError``.
+non-zero ``INFO`` (global: the same on every rank) raises ``LinAlgError`` on every rank, which
+the row reports as failed.
 
 The ScaLAPACK library
 ---------------------
