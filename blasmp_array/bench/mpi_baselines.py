@@ -83,7 +83,7 @@ class MpiRun:
     #: what ``call`` returned last time, gathered on rank 0 as a NumPy array (for LU: the
     #: factors and SciPy's 0-based ``piv``, as ``lu_factor`` returns them) (collective);
     #: ``None`` on the other ranks
-    gather: Callable[[Any], np.ndarray | None]
+    gather: Callable[[Any], Any]
     #: how the work was set up (splits, descriptors, BLAS), for the report
     note: str
     #: BLAS / intra-op threads of one rank
@@ -260,7 +260,7 @@ def _judge(
     case: Any,
     gathered: dict[str, np.ndarray] | None,
     ours: np.ndarray | None,
-    result: np.ndarray | None,
+    result: np.ndarray | tuple[np.ndarray, np.ndarray] | None,
     comm: Any,
 ) -> dict[str, Any]:
     """The check of a baseline's result on rank 0, broadcast (collective)."""
@@ -277,15 +277,20 @@ def _judge(
 
 
 def judge(
-    case: Any, gathered: dict[str, np.ndarray], result: np.ndarray, ours: np.ndarray | None
+    case: Any,
+    gathered: dict[str, np.ndarray],
+    result: np.ndarray | tuple[np.ndarray, np.ndarray],
+    ours: np.ndarray | None,
 ) -> dict[str, Any]:
-    """Judge a baseline's gathered ``result`` as blasmp_array's own is judged, and against
-    blasmp_array's result ``ours`` of the same operands (see the module docstring)."""
+    """Judge a baseline's gathered ``result`` (for LU: ``(lu, piv)``) as blasmp_array's own is
+    judged, and, for GEMM and TRSM, against blasmp_array's result ``ours`` of the same operands
+    (see the module docstring)."""
     from .operators import _op, _ref_dtype, _verdict
 
     verdict = _verdict(case, gathered, result, None)
     if ours is None or case.op not in ("gemm", "trsm"):  # factorizations: backward error only
         return verdict
+    assert isinstance(result, np.ndarray)  # a tuple is LU's only
     rd = _ref_dtype(case.dtype)
     eps = float(np.finfo(np.dtype(case.dtype)).eps)
     c = 2.0 if case.is_complex else 1.0

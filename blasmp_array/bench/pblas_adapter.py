@@ -345,7 +345,7 @@ def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
     except BaseException:
         close()
         raise
-    what = f"{fn.symbol.__name__}"
+    what = fn.symbol.__name__
 
     def gather(result: Any) -> Any:
         local, piv = result if isinstance(result, tuple) else (result, None)
