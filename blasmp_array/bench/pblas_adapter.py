@@ -12,12 +12,12 @@ C-ordered) before the timing, with descriptors built by ScaLAPACK's ``DESCINIT``
 blasmp_array array on the same layout.
 
 The factorizations overwrite ``A``: each call starts from a copy of the local matrix restored
-before it, outside the timing (blasmp_array's ``cholesky`` and ``lu_factor`` copy ``A`` inside
-their own timed call instead: ``overwrite_a=False``). ``p?getrf``'s ``IPIV`` (``LOCr(M) + MB``
-Fortran ``INTEGER``, 1-based global rows, the same in every process column) is gathered from
-process column 0 into SciPy's 0-based ``piv``. Both need square blocks (``MB = NB``); a
-non-zero ``INFO`` (global: the same on every rank) raises ``LinAlgError`` on every rank, which
-the row reports as failed.
+before it, outside the timing (blasmp_array's ``cholesky`` and ``lu_factor`` rows time their
+defaults instead, ``overwrite_a=False, check_finite=True``: a copy of ``A`` and a finite check
+inside the timed call). ``p?getrf``'s ``IPIV`` (``LOCr(M) + MB`` Fortran ``INTEGER``, 1-based
+global rows, the same in every process column) is gathered from process column 0 into SciPy's
+0-based ``piv``. Both need square blocks (``MB = NB``); a non-zero ``INFO`` (global: the same on
+every rank) raises ``LinAlgError`` on every rank, which the row reports as failed.
 
 The ScaLAPACK library
 ---------------------
