@@ -346,8 +346,14 @@ def _tri_args(name, a, b, side, uplo, trans, diag):  # type: ignore[no-untyped-d
     return side, uplo, trans, diag
 
 
-def trmm(alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
-    """``b := alpha op(a) b`` (side 'L', m^2 n flops) or ``alpha b op(a)`` (side 'R', m n^2)."""
+def trmm(alpha, a, b, side, uplo, trans, diag, out=None) -> None:  # type: ignore[no-untyped-def]
+    """``b := alpha op(a) b`` (side 'L', m^2 n flops) or ``alpha b op(a)`` (side 'R', m n^2);
+    with ``out`` the product goes there (BLAS's TRMM is in place: ``b`` is copied into it)."""
+    if out is not None:
+        if out.shape != b.shape:
+            raise ValueError(f"trmm: out {out.shape} must have b's shape {b.shape}")
+        out[...] = b
+        b = out
     side, uplo, trans, diag = _tri_args("trmm", a, b, side, uplo, trans, diag)
     if b.size == 0:
         return

@@ -319,8 +319,12 @@ class Backend(abc.ABC):
         trans: str,
         diag: str,
         stream: Stream,
+        out: Any = None,
     ) -> None:
-        """``b := alpha op(a) b`` (side 'L') or ``alpha b op(a)`` (side 'R'), in place."""
+        """``b := alpha op(a) b`` (side 'L') or ``alpha b op(a)`` (side 'R'), in place; with
+        ``out`` (shaped like ``b``, not overlapping it) the product goes to ``out`` and ``b`` is
+        only read (cuBLAS's out-of-place TRMM: measured at twice the speed of the in-place one
+        on one H200 at n = 4096)."""
 
     @abc.abstractmethod
     def trsm(

@@ -518,9 +518,9 @@ class CPUBackend(HostCollectives, Backend):
         assert isinstance(stream, CPUStream)
         stream.enqueue(_kernels.syr2k, alpha, a, b, beta, c, uplo, trans)
 
-    def trmm(self, alpha, a, b, side, uplo, trans, diag, stream):  # type: ignore[override]
+    def trmm(self, alpha, a, b, side, uplo, trans, diag, stream, out=None):  # type: ignore[override]
         assert isinstance(stream, CPUStream)
-        stream.enqueue(_kernels.trmm, alpha, a, b, side, uplo, trans, diag)
+        stream.enqueue(_kernels.trmm, alpha, a, b, side, uplo, trans, diag, out)
 
     def trsm(self, alpha, a, b, side, uplo, trans, diag, stream):  # type: ignore[override]
         assert isinstance(stream, CPUStream)

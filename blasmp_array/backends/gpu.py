@@ -760,8 +760,10 @@ class GPUBackend(HostCollectives, Backend):
     def syr2k(self, alpha, a, b, beta, c, uplo, trans, stream):  # type: ignore[override]
         self._enqueue(stream, self._blas.syr2k, stream.cupy, alpha, a, b, beta, c, uplo, trans)
 
-    def trmm(self, alpha, a, b, side, uplo, trans, diag, stream):  # type: ignore[override]
-        self._enqueue(stream, self._blas.trmm, stream.cupy, alpha, a, b, side, uplo, trans, diag)
+    def trmm(self, alpha, a, b, side, uplo, trans, diag, stream, out=None):  # type: ignore[override]
+        self._enqueue(
+            stream, self._blas.trmm, stream.cupy, alpha, a, b, side, uplo, trans, diag, out
+        )
 
     def trsm(self, alpha, a, b, side, uplo, trans, diag, stream):  # type: ignore[override]
         self._enqueue(stream, self._blas.trsm, stream.cupy, alpha, a, b, side, uplo, trans, diag)

@@ -150,4 +150,5 @@ def _backend_blas3(backend: Backend, xp: Any, dtype: np.dtype) -> None:
                 backend.syr2k(alpha, sq, sq, beta, out, uplo, op, st)
             for side in ("L", "R"):
                 backend.trmm(one, sq, out, side, uplo, op, "N", st)
+                backend.trmm(one, sq, out, side, uplo, op, "N", st, out=xp.zeros_like(sq))
                 backend.trsm(one, sq, out, side, uplo, op, "U", st)

@@ -129,11 +129,15 @@ def trmm(
     b = grid.backend
     begin_pipeline(b, dtype)
     if m and n and grid.size == 1 and method == "auto":
-        # one process holds everything: one TRMM call on a copy of op(B) (m^2 n flops)
+        # one process holds everything: one TRMM call (m^2 n flops), out of place from B, or in
+        # place on a copy of op(B) for a transposed view
         a_loc, op_a = (b.xp.conj(XA._data), "N") if opa == "R" else (XA._data, opa)
-        b.launch(b.compute, _copy_op, b.xp, XB._data, vb, Cw._data)
         diag = "U" if unit_diagonal else "N"
-        b.trmm(alpha, a_loc, Cw._data, sd, stored_uplo, op_a, diag, b.compute)
+        if vb == "N":
+            b.trmm(alpha, a_loc, XB._data, sd, stored_uplo, op_a, diag, b.compute, out=Cw._data)
+        else:
+            b.launch(b.compute, _copy_op, b.xp, XB._data, vb, Cw._data)
+            b.trmm(alpha, a_loc, Cw._data, sd, stored_uplo, op_a, diag, b.compute)
     elif m and n:
         scale_local(b, Cw._data, dtype.type(0))
         if alpha != 0:

@@ -96,6 +96,42 @@ def test_local_trmm_symm_match_pipeline(dtype, view, side, lower):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_backend_trmm_out_of_place(grid, dtype):
+    """The local TRMM with ``out`` (the 1x1 shortcut's call): ``out`` gets ``2 op(a) b`` (or
+    ``2 b op(a)``) within the bound, ``b`` (a strided view) is unchanged, nothing outside
+    ``out``'s view is written."""
+    be = grid.backend
+    rng = np.random.default_rng(5)
+    m, n = 7, 5
+    for side, uplo, trans in (("L", "L", "N"), ("R", "U", "T"), ("L", "U", "C")):
+        na = m if side == "L" else n
+        a = random_matrix(rng, (na, na), dtype)
+        big = random_matrix(rng, (m + 2, n + 3), dtype)
+        b_dev = be.asarray(big)
+        outer = be.asarray(np.full((m + 1, n + 1), np.nan, dtype=dtype))
+        be.trmm(
+            2,
+            be.asarray(a),
+            b_dev[1 : m + 1, 2 : n + 2],
+            side,
+            uplo,
+            trans,
+            "N",
+            be.compute,
+            out=outer[1:, 1:],
+        )
+        be.synchronize()
+        got = be.asnumpy(outer)
+        assert np.array_equal(be.asnumpy(b_dev), big), "b was written"
+        assert np.all(np.isnan(got[0])) and np.all(np.isnan(got[:, 0])), "written outside out"
+        t = op(tri_from(a, uplo == "L", False), trans)
+        b = big[1 : m + 1, 2 : n + 2]
+        ref = 2 * (high(t) @ high(b) if side == "L" else high(b) @ high(t))
+        scale = 2 * (np.abs(t) @ np.abs(b) if side == "L" else np.abs(b) @ np.abs(t))
+        assert_within_bound(got[1:, 1:], ref, scale, na, dtype, f"trmm out= {side}{uplo}{trans}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("uplo", ["L", "U"])
 def test_symmetric_from_triangle_on_this_backend(grid, dtype, uplo):
     """The one-process symmetric fill (one CuPy kernel on the GPU, panels on the host), in
