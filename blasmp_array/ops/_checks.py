@@ -90,28 +90,10 @@ def check_finite(
     ``LinAlgError`` on every rank if the square ``a`` has an exact zero on its diagonal
     (naming the first: a singular triangular matrix). Every flag is reduced on the device and
     read in one transfer, then combined in one allreduce: one host round trip in all."""
-    flags = check_flags(a, b, uplo, k, finite=finite, zero_diagonal=zero_diagonal)
-    if flags is None:
-        return
-    got = a.backend.allreduce(a.backend.asnumpy(flags), op="max")
-    raise_on_flags(got, a.shape[0], op, finite=finite, zero_diagonal=zero_diagonal)
-
-
-def check_flags(
-    a: BlockCyclicArray,
-    b: BlockCyclicArray | None = None,
-    uplo: str | None = None,
-    k: int = 0,
-    *,
-    finite: bool = True,
-    zero_diagonal: bool = False,
-) -> Any:
-    """The device int64 vector of :func:`check_finite`'s flags on this rank, enqueued and not
-    read (``None`` when nothing is checked): a caller on one process may read it later with
-    other results, then call :func:`raise_on_flags`."""
     from ._triangle import nonfinite_flag, triangle_nonfinite_flag
 
-    xp = a.backend.xp
+    be, xp = a.backend, a.backend.xp
+    n = a.shape[0]
     flags = []  # 0-d device values, combined by max on every rank
     if finite:
         if uplo is None:
@@ -121,19 +103,16 @@ def check_flags(
         flags.append(nonfinite_flag(xp, b._data) if b is not None else xp.zeros((), bool))
     if zero_diagonal:
         flags.append(-_first_zero_on_diagonal(a))
-    return xp.stack(flags, dtype=np.int64) if flags else None
-
-
-def raise_on_flags(
-    got: np.ndarray, n: int, op: str = "", *, finite: bool = True, zero_diagonal: bool = False
-) -> None:
-    """Raise what the host flags ``got`` of :func:`check_flags` (reduced over the ranks) say."""
-    prefix = f"{op}: " if op else ""
+    if not flags:
+        return
+    got = be.allreduce(be.asnumpy(xp.stack(flags, dtype=np.int64)), op="max")
     if finite and got[:2].any():
         which = " and ".join(x for x, f in zip(("a", "b"), got[:2], strict=True) if f)
+        prefix = f"{op}: " if op else ""
         raise ValueError(f"{prefix}array must not contain infs or NaNs ({which} does)")
     first = -int(got[-1]) if zero_diagonal else n
     if first < n:
+        prefix = f"{op}: " if op else ""
         raise np.linalg.LinAlgError(
             f"{prefix}singular matrix: A[{first}, {first}] == 0 (the first zero on the diagonal "
             "of the triangular matrix)"

@@ -365,20 +365,14 @@ def factor(
     if w.block[1] != mb:
         w = ck.move(w, w.grid, (mb, mb), "a", op, f"a has non-square blocks {w.block}")
         in_place = False
-    n = w.shape[0]
-    local = n and w.grid.size == 1 and _LOCAL_ON_ONE_PROCESS
-    flags = None
-    if check_finite and local and not in_place:
-        # one process factoring a copy: the check's flags are read with potrf's INFO, in one
-        # transfer after the factorisation (no host round trip before it)
-        flags = ck.check_flags(w, None, "L" if lower else "U")
-    elif check_finite:
+    if check_finite:
         ck.check_finite(w, None, op, "L" if lower else "U")
     if not in_place and w is a:
         w = w.copy()
+    n = w.shape[0]
     if n:
-        if local:
-            info = _local_potrf(w, lower, flags, op)
+        if w.grid.size == 1 and _LOCAL_ON_ONE_PROCESS:
+            info = _local_potrf(w, lower)
         else:
             info = _CholeskyPipeline(w, lower, int(num_stages)).run()
         if info <= n:
@@ -404,28 +398,22 @@ _LOCAL_ON_ONE_PROCESS = True
 RECURSIVE_POTRF: dict[str, tuple[int, bool]] = {"gpu": (4096, True)}
 
 
-def _local_potrf(w: BlockCyclicArray, lower: bool, flags: Any = None, op: str = "") -> int:
+def _local_potrf(w: BlockCyclicArray, lower: bool) -> int:
     """Factor the whole local matrix (1x1 grid) in place; the pipeline's INFO convention:
-    the order of the first non-positive leading minor, ``n + 1`` when there is none.
-    ``flags``: the finite check of the input (:func:`._checks.check_flags`), read with the INFO
-    and raised first."""
+    the order of the first non-positive leading minor, ``n + 1`` when there is none."""
     be = w.backend
-    xp = be.xp
     n = w.shape[0]
     begin_pipeline(be, w.dtype)
     leaf, halve = RECURSIVE_POTRF.get(be.name, (n, True))
     if n > leaf:
         info = recursive_potrf(be, w._data, lower, leaf, be.compute, halve=halve)
+        be.synchronize()
+        order = first_failure(be.asnumpy(info), n, leaf, halve=halve)
     else:
-        info = xp.zeros(1, dtype=np.int32)
+        info = be.xp.zeros(1, dtype=np.int32)
         be.potrf(w._data, "L" if lower else "U", info, be.compute)
-    nflags = 0 if flags is None else flags.size
-    be.synchronize()
-    got = be.asnumpy(info if flags is None else xp.concatenate([flags, info.astype(np.int64)]))
-    if flags is not None:
-        ck.raise_on_flags(got[:nflags], n, op)
-    codes = got[nflags:]
-    order = first_failure(codes, n, leaf, halve=halve) if n > leaf else int(codes[0])
+        be.synchronize()
+        order = int(be.asnumpy(info)[0])
     return order if order > 0 else n + 1
 
 
