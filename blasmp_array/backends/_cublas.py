@@ -341,7 +341,7 @@ class CublasKernels:
     def trmm(self, stream, alpha, a, b, side, uplo, trans, diag, out=None) -> None:  # type: ignore[no-untyped-def]
         """``b := alpha op(a) b`` (side 'L') or ``b := alpha b op(a)`` (side 'R'); with ``out``
         the product goes to ``out`` and ``b`` is only read (cuBLAS's TRMM is out of place; in
-        place, C = B, it ran at half the speed on one H200 at n = 4096)."""
+        place, C = B, is slower at small n: see ``Backend.trmm``)."""
         self._triangular("trmm", stream, alpha, a, b, side, uplo, trans, diag, out)
 
     def trsm(self, stream, alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]

@@ -323,8 +323,8 @@ class Backend(abc.ABC):
     ) -> None:
         """``b := alpha op(a) b`` (side 'L') or ``alpha b op(a)`` (side 'R'), in place; with
         ``out`` (shaped like ``b``, not overlapping it) the product goes to ``out`` and ``b`` is
-        only read (cuBLAS's out-of-place TRMM: measured at twice the speed of the in-place one
-        on one H200 at n = 4096)."""
+        only read (cuBLAS's out-of-place TRMM: on one H200 at n = 4096 ``bm.linalg.trmm`` took
+        1.58 ms with it, 2.56 ms in place on a copy; the same at n = 16384)."""
 
     @abc.abstractmethod
     def trsm(
