@@ -365,6 +365,44 @@ def trmm(alpha, a, b, side, uplo, trans, diag, out=None) -> None:  # type: ignor
     _axpby(alpha, prod.astype(b.dtype, copy=False), 0, b)
 
 
+#: triangles larger than this are solved by halves (:func:`_trsm_halves`)
+TRSM_LEAF = 64
+
+
+def _trsm_halves(alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
+    """:func:`trsm` by halving the triangle: two TRSMs of half the order and one GEMM between
+    them (the blocked TRSM of reference BLAS, recursively), so that most flops run in GEMM.
+
+    Why: OpenBLAS's single-threaded TRSM runs far below its GEMM on this project's 2-core VM
+    (a 3840 x 256 panel against a 256 x 256 triangle: 10-13 GFLOP/s, GEMM of the same operands
+    ~50), and smaller triangles are slower still (64: ~5). Measured through the bench
+    (``trsm``, n = 4096, 2 ranks, 1x2 grid, block 256, two interleaved runs each): 0.72-0.74 s
+    with halving down to 64, 0.80-0.81 s without; ``cholesky`` unchanged (0.44-0.51 s, within
+    its spread), its time goes elsewhere (docs/performance.md, session 8).
+
+    With ``T = op(a)`` split at ``h`` into ``T11, T22`` and the off-diagonal block ``T21``
+    (``T`` lower) or ``T12`` (upper): the half whose equations do not involve the other is solved
+    first, the other half's right-hand side is updated by one GEMM, then solved. Only ``a``'s
+    ``uplo`` triangle is read (the off-diagonal block of ``op(a)`` is in it).
+    """
+    n = a.shape[0]
+    h = n // 2
+    halves = (slice(0, h), slice(h, n))
+    lower = (uplo == "L") == (trans == "N")  # is op(a) lower triangular?
+    i, j = (1, 0) if lower else (0, 1)  # the off-diagonal block T[i, j] of op(a)
+    off = a[halves[i], halves[j]] if trans == "N" else a[halves[j], halves[i]]
+    first = 0 if (side == "L") == lower else 1  # the half solved first
+    second = 1 - first
+    part = (lambda k: b[halves[k], :]) if side == "L" else (lambda k: b[:, halves[k]])
+    xf, bs = part(first), part(second)
+    trsm(alpha, a[halves[first], halves[first]], xf, side, uplo, trans, diag)
+    if side == "L":  # b_s := alpha b_s - T[s, f] x_f
+        gemm(-1, off, xf, alpha, bs, trans, "N")
+    else:  # b_s := alpha b_s - x_f T[f, s]
+        gemm(-1, xf, off, alpha, bs, "N", trans)
+    trsm(1, a[halves[second], halves[second]], bs, side, uplo, trans, diag)
+
+
 def trsm(alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
     """Solve ``op(a) x = alpha b`` (side 'L', m^2 n flops) or ``x op(a) = alpha b`` (side 'R',
     m n^2 flops) for ``x``, which overwrites ``b``."""
@@ -372,6 +410,9 @@ def trsm(alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyp
     if b.size == 0:
         return
     alpha = _scalar(alpha, b.dtype)
+    if a.shape[0] > TRSM_LEAF and a.dtype == b.dtype:
+        _trsm_halves(alpha, a, b, side, uplo, trans, diag)
+        return
     if _blas_tri("trsm", alpha, a, b, side, uplo, trans, diag):
         return
     from scipy.linalg import solve_triangular
