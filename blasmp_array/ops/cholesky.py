@@ -392,7 +392,7 @@ _LOCAL_ON_ONE_PROCESS = True
 #: halving down to leaves of ``leaf``, or right-looking blocks of ``leaf`` when not ``halve``); a
 #: backend not listed calls its library potrf once (LAPACK's own potrf is already recursive).
 #: GPU, measured on one H200 (tools/potrf_leaf_sweep.py, docs/performance.md "Session 8"): at
-#: n = 16384 halving to leaves of 4096 took 0.064 s against 0.066 s for one cuSOLVER call; smaller
+#: n = 16384 halving to leaves of 4096 took 0.061 s against 0.064 s for one cuSOLVER call; smaller
 #: leaves and right-looking blocks of 256-2048 were no faster (cuBLAS's DTRSM runs at 31 TFLOP/s
 #: at n/2, DSYRK at 45, DGEMM at 54); n <= 4096 is one cuSOLVER call.
 RECURSIVE_POTRF: dict[str, tuple[int, bool]] = {"gpu": (4096, True)}
@@ -404,16 +404,11 @@ def _local_potrf(w: BlockCyclicArray, lower: bool) -> int:
     be = w.backend
     n = w.shape[0]
     begin_pipeline(be, w.dtype)
+    # n <= leaf (and a backend not listed): one library potrf on the whole matrix
     leaf, halve = RECURSIVE_POTRF.get(be.name, (n, True))
-    if n > leaf:
-        info = recursive_potrf(be, w._data, lower, leaf, be.compute, halve=halve)
-        be.synchronize()
-        order = first_failure(be.asnumpy(info), n, leaf, halve=halve)
-    else:
-        info = be.xp.zeros(1, dtype=np.int32)
-        be.potrf(w._data, "L" if lower else "U", info, be.compute)
-        be.synchronize()
-        order = int(be.asnumpy(info)[0])
+    info = recursive_potrf(be, w._data, lower, leaf, be.compute, halve=halve)
+    be.synchronize()
+    order = first_failure(be.asnumpy(info), n, leaf, halve=halve)
     return order if order > 0 else n + 1
 
 
