@@ -70,8 +70,8 @@ class FakeBackend:
     def syr2k(self, alpha, a, b, beta, c, uplo, trans, stream):
         self._blas("syr2k", stream, alpha, a, b, beta, c, uplo, trans)
 
-    def trmm(self, alpha, a, b, side, uplo, trans, diag, stream):
-        self._blas("trmm", stream, alpha, a, b, side, uplo, trans, diag)
+    def trmm(self, alpha, a, b, side, uplo, trans, diag, stream, out=None):
+        self._blas("trmm", stream, alpha, a, b, side, uplo, trans, diag, out)
 
     def trsm(self, alpha, a, b, side, uplo, trans, diag, stream):
         self._blas("trsm", stream, alpha, a, b, side, uplo, trans, diag)
