@@ -392,7 +392,7 @@ _LOCAL_ON_ONE_PROCESS = True
 #: halving down to leaves of ``leaf``, or right-looking blocks of ``leaf`` when not ``halve``); a
 #: backend not listed calls its library potrf once (LAPACK's own potrf is already recursive).
 #: GPU, measured on one H200 (tools/potrf_leaf_sweep.py, docs/performance.md "Session 8"): at
-#: n = 16384 halving to leaves of 4096 took 0.061 s against 0.064 s for one cuSOLVER call; smaller
+#: n = 16384 halving to leaves of 4096 took 0.061 s against 0.064 s with one cuSOLVER call; smaller
 #: leaves and right-looking blocks of 256-2048 were no faster (cuBLAS's DTRSM runs at 31 TFLOP/s
 #: at n/2, DSYRK at 45, DGEMM at 54); n <= 4096 is one cuSOLVER call.
 RECURSIVE_POTRF: dict[str, tuple[int, bool]] = {"gpu": (4096, True)}
