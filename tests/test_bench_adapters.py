@@ -301,24 +301,13 @@ def _require(name: str) -> None:
         pytest.skip(f"baseline not usable here: {why}")
 
 
-@pytest.mark.mpi
-@pytest.mark.parametrize("name", ["heat", "scalapack4py"])
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["gemm", "--m", "37", "--n", "29", "--k", "23", "--block", "8x5"],
-        ["gemm", "--n", "24", "--trans", "T", "--dtype", "float32", "--grid", "2x1"],
-        ["trsm", "--m", "37", "--n", "29", "--block", "8"],
-        ["trsm", "--n", "24", "--side", "right", "--uplo", "upper", "--dtype", "complex128"],
-    ],
-    ids=["gemm", "gemm-T-f32-2x1", "trsm", "trsm-right-upper-z"],
-)
-def test_baseline_measured_and_checked(name: str, args: list[str], tmp_path: Path) -> None:
-    _require(name)
+def _measured(args: list[str], name: str, tmp_path: Path, repeat: int = 3) -> tuple[dict, dict]:
+    """Run the bench on 2 ranks with ``--check --profile --compare --baselines name``; return
+    the result record and the baseline's entry, after checking the entry was measured the way
+    blasmp_array is: ``repeat`` times over 2 ranks, the median of them."""
     from test_bench import run_bench
 
     out = tmp_path / "r.json"
-    repeat = 3
     proc = run_bench(
         [
             *args,
@@ -340,12 +329,29 @@ def test_baseline_measured_and_checked(name: str, args: list[str], tmp_path: Pat
     (result,) = json.loads(out.read_text())["results"]
     assert result["check"]["passed"]
     (entry,) = [b for b in result["compare"] if b["library"] == LIBRARY[name]]
-    # measured the way blasmp_array is: `repeat` times over 2 ranks, median of them
     assert entry["ranks"] == 2
     assert len(entry["times_s"]) == repeat
     assert entry["median_s"] == pytest.approx(float(np.median(entry["times_s"])))
-    assert 0 < entry["min_s"] <= entry["median_s"] <= entry["max_s"]
     assert entry["gflops"] == pytest.approx(result["flops"] / entry["median_s"] / 1e9)
+    return result, entry
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", ["heat", "scalapack4py"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["gemm", "--m", "37", "--n", "29", "--k", "23", "--block", "8x5"],
+        ["gemm", "--n", "24", "--trans", "T", "--dtype", "float32", "--grid", "2x1"],
+        ["trsm", "--m", "37", "--n", "29", "--block", "8"],
+        ["trsm", "--n", "24", "--side", "right", "--uplo", "upper", "--dtype", "complex128"],
+    ],
+    ids=["gemm", "gemm-T-f32-2x1", "trsm", "trsm-right-upper-z"],
+)
+def test_baseline_measured_and_checked(name: str, args: list[str], tmp_path: Path) -> None:
+    _require(name)
+    _, entry = _measured(args, name, tmp_path)
+    assert 0 < entry["min_s"] <= entry["median_s"] <= entry["max_s"]
     # and right: within the operator's error bound of NumPy, and of blasmp_array's result
     check = entry["check"]
     assert check["passed"] is True, check
@@ -367,35 +373,7 @@ def test_baseline_measured_and_checked(name: str, args: list[str], tmp_path: Pat
 )
 def test_scalapack_factorizations_measured_and_checked(args: list[str], tmp_path: Path) -> None:
     _require("scalapack4py")
-    from test_bench import run_bench
-
-    out = tmp_path / "f.json"
-    repeat = 3
-    proc = run_bench(
-        [
-            *args,
-            "--check",
-            "--profile",
-            "--compare",
-            "--baselines",
-            "scalapack4py",
-            "--repeat",
-            str(repeat),
-            "--warmup",
-            "1",
-            "--json",
-            str(out),
-            "--quiet",
-        ]
-    )
-    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
-    (result,) = json.loads(out.read_text())["results"]
-    assert result["check"]["passed"]
-    (entry,) = [b for b in result["compare"] if b["library"] == LIBRARY["scalapack4py"]]
-    assert entry["ranks"] == 2
-    assert len(entry["times_s"]) == repeat
-    assert entry["median_s"] == pytest.approx(float(np.median(entry["times_s"])))
-    assert entry["gflops"] == pytest.approx(result["flops"] / entry["median_s"] / 1e9)
+    result, entry = _measured(args, "scalapack4py", tmp_path)
     routine = {"cholesky": "potrf_", "lu": "getrf_"}[args[0]]
     assert routine in entry["note"]
     # every repeat factored the restored A: the last result passes the factorization's check
