@@ -15,23 +15,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import numpy as np
 
 import blasmp_array as bm
+from blasmp_array.bench.compare import _time
 from blasmp_array.ops import cholesky as chol
 
 
 def timed(fn, sync, repeat: int) -> tuple[float, float, float]:
-    fn()
-    sync()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        ts.append(time.perf_counter() - t0)
+    """Median, min and max of ``repeat`` synchronised calls after one warm-up (the bench's
+    timing loop)."""
+    ts = _time(fn, 1, repeat, sync)
     return statistics.median(ts), min(ts), max(ts)
 
 

@@ -17,11 +17,11 @@ import argparse
 import cProfile
 import io
 import pstats
-import time
 
 import numpy as np
 
 import blasmp_array as bm
+from blasmp_array.bench.compare import _time
 
 
 def _calls(n: int):
@@ -62,13 +62,7 @@ def _calls(n: int):
 
 
 def _median(f, sync, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        f()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+    return float(np.median(_time(f, 0, repeat, sync)))
 
 
 def main() -> None:
