@@ -5,8 +5,9 @@ OPs (default: all): matmul, matmul_ata, solve_triangular, solve_triangular_noche
 syr2k, symm, cholesky, and gemm_kernel (the backend's GEMM alone into a preallocated result, against
 ``matmul(a, b, out=c)``).
 
-For each call it prints the median wall time of the call (device synchronised after each),
-the same for the CuPy/NumPy equivalent in the same run, then the functions with the most own
+For each call it prints the median wall time of the call (device synchronised after each) and
+the median time for the call to return (host), the same for the CuPy/NumPy equivalent in the
+same run, then the functions with the most own
 time under cProfile: what the host does per call. Backend from $BLASMP_BACKEND (gpu if usable).
 A diagnosis tool for issue 14's per-call costs, not a benchmark (the bench command is).
 """
@@ -17,6 +18,7 @@ import argparse
 import cProfile
 import io
 import pstats
+import time
 
 import numpy as np
 
@@ -65,6 +67,19 @@ def _median(f, sync, repeat: int) -> float:
     return float(np.median(_time(f, 0, repeat, sync)))
 
 
+def _host_median(f, sync, repeat: int) -> float:
+    """Median time for the call to return, before the device is synchronised: the host's share
+    (the kernels of a call start no earlier than the host enqueues them)."""
+    times = []
+    for _ in range(repeat):
+        sync()
+        t0 = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t0)
+        sync()
+    return float(np.median(times))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("ops", nargs="*")
@@ -87,6 +102,7 @@ def main() -> None:
             ours(), ref()
         sync()
         t_ours, t_ref = _median(ours, sync, args.repeat), _median(ref, sync, args.repeat)
+        h_ours, h_ref = _host_median(ours, sync, args.repeat), _host_median(ref, sync, args.repeat)
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(args.repeat):
@@ -95,7 +111,10 @@ def main() -> None:
         prof.disable()
         text = io.StringIO()
         pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(args.top)
-        print(f"=== {op} n={args.n}: ours {t_ours * 1e3:.2f} ms, reference {t_ref * 1e3:.2f} ms")
+        print(
+            f"=== {op} n={args.n}: ours {t_ours * 1e3:.2f} ms (host {h_ours * 1e3:.3f}), "
+            f"reference {t_ref * 1e3:.2f} ms (host {h_ref * 1e3:.3f})"
+        )
         print("\n".join(line for line in text.getvalue().splitlines() if line.strip())[:6000])
 
 
