@@ -3,10 +3,11 @@
 Usage: python tools/profile_face.py [--n 4096] [--repeat 20] [--top 18] [OP ...]
 OPs (default: all): matmul, matmul_ata, solve_triangular, solve_triangular_nocheck, trmm,
 syr2k, symm, cholesky, and gemm_kernel (the backend's GEMM alone into a preallocated result, against
-``matmul(a, b, out=c)``).
+``matmul(a, b, out=c)``), gemm_fresh (the same into a result allocated per call).
 
 For each call it prints the median wall time of the call (device synchronised after each) and
-the median time for the call to return (host), the same for the CuPy/NumPy equivalent in the
+the median time for the call to return (host) and until it enqueued its first BLAS/LAPACK
+kernel, the same for the CuPy/NumPy equivalent in the
 same run, then the functions with the most own
 time under cProfile: what the host does per call. Backend from $BLASMP_BACKEND (gpu if usable).
 A diagnosis tool for issue 14's per-call costs, not a benchmark (the bench command is).
@@ -44,8 +45,16 @@ def _calls(n: int):
         be.begin()
         be.gemm(1, a, b, 0, c_ours, "N", "N", be.compute)
 
+    def gemm_fresh():  # the same into a result allocated per call, as A @ B does
+        c = be.empty((n, n), a.dtype)
+        be.begin()
+        be.gemm(1, a, b, 0, c, "N", "N", be.compute)
+        be.synchronize()
+        return c
+
     return be, {
         "gemm_kernel": (gemm_kernel, lambda: xp.matmul(a, b, out=c_ref)),
+        "gemm_fresh": (gemm_fresh, lambda: a @ b),
         "matmul": (lambda: A @ B, lambda: a @ b),
         "matmul_ata": (lambda: A.T @ A, lambda: a.T @ a),
         "solve_triangular": (
@@ -80,6 +89,42 @@ def _host_median(f, sync, repeat: int) -> float:
     return float(np.median(times))
 
 
+_KERNELS = ("gemm", "syrk", "syr2k", "trmm", "trsm", "potrf", "getrf")
+
+
+def _first_kernel_median(backend, f, sync, repeat: int) -> float | None:
+    """Median time from the start of a call until it enqueues its first BLAS/LAPACK kernel
+    (through the backend's kernel methods), or None if it enqueued none."""
+    first: list[float] = []
+    saved = {}
+    for name in _KERNELS:
+        method = getattr(backend, name, None)
+        if method is None:
+            continue
+        saved[name] = method
+
+        def stamped(*args, _method=method, **kwargs):
+            if not first:
+                first.append(time.perf_counter())
+            return _method(*args, **kwargs)
+
+        setattr(backend, name, stamped)
+    times = []
+    try:
+        for _ in range(repeat):
+            sync()
+            first.clear()
+            t0 = time.perf_counter()
+            f()
+            if first:
+                times.append(first[0] - t0)
+            sync()
+    finally:
+        for name in saved:
+            delattr(backend, name)  # the class's method again
+    return float(np.median(times)) if times else None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("ops", nargs="*")
@@ -103,6 +148,8 @@ def main() -> None:
         sync()
         t_ours, t_ref = _median(ours, sync, args.repeat), _median(ref, sync, args.repeat)
         h_ours, h_ref = _host_median(ours, sync, args.repeat), _host_median(ref, sync, args.repeat)
+        k_ours = _first_kernel_median(backend, ours, sync, args.repeat)
+        first = f", first kernel at {k_ours * 1e3:.3f}" if k_ours is not None else ""
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(args.repeat):
@@ -112,7 +159,7 @@ def main() -> None:
         text = io.StringIO()
         pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(args.top)
         print(
-            f"=== {op} n={args.n}: ours {t_ours * 1e3:.2f} ms (host {h_ours * 1e3:.3f}), "
+            f"=== {op} n={args.n}: ours {t_ours * 1e3:.2f} ms (host {h_ours * 1e3:.3f}{first}), "
             f"reference {t_ref * 1e3:.2f} ms (host {h_ref * 1e3:.3f})"
         )
         print("\n".join(line for line in text.getvalue().splitlines() if line.strip())[:6000])
