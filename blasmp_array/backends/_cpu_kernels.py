@@ -469,7 +469,8 @@ def getrf(a: np.ndarray, ipiv: np.ndarray, info: np.ndarray) -> None:
     from scipy.linalg import lapack
 
     fn = lapack.get_lapack_funcs("getrf", dtype=a.dtype)
-    lu, piv, inf = fn(np.asfortranarray(a), overwrite_a=1)
-    a[...] = lu
+    lu, piv, inf = fn(np.asfortranarray(a), overwrite_a=1)  # in place if ``a`` is Fortran
+    if not np.may_share_memory(lu, a):
+        a[...] = lu
     ipiv[: piv.shape[0]] = piv
     info[0] = inf

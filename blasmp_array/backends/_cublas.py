@@ -420,8 +420,8 @@ class CublasKernels:
     # -- GETRF (cuSOLVER) -------------------------------------------------------------
     def getrf(self, stream, a, ipiv, info) -> None:  # type: ignore[no-untyped-def]
         """LU with partial pivoting of the ``m x k`` ``a`` in place (cuSOLVER ``xgetrf`` on
-        ``stream``, on a column-major copy); 0-based pivots -> ``ipiv``, INFO -> ``info[0]``.
-        Everything stays on the device (no host synchronisation)."""
+        ``stream``; a row-major ``a`` is factored in a column-major copy); 0-based pivots ->
+        ``ipiv``, INFO -> ``info[0]``. Everything stays on the device (no host synchronisation)."""
         if a.ndim != 2:
             raise ValueError(f"getrf needs a matrix, got shape {tuple(a.shape)}")
         m, k = a.shape
@@ -441,7 +441,8 @@ class CublasKernels:
         getattr(_cusolver(), prefix + "getrf")(
             h, m, k, work.data.ptr, m, ws.data.ptr, piv.data.ptr, info.data.ptr
         )
-        a[...] = work
+        if work is not a:  # a column-major ``a`` was factored in place
+            a[...] = work
         ipiv[: piv.shape[0]] = piv - 1
 
     def solver_handle(self, stream: cupy.cuda.Stream) -> int:

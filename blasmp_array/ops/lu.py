@@ -546,6 +546,15 @@ def _moves_to_owners(
     return moves
 
 
+def _rows_index(xp: Any, rows: np.ndarray) -> Any:
+    """``rows`` as a slice when they are one ascending run (a copy of a block of rows, or no
+    copy at all, instead of a gather: the rule on a grid with one process row), else as a
+    device index array."""
+    if rows.size and np.all(np.diff(rows) == 1):
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return xp.asarray(rows)
+
+
 def _build_plan(name: str, moves: Sequence[_Move], me: int, nranks: int, xp: Any) -> Plan:
     """The one-step :class:`~blasmp_array.ops._exchange.Plan` of ``moves`` for rank ``me``:
     offsets packed per receiver (a message to several receivers gets the same offset in each),
@@ -563,8 +572,8 @@ def _build_plan(name: str, moves: Sequence[_Move], me: int, nranks: int, xp: Any
                 fill[q] = off + size
             stage[mv.sender] += size
         if size and (mv.sender == me or me in mv.receivers):
-            pack = xp.asarray(mv.src) if mv.sender == me else None
-            unpack = (mv.buf, xp.asarray(mv.dst)) if me in mv.receivers else None
+            pack = _rows_index(xp, mv.src) if mv.sender == me else None
+            unpack = (mv.buf, _rows_index(xp, mv.dst)) if me in mv.receivers else None
             mine.append(Message(mv.sender, mv.receivers, off, size, pack, unpack))
     return Plan(name, me, nranks, (tuple(mine),), max(fill), max(stage))
 
@@ -609,6 +618,8 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     _take_rows(dst[:2], src, idx)
     _put_block(src, 1, dst[:2])
     _put_panel(dst[:2, :2], src[:, :2], idx)
+    _put_rows(src, slice(1, 3), dst[:2])  # the same with row runs (slices)
+    _put_panel(dst[:2, :2], src[:, :2], slice(0, 2))
 
 
 def _put_rows(dst: Any, idx: Any, rows: Any) -> None:
@@ -697,7 +708,8 @@ class _LUPipeline:
                 moves.append(
                     _Move(grid.rank_of(r, c), everyone, np.arange(lr0, nr), _PANEL, g - k0, e)
                 )
-        panel = be.xp.empty((self.n - k0, e), self.w.dtype)
+        # column-major: LAPACK's and cuSOLVER's getrf factor it in place, without copies
+        panel = be.xp.empty((self.n - k0, e), self.w.dtype, order="F")
         c0 = lay.local_offset(k, k)[1]
         data = self.w._data[:, c0 : c0 + e] if self.mycol == c else self.w._data[:, :0]
         kern = _RowKernels(data, [panel, None, None])
@@ -746,12 +758,16 @@ class _LUPipeline:
         cn = self.before(k + 1, self.mycol, 1)
         lr0 = self.before(k, self.myrow, 0)
         lr1 = self.before(k + 1, self.myrow, 0)
-        mine_rows = xp.asarray(_local_rows(lay, mine)) if mine.size else None
+        mine_rows = _rows_index(xp, _local_rows(lay, mine)) if mine.size else None
         owns_panel = self.mycol == (k + lay.src[1]) % self.pc and lr0 < self.nrow
-        panel_rows = xp.asarray(self.rows[lr0:] - k0) if owns_panel else None
+        panel_rows = _rows_index(xp, self.rows[lr0:] - k0) if owns_panel else None
         update = lr1 < self.nrow and cn < self.ncol
-        low = xp.empty((self.nrow - lr1, e), dtype) if update else None
-        low_rows = xp.asarray(self.rows[lr1:] - k0) if update else None
+        low_rows = _rows_index(xp, self.rows[lr1:] - k0) if update else None
+        gather_low = update and not isinstance(low_rows, slice)
+        # my rows of L below block row k: a view of the panel when they are one run of it
+        low = xp.empty((self.nrow - lr1, e), dtype) if gather_low else None
+        if update and not gather_low:
+            low = panel[low_rows]
         be.begin()
         if mine_rows is not None:  # moved rows -> the matrix
             be.launch(comp, _put_rows, data, mine_rows, moved)
@@ -764,7 +780,8 @@ class _LUPipeline:
             c0 = lay.local_offset(k, k)[1]
             be.launch(comp, _put_panel, data[lr0:, c0 : c0 + e], panel, panel_rows)
         if update:  # A[i > k, j > k] -= L[i, k] U[k, j] (step 6)
-            be.launch(comp, _take_rows, low, panel, low_rows)
+            if gather_low:
+                be.launch(comp, _take_rows, low, panel, low_rows)
             be.gemm(-1, low, top[:, cn:], 1, data[lr1:, cn:], "N", "N", comp)
         # the temporaries above are released on return: drain the streams first
         be.synchronize()
