@@ -1,13 +1,7 @@
-"""Choose the leaf of the recursive local potrf (ops._recursive_potrf) or, with ``--lu``, of
-the recursive getrf (ops._recursive_getrf): one rank, one device.
+"""Choose the leaf of the recursive local potrf (ops._recursive_potrf): one rank, one device.
 
 Usage: python tools/potrf_leaf_sweep.py [--n 4096 16384] [--leaf 512 1024 2048 4096 0]
-       [--block 512 1024 2048] [--repeat 5] [--lu]
-
-With ``--lu``: the median time of ``bm.linalg.lu_factor(A)`` for each leaf (0: one library
-getrf) against the library's own (``cupyx.scipy.linalg.lu_factor`` / SciPy's) in the same run,
-with the number of pivots that differ from the library's and the backward error
-``||P A - L U||_F / (||A||_F n eps)`` of each.
+       [--block 512 1024 2048] [--repeat 5]
 
 For each n: the median (and min/max) time of ``bm.linalg.cholesky(A, lower=True)`` on a 1x1
 grid with recursive halving down to each leaf (0: the library potrf called once), with
@@ -27,7 +21,6 @@ import numpy as np
 import blasmp_array as bm
 from blasmp_array.bench.compare import _time
 from blasmp_array.ops import cholesky as chol
-from blasmp_array.ops import lu as lu_ops
 
 
 def timed(fn, sync, repeat: int) -> tuple[float, float, float]:
@@ -43,55 +36,9 @@ def main() -> None:
     ap.add_argument("--leaf", type=int, nargs="+", default=[512, 1024, 2048, 4096, 0])
     ap.add_argument("--block", type=int, nargs="*", default=[512, 1024, 2048])
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--lu", action="store_true", help="the recursive getrf instead of potrf")
     args = ap.parse_args()
     for n in args.n:
-        (sweep_lu if args.lu else sweep)(n, args)
-
-
-def sweep_lu(n: int, args: argparse.Namespace) -> None:
-    A = bm.random.standard_normal((n, n), seed=1)
-    be = A.backend
-    xp = be.xp
-    a = xp.asarray(A._data)
-    if xp is np:
-        from scipy.linalg import lu_factor
-    else:
-        from cupyx.scipy.linalg import lu_factor
-
-    def sync() -> None:
-        be.synchronize()
-        if xp is not np:
-            xp.cuda.get_current_stream().synchronize()
-
-    flops = 2 * n**3 / 3
-    ref = timed(lambda: lu_factor(a), sync, args.repeat)
-    ref_piv = np.asarray(xp.asnumpy(lu_factor(a)[1]) if xp is not np else lu_factor(a)[1])
-    print(
-        f"n={n} library lu_factor: {ref[0]:.4f} s [{ref[1]:.4f}, {ref[2]:.4f}]"
-        f" {flops / ref[0] / 1e12:.1f} TFLOP/s"
-    )
-    eps = np.finfo(np.float64).eps
-    norm_a = float(xp.linalg.norm(a))
-    default = lu_ops.RECURSIVE_GETRF.copy()
-    for leaf in args.leaf:
-        lu_ops.RECURSIVE_GETRF[be.name] = leaf or 1 << 62
-        t = timed(lambda: bm.linalg.lu_factor(A), sync, args.repeat)
-        lu, piv = bm.linalg.lu_factor(A)
-        f = xp.asarray(lu._data)
-        low = xp.tril(f, -1) + xp.eye(n, dtype=f.dtype)
-        perm = np.arange(n)
-        for i, p in enumerate(piv.tolist()):
-            perm[i], perm[p] = perm[p], perm[i]
-        resid = float(xp.linalg.norm(a[xp.asarray(perm)] - low @ xp.triu(f))) / (norm_a * n * eps)
-        print(
-            f"n={n} leaf={leaf or 'none'}: {t[0]:.4f} s [{t[1]:.4f}, {t[2]:.4f}]"
-            f" {flops / t[0] / 1e12:.1f} TFLOP/s, {ref[0] / t[0]:.2f}x the library;"
-            f" pivots differing {int(np.count_nonzero(piv != ref_piv))}, backward error"
-            f" {resid:.3f} n eps"
-        )
-    lu_ops.RECURSIVE_GETRF.clear()
-    lu_ops.RECURSIVE_GETRF.update(default)
+        sweep(n, args)
 
 
 def sweep(n: int, args: argparse.Namespace) -> None:

@@ -99,7 +99,6 @@ from ..array import BlockCyclicArray, check_dtype
 from ..backends.base import Backend
 from . import _checks as ck
 from ._exchange import Message, Plan, run_plan
-from ._recursive_getrf import recursive_getrf
 from ._warmup import warmup_kernels
 
 __all__ = ["lu_factor", "lu_solve", "solve", "factor", "permute_rows"]
@@ -631,11 +630,6 @@ def _take_rows(out: Any, src: Any, idx: Any) -> None:
     out[...] = src[idx]
 
 
-#: leaf (columns) of the recursive LU on a 1x1 grid, per backend (absent: one library getrf
-#: for the whole matrix); chosen with tools/potrf_leaf_sweep.py --lu on one H200
-RECURSIVE_GETRF: dict[str, int] = {"gpu": 1024}
-
-
 # -- the pipeline -------------------------------------------------------------------------------
 class _LUPipeline:
     """Blocked right-looking LU of the working matrix ``w`` (see the module docstring)."""
@@ -689,16 +683,9 @@ class _LUPipeline:
 
     def _run_one_process(self) -> tuple[np.ndarray, int]:
         """One process holds the whole matrix: one ``getrf`` of it (LAPACK or cuSOLVER, which
-        block and pivot as they see fit; the same pivots as the pipeline, LAPACK's), or, for
-        the backends in :data:`RECURSIVE_GETRF` above its leaf, the recursive LU of
-        ``ops/_recursive_getrf.py``. The pipeline's steps would only add panel copies and a
-        host round trip per block."""
+        block and pivot as they see fit; the same pivots as the pipeline, LAPACK's). The
+        pipeline's steps would only add panel copies and a host round trip per block."""
         be = self.be
-        leaf = RECURSIVE_GETRF.get(be.name)
-        if leaf is not None and self.n > leaf:
-            be.begin()
-            piv, inf = recursive_getrf(be, self.w._data, leaf, be.compute)
-            return piv, (inf - 1 if inf > 0 else -1)
         ipiv = be.xp.zeros(self.n, dtype=np.int32)
         info = be.xp.zeros(1, dtype=np.int32)
         be.begin()
