@@ -2,13 +2,13 @@
 
 Usage: python tools/profile_face.py [--n 4096] [--repeat 20] [--top 18] [OP ...]
 OPs (default: all): matmul, matmul_ata, solve_triangular, solve_triangular_nocheck, trmm,
-syr2k, symm, cholesky, and gemm_kernel (the backend's GEMM alone into a preallocated result, against
+syr2k, symm, cholesky (np.linalg.cholesky), cholesky_scipy (bm.linalg.cholesky(S, lower=True)),
+cho_factor_nocheck, and gemm_kernel (the backend's GEMM alone into a preallocated result, against
 ``matmul(a, b, out=c)``), gemm_fresh (the same into a result allocated per call).
 
-For each call it prints the median wall time of the call (device synchronised after each) and
-the median time for the call to return (host) and until it enqueued its first BLAS/LAPACK
-kernel, the same for the CuPy/NumPy equivalent in the
-same run, then the functions with the most own
+For each call it prints the median wall time of the call (device synchronised after each), the
+median time for the call to return (host) and until it enqueued its first BLAS/LAPACK kernel,
+the same for the CuPy/NumPy equivalent in the same run, then the functions with the most own
 time under cProfile: what the host does per call. Backend from $BLASMP_BACKEND (gpu if usable).
 A diagnosis tool for issue 14's per-call costs, not a benchmark (the bench command is).
 """
@@ -69,6 +69,14 @@ def _calls(n: int):
         "syr2k": (lambda: bm.linalg.syr2k(A, B), lambda: a @ b.T + b @ a.T),
         "symm": (lambda: bm.linalg.symm(T, B), lambda: t @ b),
         "cholesky": (lambda: np.linalg.cholesky(S), lambda: xp.linalg.cholesky(s)),
+        "cholesky_scipy": (
+            lambda: bm.linalg.cholesky(S, lower=True),
+            lambda: xp.linalg.cholesky(s),
+        ),
+        "cho_factor_nocheck": (
+            lambda: bm.linalg.cho_factor(S, lower=True, check_finite=False),
+            lambda: xp.linalg.cholesky(s),
+        ),
     }
 
 

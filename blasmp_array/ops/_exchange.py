@@ -571,16 +571,22 @@ def finish(exchanges: Iterable[Exchange]) -> None:
 
 
 def run_plan(
-    backend: Backend, plan: Plan, dtype: Any, kernels: Kernels, num_stages: int = 2
+    backend: Backend,
+    plan: Plan,
+    dtype: Any,
+    kernels: Kernels,
+    num_stages: int = 2,
+    after: Any = None,
 ) -> None:
     """Run ``plan`` to completion (collective): prefetch ``num_stages`` steps, then
-    recv / release / send; returns after :meth:`Exchange.finish`."""
+    recv / release / send; returns after :meth:`Exchange.finish`. ``after``: an event the
+    packing waits for (data still being produced on the compute stream)."""
     dt = np.dtype(dtype)
     ex = Exchange(backend, plan, dt, kernels, num_stages)
     K = ex.nsteps
     begin_pipeline(backend, dt)
     for k in range(min(ex.S, K)):
-        ex.send(k)
+        ex.send(k, after=after)
     for k in range(K):
         ex.recv(k)
         ex.release(k)

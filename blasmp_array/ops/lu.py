@@ -579,10 +579,18 @@ def _build_plan(name: str, moves: Sequence[_Move], me: int, nranks: int, xp: Any
 
 
 def _run(
-    be: Any, name: str, moves: Sequence[_Move], dtype: Any, kern: Any, me: int, p: int
+    be: Any,
+    name: str,
+    moves: Sequence[_Move],
+    dtype: Any,
+    kern: Any,
+    me: int,
+    p: int,
+    after: Any = None,
 ) -> None:
-    """Run the one-step plan of ``moves`` (collective; returns with both streams drained)."""
-    run_plan(be, _build_plan(name, moves, me, p, be.xp), dtype, kern, 1)
+    """Run the one-step plan of ``moves`` (collective; returns with both streams drained);
+    ``after``: an event the packing waits for."""
+    run_plan(be, _build_plan(name, moves, me, p, be.xp), dtype, kern, 1, after=after)
 
 
 class _RowKernels:
@@ -646,6 +654,7 @@ class _LUPipeline:
         self.myrow, self.mycol = self.grid.coords
         self.nrow, self.ncol = lay.local_shape(self.myrow, self.mycol)
         self.rows = lay.local_rows(self.myrow)  # global rows of my local rows
+        self._pending: tuple[Any, ...] = ()  # buffers of enqueued work (see _swap_and_update)
 
     def ext(self, k: int) -> int:
         return min(self.nb, self.n - k * self.nb)
@@ -666,9 +675,11 @@ class _LUPipeline:
         piv = np.empty(n, dtype=np.int32)
         zero = -1
         info = be.xp.zeros(1, dtype=np.int32)
+        ready = None  # the event after which the next panel's block column is up to date
         for k in range(self.K):
             k0, e = k * nb, self.ext(k)
-            panel = self._gather_panel(k)
+            panel = self._gather_panel(k, ready)
+            self._pending = ()  # the gather drained the streams: last step's buffers are free
             ipiv = be.xp.zeros(e, dtype=np.int32)
             be.begin()
             be.getrf(panel, ipiv, info, be.compute)
@@ -678,7 +689,9 @@ class _LUPipeline:
             piv[k0 : k0 + e] = p + k0
             if inf > 0 and zero < 0:
                 zero = k0 + inf - 1
-            self._swap_and_update(k, panel, _row_map(p + k0, k0, n))
+            ready = self._swap_and_update(k, panel, _row_map(p + k0, k0, n))
+        be.synchronize()
+        self._pending = ()
         return piv, zero
 
     def _run_one_process(self) -> tuple[np.ndarray, int]:
@@ -694,8 +707,9 @@ class _LUPipeline:
         inf = int(be.asnumpy(info)[0])
         return be.asnumpy(ipiv).astype(np.int32), (inf - 1 if inf > 0 else -1)
 
-    def _gather_panel(self, k: int) -> Any:
-        """``# A[k0:, block column k] -> every process`` (step 1): the ``m x e`` panel."""
+    def _gather_panel(self, k: int, after: Any = None) -> Any:
+        """``# A[k0:, block column k] -> every process`` (step 1): the ``m x e`` panel; its
+        packing waits for the event ``after`` (the update of block column ``k``)."""
         be, lay, grid = self.be, self.lay, self.grid
         k0, e = k * self.nb, self.ext(k)
         c = (k + lay.src[1]) % self.pc
@@ -713,11 +727,13 @@ class _LUPipeline:
         c0 = lay.local_offset(k, k)[1]
         data = self.w._data[:, c0 : c0 + e] if self.mycol == c else self.w._data[:, :0]
         kern = _RowKernels(data, [panel, None, None])
-        _run(be, f"lu panel step {k}", moves, self.w.dtype, kern, grid.rank, grid.size)
+        _run(be, f"lu panel step {k}", moves, self.w.dtype, kern, grid.rank, grid.size, after)
         return panel
 
-    def _swap_and_update(self, k: int, panel: Any, src: np.ndarray) -> None:
-        """Steps 4-6 of step ``k`` (``src``: the composed interchanges of this step)."""
+    def _swap_and_update(self, k: int, panel: Any, src: np.ndarray) -> Any:
+        """Steps 4-6 of step ``k`` (``src``: the composed interchanges of this step), enqueued
+        without waiting for them: returns the event after the update of block column ``k + 1``
+        (the next panel), recorded before the rest of the update (look-ahead)."""
         be, lay, grid, xp = self.be, self.lay, self.grid, self.be.xp
         comp = be.compute
         n, k0, e = self.n, k * self.nb, self.ext(k)
@@ -779,12 +795,22 @@ class _LUPipeline:
         if panel_rows is not None:  # the factored panel -> the matrix
             c0 = lay.local_offset(k, k)[1]
             be.launch(comp, _put_panel, data[lr0:, c0 : c0 + e], panel, panel_rows)
+        # block column k + 1 first (its owners' first local columns from cn), then the event the
+        # next panel's packing waits for, then the rest of the update (it overlaps the gather)
+        split = cn
+        if self.mycol == (k + 1 + lay.src[1]) % self.pc:
+            split = min(self.ncol, cn + self.ext(k + 1)) if k + 1 < self.K else cn
         if update:  # A[i > k, j > k] -= L[i, k] U[k, j] (step 6)
             if gather_low:
                 be.launch(comp, _take_rows, low, panel, low_rows)
-            be.gemm(-1, low, top[:, cn:], 1, data[lr1:, cn:], "N", "N", comp)
-        # the temporaries above are released on return: drain the streams first
-        be.synchronize()
+            if split > cn:
+                be.gemm(-1, low, top[:, cn:split], 1, data[lr1:, cn:split], "N", "N", comp)
+        ready = be.record_event(comp)
+        if update and split < self.ncol:
+            be.gemm(-1, low, top[:, split:], 1, data[lr1:, split:], "N", "N", comp)
+        # kept alive until the streams are drained (by the next gather or the end of run())
+        self._pending = (top, moved, low, mine_rows, panel_rows, low_rows, panel)
+        return ready
 
 
 def _put_block(data: Any, r0: int, top: Any) -> None:
