@@ -15,12 +15,13 @@
 # Usage (repository root, wheels in .whl/):  OUT=/some/dir tools/gpu-perf.sh [PHASE...]
 #   trsm4/chol4  TRSM / Cholesky on 4 ranks (2x2, MPS), n=$N, block $BLOCK4
 #   chol1/lu1    Cholesky (n=$N) / LU (n=$NSMALL) on 1 rank, default block, against CuPy
+#   lu4          LU on 4 ranks (2x2, MPS), n=$N, block $BLOCK4
 #   lu1big       LU on 1 rank at n=$N against cupyx lu_factor
 #   views4       A[1:, 1:] @ B[1:, 1:] (a window copied by the exchange), A @ B and sum(axis=0) on 4
 #                ranks (2x2, MPS), n=$N, default block
 #   prof1        tools/profile_face.py at n=$NSMALL: per-call host profile of the face (issue 14)
 #   puts4        tools/put_bandwidth.py on 4 ranks (MPS): the NVSHMEM put limit beside redist4
-#   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu1big views4
+#   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
 #           prof1 puts4 (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
@@ -50,6 +51,7 @@ for p in "${phases[@]}"; do
     trsm4) bench trsm4 4 trsm --n "$n" --block "$block4" --grid 2x2 --repeat "$repeat" ;;
     chol1) bench chol1 1 cholesky --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
     chol4) bench chol4 4 cholesky --n "$n" --block "$block4" --grid 2x2 --repeat "$repeat" ;;
+    lu4) bench lu4 4 lu --n "$n" --block "$block4" --grid 2x2 --repeat "$repeat" ;;
     lu1) bench lu1 1 lu --n "$nsmall" --repeat "$repeat" --compare --baselines "$baselines" ;;
     lu1big) bench lu1big 1 lu --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
     views4) bench views4 4 matmul_view,matmul,sum_axis0 --n "$n" --grid 2x2 --repeat "$repeat" ;;
@@ -67,7 +69,7 @@ for p in "${phases[@]}"; do
     face4) bench face4 4 matmul_ata,solve_triangular --n "$n" --grid 2x2 --repeat "$repeat" ;;
     redist4) bench redist4 4 transpose,redistribute --n "$n" --block 2048 --grid 2x2 \
                --to-grid 2x2 --to-block 1024 --repeat "$repeat" --check --profile ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu1big views4 prof1 puts4)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"
