@@ -16,8 +16,8 @@ on the trailing matrix) -> one-sided row exchanges: plans of :class:`_Move` s ru
 :func:`ops._exchange.run_plan` (the project's one-sided engine: slots, ready/ack signals, the
 pooled workspace).
 
-Algorithm (right-looking, blocked; first version: no look-ahead)
-----------------------------------------------------------------
+Algorithm (right-looking, blocked, look-ahead of one block column)
+------------------------------------------------------------------
 Blocks are square ``nb x nb`` (``K = ceil(n / nb)`` steps, the last one ragged). Step ``k``
 (``k0 = k nb``, ``e`` the width of block column ``k``, ``m = n - k0``):
 
@@ -49,10 +49,23 @@ Blocks are square ``nb x nb`` (``K = ceil(n / nb)`` steps, the last one ragged).
 6. *Trailing update*: ``A[i > k, j > k] -= L[i, k] U[k, j]``: one local GEMM per process with
    its rows of ``L`` taken from the gathered panel and ``U`` from ``top``.
 
+Look-ahead: step 6 first updates block column ``k + 1`` (the next panel) and records an event,
+then the rest of the trailing matrix; the host does not wait for it. The gather of panel
+``k + 1`` packs after that event, so it travels while the rest of step ``k``'s update runs (on
+2 ranks x 1 thread, n = 4096, the waits for the panel went from 27-66 ms to 5-10 ms per rank).
+Step 4 of step ``k + 1`` then finds the streams drained by the gather.
+
 Streams and events per process: packs and puts on ``comm``, the ready waits, unpacks, getrf,
-trsm and gemm on ``compute`` (see ``ops/_exchange.py``); each step ends with a
-``synchronize()`` (both streams drained) before the next panel is packed, and step 3 reads the
-pivots on the host: a host round trip per *block* step (not per column).
+trsm and gemm on ``compute`` (see ``ops/_exchange.py``); the buffers of a step's update are
+kept until the next exchange drained both streams; step 3 reads the pivots on the host: a host
+round trip per *block* step (not per column).
+
+Measured and not kept: a panel gathered only to its grid column, factored there (the other
+columns' getrf saved) and broadcast along the grid rows, with the rest of the previous update
+enqueued after that getrf: on this project's 2-core VM (2 ranks, 1x2, n = 4096, block 256,
+five interleaved pairs of bench runs) 0.68-0.75 s against 0.62-0.72 s for the redundant panel:
+on one grid row the owner's getrf is on the critical path either way and the extra exchange
+(its synchronisation and host allgather) costs more than the other rank's getrf.
 
 Signal protocol
 ---------------
@@ -80,9 +93,11 @@ One process (a ``1 x 1`` grid) skips the pipeline: one ``getrf`` of the whole lo
 
 What remains (issue 17)
 -----------------------
-Look-ahead (the panel of step ``k + 1`` while step ``k``'s update runs), a panel gathered only
-to its grid column with ``L`` broadcast along the grid rows, device-resident pivots driving the
-swaps without the per-step host round trip, rectangular matrices.
+Device-resident pivots driving the swaps without the per-step host round trip (then a deeper
+look-ahead: the panel factored on a second stream while the update runs, which needs idle
+cores or SMs to gain), rectangular matrices. On one process a recursive LU (cuSOLVER's getrf
+on column halves, TRSM and GEMM between them) was measured and dropped: 0.83-1.04x cuSOLVER's
+one call at n = 16384 on one H200 (commit 3968a04 and its revert).
 """
 
 from __future__ import annotations
