@@ -181,7 +181,7 @@ def test_operators_without_an_adapter_are_reported_not_measured() -> None:
 
 @pytest.mark.parametrize("name", ["heat", "cublasmp"])
 @pytest.mark.parametrize("op", ["cholesky", "lu"])
-def test_factorizations_have_the_scalapack_adapter_only(name: str, op: str) -> None:
+def test_factorizations_have_the_scalapack_and_cusolvermp_adapters_only(name: str, op: str) -> None:
     class _Prepared:
         case = Case(op, 8, 8, 8)
 
@@ -190,6 +190,19 @@ def test_factorizations_have_the_scalapack_adapter_only(name: str, op: str) -> N
     )
     assert e["median_s"] is None and f"{op}: the {name} adapter covers" in e["note"]
     assert op in mpi_baselines.SUPPORTED_OPS["scalapack4py"]
+    assert op in mpi_baselines.SUPPORTED_OPS["cusolvermp"]
+
+
+@pytest.mark.parametrize("op", ["gemm", "trsm", "syrk"])
+def test_cusolvermp_covers_the_factorizations_only(op: str) -> None:
+    class _Prepared:
+        case = Case(op, 8, 8, 8)
+
+    (e,) = mpi_baselines.measure_mpi_baselines(
+        _Prepared(), None, None, None, 0, 1, 1.0, ("cusolvermp",), False
+    )
+    assert e["library"] == "cusolvermp" and e["median_s"] is None
+    assert e["note"] == f"{op}: the cusolvermp adapter covers cholesky and lu only"
 
 
 def test_a_failed_factorization_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -471,6 +484,27 @@ def test_cublasmp_refuses_ranks_sharing_a_gpu() -> None:
     assert gpu_sharing([("a", 0), ("a", 1), ("b", 0)]) is None
     why = gpu_sharing([("a", 0), ("a", 1), ("a", 0)])
     assert why is not None and "ranks 0 and 2 share GPU 0 of a" in why
+
+
+def test_cusolvermp_on_the_cpu_backend_is_skipped_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from blasmp_array.bench import cusolvermp_adapter
+
+    monkeypatch.delenv("BLASMP_BACKEND", raising=False)
+    why = cusolvermp_adapter.unusable(Case("cholesky", 8, 8, 8, backend="cpu"))
+    assert why is not None and "operands on the host" in why and "cuSOLVERMp" in why
+
+
+def test_cusolvermp_names_the_layouts_it_refuses() -> None:
+    from blasmp_array.bench.cusolvermp_adapter import _layout_refusal
+    from blasmp_array.layout import BlockCyclicLayout
+
+    assert _layout_refusal(BlockCyclicLayout((8, 8), (2, 2), (1, 2))) is None
+    why = _layout_refusal(BlockCyclicLayout((8, 8), (2, 4), (1, 2)))
+    assert why is not None and "square blocks" in why and "(2, 4)" in why
+    why = _layout_refusal(BlockCyclicLayout((8, 8), (2, 2), (1, 2), src=(0, 1)))
+    assert why is not None and "process (0, 0)" in why and "(0, 1)" in why
 
 
 def test_cublasmp_on_the_cpu_backend_is_skipped_with_the_reason(

@@ -19,10 +19,11 @@ if [ -d .whl ] && [ ! -e "$site/.blasmp-installed" ]; then
   touch "$site/.blasmp-installed"
 fi
 export PYTHONPATH=$site:$PWD${PYTHONPATH:+:$PYTHONPATH}
-# NCCL and cuBLASMp brought as wheels (tools/fetch-cublasmp-wheels.sh: the image's NCCL 2.28 is
-# too old for cuBLASMp) are found by the dynamic linker before the image's copies: it searches
-# LD_LIBRARY_PATH before a library's RUNPATH, so every library of the process binds to one NCCL
-for d in "$site/nvidia/cublasmp/cu13/lib" "$site/nvidia/nccl/lib"; do
+# NCCL, cuBLASMp and cuSOLVERMp (nvidia/cu13/lib) brought as wheels (tools/fetch-cublasmp-
+# wheels.sh: the image's NCCL 2.28 is too old for cuBLASMp) are found by the dynamic linker
+# before the image's copies: it searches LD_LIBRARY_PATH before a library's RUNPATH, so every
+# library of the process binds to one NCCL
+for d in "$site/nvidia/cublasmp/cu13/lib" "$site/nvidia/cu13/lib" "$site/nvidia/nccl/lib"; do
   [ -d "$d" ] && export LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 done
 export NVSHMEM_DISABLE_NVLS=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 PYTHONUNBUFFERED=1

@@ -19,10 +19,11 @@ nothing is ever estimated.
 * ``cupy``: the same on one GPU (``matmul``; ``cupyx.scipy.linalg.solve_triangular``;
   ``cupy.linalg.cholesky``, i.e. cuSOLVER ``potrf``; ``cupyx.scipy.linalg.lu_factor``, i.e.
   cuSOLVER ``getrf``).
-* ``heat``, ``scalapack4py`` and ``cublasmp``: over MPI on the job's ranks, GEMM and TRSM, and
-  for ``scalapack4py`` also Cholesky (``p?potrf``) and LU (``p?getrf``) (:mod:`.heat_adapter`,
-  :mod:`.pblas_adapter`, :mod:`.cublasmp_adapter`; ScaLAPACK with the CPU backend, cuBLASMp
-  with the GPU backend and one GPU per rank).
+* ``heat``, ``scalapack4py``, ``cublasmp`` and ``cusolvermp``: over MPI on the job's ranks, GEMM
+  and TRSM (Heat, ScaLAPACK, cuBLASMp), Cholesky (``p?potrf``, ``cusolverMpPotrf``) and LU
+  (``p?getrf``, ``cusolverMpGetrf``) (:mod:`.heat_adapter`, :mod:`.pblas_adapter`,
+  :mod:`.cublasmp_adapter`, :mod:`.cusolvermp_adapter`; ScaLAPACK with the CPU backend,
+  cuBLASMp and cuSOLVERMp with the GPU backend and one GPU per rank).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from .operators import DATA_OPERATORS, VIEW_OFFSET, Case
 __all__ = ["run_baselines", "quiet_barrier", "blas_threads", "BASELINES"]
 
 #: the baselines ``--compare`` knows (``--baselines`` selects a subset)
-BASELINES = ("numpy", "dask", "cupy", "heat", "scalapack4py", "cublasmp")
+BASELINES = ("numpy", "dask", "cupy", "heat", "scalapack4py", "cublasmp", "cusolvermp")
 
 
 def quiet_barrier(comm: Any, poll: float = 0.005) -> None:

@@ -1,5 +1,5 @@
-"""Baselines that run over MPI on every rank of the job (``--compare``): Heat, ScaLAPACK PBLAS and
-cuBLASMp.
+"""Baselines that run over MPI on every rank of the job (``--compare``): Heat, ScaLAPACK PBLAS,
+cuBLASMp and cuSOLVERMp.
 
 The single-process baselines of :mod:`.compare` run on rank 0 while the other ranks sleep; these
 run on all ranks at once, on the same number of processes as blasmp_array, each process with the
@@ -17,11 +17,14 @@ Adapters (one module each) turn a prepared case into an :class:`MpiRun`:
   ``p?getrf`` (LU) through ``scalapack4py`` on the very block-cyclic descriptors and local
   matrices of blasmp_array's operands (CPU backend);
 * :mod:`.cublasmp_adapter`: ``cublasMpGemm`` and ``cublasMpTrsm`` through nvmath-python, the
-  same on the GPU backend (one GPU per rank: NCCL's rule).
+  same on the GPU backend (one GPU per rank: NCCL's rule);
+* :mod:`.cusolvermp_adapter`: ``cusolverMpPotrf`` (Cholesky) and ``cusolverMpGetrf`` (LU)
+  through nvmath-python on the GPU backend (one GPU per rank).
 
-GEMM and TRSM have adapters for all three, Cholesky and LU for ScaLAPACK only
-(:data:`SUPPORTED_OPS`); other operators are reported as not measured. A library that is missing
-or not usable on every rank is skipped with the reason; nothing is ever estimated.
+GEMM and TRSM have adapters for Heat, ScaLAPACK and cuBLASMp, Cholesky and LU for ScaLAPACK and
+cuSOLVERMp (:data:`SUPPORTED_OPS`); other operators are reported as not measured. A library
+that is missing or not usable on every rank is skipped with the reason; nothing is ever
+estimated.
 
 With ``--check`` each baseline's result is gathered on rank 0 and judged like blasmp_array's
 (:func:`.operators.check_result`: GEMM componentwise against ``c (k + 2)`` eps ``|A||B|``, TRSM
@@ -63,15 +66,21 @@ __all__ = [
 ]
 
 #: the baselines of this module, by their ``--baselines`` name
-MPI_BASELINES = ("heat", "scalapack4py", "cublasmp")
+MPI_BASELINES = ("heat", "scalapack4py", "cublasmp", "cusolvermp")
 #: operators each adapter implements, by baseline name
 SUPPORTED_OPS: dict[str, tuple[str, ...]] = {
     "heat": ("gemm", "trsm"),
     "scalapack4py": ("gemm", "trsm", "cholesky", "lu"),
     "cublasmp": ("gemm", "trsm"),
+    "cusolvermp": ("cholesky", "lu"),
 }
 
-_LIBRARY = {"heat": "heat", "scalapack4py": "scalapack (PBLAS)", "cublasmp": "cublasmp"}
+_LIBRARY = {
+    "heat": "heat",
+    "scalapack4py": "scalapack (PBLAS)",
+    "cublasmp": "cublasmp",
+    "cusolvermp": "cusolvermp",
+}
 
 
 @dataclass
@@ -172,6 +181,10 @@ def _adapter(name: str) -> Any:
         from . import cublasmp_adapter
 
         return cublasmp_adapter
+    if name == "cusolvermp":
+        from . import cusolvermp_adapter
+
+        return cusolvermp_adapter
     from . import pblas_adapter
 
     return pblas_adapter

@@ -1,0 +1,227 @@
+"""The cuSOLVERMp baseline of ``--compare`` (``cusolverMpPotrf``/``cusolverMpGetrf`` via
+nvmath-python): NVIDIA's distributed dense solver for GPUs, beside blasmp_array's ``cholesky``
+and ``lu`` rows.
+
+As :mod:`.cublasmp_adapter` does for GEMM and TRSM, this one hands cuSOLVERMp blasmp_array's own
+operand: each rank's local matrix of the GPU backend, copied to a Fortran-ordered CuPy array
+before the timing, described by a matrix descriptor made from the layout (``M, N, MB, NB``, the
+local leading dimension) on a cuSOLVERMp grid of the :class:`~blasmp_array.ProcessGrid`'s shape
+with its row-major placement of ranks, over one NCCL communicator (set up as for cuBLASMp, and
+with the same rule: one GPU per rank). cuSOLVERMp needs the first block on process ``(0, 0)``
+(``RSRC = CSRC = 0``) and square blocks; other layouts are refused with the reason.
+
+Both routines factor ``A`` in place, so each call starts from a copy restored outside the timing
+(as the ScaLAPACK baseline does), and ends with a synchronisation of cuSOLVERMp's stream and a
+read of ``INFO`` (non-zero: :class:`numpy.linalg.LinAlgError`, reported as a failed row).
+``cusolverMpGetrf``'s pivots (``int64``, 1-based global rows) are distributed like the first row
+of ``A`` (by columns, the same in every process row): process row 0 gives them to rank 0, as
+SciPy's 0-based ``piv``.
+
+Libraries: cuSOLVERMp 0.9.0 (the wheel ``nvidia-cusolvermp-cu13`` that depends on the
+cuBLASMp 0.9 nvmath-python 1.0 accepts), cuBLASMp and NCCL >= 2.29 as for cuBLASMp
+(``tools/fetch-cublasmp-wheels.sh`` brings all three).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from . import cublasmp_adapter as mp
+from .mpi_baselines import MpiRun
+
+__all__ = ["unusable", "prepare"]
+
+_ROUTINE = {"cholesky": "Potrf", "lu": "Getrf"}
+
+
+@cache
+def _load() -> tuple[Any, Any] | str:
+    """``(NCCL loaded by the cuBLASMp adapter, nvmath's cusolverMp bindings)`` once per process,
+    or the reason they cannot be loaded."""
+    loaded = mp._load()
+    if isinstance(loaded, str):
+        return loaded.replace("cuBLASMp", "cuBLASMp (which cuSOLVERMp needs)")
+    try:
+        from nvmath.bindings import cusolverMp
+
+        cusolverMp.numroc(1, 1, 0, 0, 1)  # loads libcusolverMp
+    except Exception as exc:  # noqa: BLE001 - reported as the reason
+        return (
+            f"cuSOLVERMp not loadable ({type(exc).__name__}: {exc}); install "
+            "nvidia-cusolvermp-cu13 (tools/fetch-cublasmp-wheels.sh)"
+        )
+    return loaded, cusolverMp
+
+
+def unusable(case: Any, comm: Any = None) -> str | None:
+    """Why cuSOLVERMp cannot run here (``None`` when it can). With ``comm``, collective: also
+    refuses ranks that share a GPU."""
+    import os
+
+    if case.backend != "gpu" and os.environ.get("BLASMP_BACKEND") != "gpu":
+        return "operands on the host; cuSOLVERMp works on GPU memory (use --backend gpu)"
+    loaded = _load()
+    why = loaded if isinstance(loaded, str) else None
+    if comm is not None:
+        import cupy
+        from mpi4py import MPI
+
+        places = comm.allgather((MPI.Get_processor_name(), cupy.cuda.Device().id))
+        why = mp.gpu_sharing(places) or why
+    return why
+
+
+def _layout_refusal(layout: Any) -> str | None:
+    if layout.block[0] != layout.block[1]:
+        return f"cuSOLVERMp needs square blocks, not {layout.block}"
+    if tuple(layout.src) != (0, 0):
+        return f"cuSOLVERMp needs the first block on process (0, 0), not {tuple(layout.src)}"
+    return None
+
+
+def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
+    """cuSOLVERMp's Cholesky or LU of blasmp_array's ``A`` of ``p`` (collective)."""
+    import cupy as cp
+    from nvmath.bindings import cublas
+
+    import blasmp_array as bm
+
+    loaded = _load()
+    assert not isinstance(loaded, str)
+    nccl_loaded, csm = loaded
+    nccl = nccl_loaded.nccl
+    case, grid = p.case, p.grid
+    if grid.backend.name != "gpu":
+        raise RuntimeError("operands on the host; cuSOLVERMp works on GPU memory")
+    if grid.comm is not comm:
+        raise RuntimeError("the baseline runs on the grid's communicator only")
+    a_in = p.inputs["A"]
+    layout = a_in.layout
+    refusal = _layout_refusal(layout)
+    if refusal is not None:
+        raise ValueError(refusal)
+    grid.backend.synchronize()  # the operand is complete before it is copied
+    nccl_comm = mp._nccl_comm(nccl, comm)
+    stream = cp.cuda.Stream(non_blocking=True)
+    handle = csm.create(cp.cuda.Device().id, stream.ptr)
+    lib_grid = csm.create_device_grid(
+        handle, nccl_comm.value, grid.nprow, grid.npcol, csm.GridMapping.ROW_MAJOR
+    )
+    descriptors: list[int] = []
+
+    def close() -> None:
+        stream.synchronize()
+        for d in descriptors:
+            csm.destroy_matrix_desc(d)
+        csm.destroy_grid(lib_grid)
+        csm.destroy(handle)
+        nccl.ncclCommDestroy(nccl_comm)
+
+    try:
+        made = _factorization(p, csm, cublas, handle, lib_grid, stream, descriptors)
+        call, restore, pivots = made
+    except BaseException:
+        close()
+        raise
+    stream.synchronize()
+
+    def gather(result: Any) -> Any:
+        arr = bm.BlockCyclicArray(cp.ascontiguousarray(result), layout, grid)
+        full = arr.to_numpy(root=0)
+        if pivots is None:
+            return full
+        piv = _gather_pivots(pivots, layout, grid)
+        return None if full is None else (full, piv)
+
+    (mb, nb) = layout.block
+    note = (
+        f"cusolverMp{_ROUTINE[case.op]} via nvmath-python on blasmp_array's descriptors (block "
+        f"{mb}x{nb}, grid {grid.nprow}x{grid.npcol}, Fortran-ordered copies of the local "
+        f"matrices); NCCL {mp.nccl_version_text(nccl_loaded.nccl_version)} "
+        f"({nccl_loaded.nccl_path})"
+    )
+    return MpiRun(call=call, gather=gather, note=note, restore=restore, close=close)
+
+
+def _factorization(
+    p: Any, csm: Any, cublas: Any, handle: int, lib_grid: int, stream: Any, descriptors: list[int]
+) -> tuple[Any, Any, Any]:
+    """``(call, restore, pivots)`` of ``p``'s factorization (``pivots``: the device ``ipiv`` of
+    LU, else None) (collective: the workspace is the largest any rank asks for)."""
+    import cupy as cp
+    from mpi4py import MPI
+
+    case, grid = p.case, p.grid
+    comm = grid.comm
+    a_in = p.inputs["A"]
+    layout = a_in.layout
+    (n, _), (mb, nb) = layout.shape, layout.block
+    data_type = mp._DATA_TYPE[case.dtype]
+    a0 = cp.asfortranarray(a_in.local)
+    rows = csm.numroc(n, mb, grid.myrow, 0, grid.nprow)
+    cols = csm.numroc(n, nb, grid.mycol, 0, grid.npcol)
+    if (rows, cols) != tuple(a0.shape):
+        raise RuntimeError(
+            f"cuSOLVERMp's numroc gives a local {rows}x{cols} matrix where blasmp_array holds "
+            f"{tuple(a0.shape)}"
+        )
+    work = a0.copy(order="F")
+    lld = max(1, work.shape[0])
+    desc = csm.create_matrix_desc(lib_grid, data_type, n, n, mb, nb, 0, 0, lld)
+    descriptors.append(desc)
+    info = cp.zeros(1, np.int32)
+    ipiv = cp.zeros(max(1, cols), np.int64) if case.op == "lu" else None
+    if case.op == "cholesky":
+        uplo = cublas.FillMode.LOWER if case.lower else cublas.FillMode.UPPER
+        head: tuple[Any, ...] = (handle, uplo, n, work.data.ptr, 1, 1, desc)
+        sizes = csm.potrf_buffer_size(*head, data_type)
+        routine = csm.potrf
+    else:
+        assert ipiv is not None
+        head = (handle, n, n, work.data.ptr, 1, 1, desc, ipiv.data.ptr)
+        sizes = csm.getrf_buffer_size(*head, data_type)
+        routine = csm.getrf
+    d_size = int(comm.allreduce(int(sizes[0]), op=MPI.MAX))
+    d_work = cp.empty(max(1, d_size), np.uint8)
+    h_work = np.empty(max(1, int(sizes[1])), np.uint8)
+    name = f"cusolverMp{_ROUTINE[case.op]}"
+
+    def call() -> Any:
+        routine(*head, data_type, d_work.data.ptr, d_size, h_work.ctypes.data, h_work.nbytes,
+                info.data.ptr)  # fmt: skip
+        stream.synchronize()
+        code = int(info.get()[0])
+        # INFO is global output: every rank sees the same value and raises alike
+        if code != 0:
+            raise np.linalg.LinAlgError(f"{name} returned INFO = {code}")
+        return work
+
+    def restore() -> None:  # both routines overwrite A with their factors
+        with stream:
+            work[...] = a0
+        stream.synchronize()
+
+    return call, restore, ipiv
+
+
+def _gather_pivots(ipiv: Any, layout: Any, grid: Any) -> np.ndarray | None:
+    """``cusolverMpGetrf``'s pivots as SciPy's 0-based ``piv`` on rank 0 (``None`` elsewhere;
+    collective): local column ``l`` of a process holds the pivot of its global column, the
+    same in every process row; process row 0 gives them."""
+    cols = layout.local_cols(grid.mycol)
+    mine = (cols, ipiv.get()[: len(cols)]) if grid.myrow == 0 else None
+    parts = grid.comm.gather(mine, root=0)
+    if grid.rank != 0:
+        return None
+    n = min(layout.shape)
+    piv = np.full(layout.shape[1], -1, np.int64)
+    for part in parts:
+        if part is not None:
+            piv[part[0]] = part[1]
+    piv = piv[:n] - 1
+    if (piv < 0).any():
+        raise RuntimeError("the pivots of cusolverMpGetrf do not cover every column")
+    return piv.astype(np.int32)
