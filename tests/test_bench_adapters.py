@@ -249,17 +249,21 @@ def test_judge_factorizations_by_their_backward_error_only() -> None:
     assert not mpi_baselines.judge(case, {"A": g}, (lu, wrong), None)["passed"]
 
 
+class _PivotComm:
+    """A 2x2 grid's communicator for one rank: gather() returns what every rank would send."""
+
+    def __init__(self, parts: list[object], rank: int) -> None:
+        self.parts, self.rank = parts, rank
+
+    def gather(self, mine: object, root: int = 0) -> list[object]:
+        return self.parts
+
+    def Get_rank(self) -> int:  # noqa: N802 (mpi4py's name)
+        return self.rank
+
+
 def test_pblas_pivots_gathered_from_process_column_0() -> None:
     from blasmp_array.layout import BlockCyclicLayout
-
-    class _Comm:
-        """Two process rows x two columns; gather() returns what each rank would send."""
-
-        def __init__(self, parts: list[object]) -> None:
-            self.parts = parts
-
-        def gather(self, mine: object, root: int = 0) -> list[object]:
-            return self.parts
 
     n, mb = 7, 2
     layout = BlockCyclicLayout((n, n), (mb, mb), (2, 2))
@@ -279,12 +283,45 @@ def test_pblas_pivots_gathered_from_process_column_0() -> None:
         for prow in range(2)
         for pcol in range(2)
     ]
-    grid = types.SimpleNamespace(myrow=0, mycol=0, rank=0, comm=_Comm(parts))
+    grid = types.SimpleNamespace(myrow=0, mycol=0, rank=0, comm=_PivotComm(parts, 0))
     got = pblas_adapter._gather_pivots(ipiv_of(0), layout, grid)
     assert got is not None and got.dtype == np.int32
     assert np.array_equal(got, piv)
-    other = types.SimpleNamespace(myrow=1, mycol=1, rank=3, comm=_Comm(parts))
+    other = types.SimpleNamespace(myrow=1, mycol=1, rank=3, comm=_PivotComm(parts, 3))
     assert pblas_adapter._gather_pivots(ipiv_of(1), layout, other) is None
+
+
+def test_cusolvermp_pivots_gathered_from_process_row_0() -> None:
+    """cuSOLVERMp's pivots are distributed by columns (like the first row of ``A``)."""
+    from blasmp_array.bench import cusolvermp_adapter
+    from blasmp_array.layout import BlockCyclicLayout
+
+    n, nb = 7, 2
+    layout = BlockCyclicLayout((n, n), (nb, nb), (2, 2))
+    piv = np.array([3, 1, 6, 6, 4, 5, 6])
+
+    class _Device:  # a CuPy array's .get()
+        def __init__(self, x: np.ndarray) -> None:
+            self.x = x
+
+        def get(self) -> np.ndarray:
+            return self.x
+
+    def ipiv_of(pcol: int) -> _Device:  # int64, 1-based global rows, one per local column
+        return _Device(piv[layout.local_cols(pcol)].astype(np.int64) + 1)
+
+    parts: list[object] = [
+        (layout.local_cols(pcol), ipiv_of(pcol).get()) if prow == 0 else None
+        for prow in range(2)
+        for pcol in range(2)
+    ]
+    grid = types.SimpleNamespace(myrow=0, mycol=0, rank=0, comm=_PivotComm(parts, 0))
+    got = cusolvermp_adapter._gather_pivots(ipiv_of(0), layout, grid)
+    assert got is not None and got.dtype == np.int32 and np.array_equal(got, piv)
+    short = [parts[0], None, None, None]  # process (0, 1)'s columns missing
+    grid = types.SimpleNamespace(myrow=0, mycol=0, rank=0, comm=_PivotComm(short, 0))
+    with pytest.raises(RuntimeError, match="cusolverMpGetrf do not cover"):
+        cusolvermp_adapter._gather_pivots(ipiv_of(0), layout, grid)
 
 
 # -- the adapters under mpiexec -------------------------------------------------------------

@@ -45,7 +45,14 @@ import numpy as np
 
 from .mpi_baselines import MpiRun, shared_library_of
 
-__all__ = ["MIN_NCCL", "unusable", "prepare", "nccl_version_text", "gpu_sharing"]
+__all__ = [
+    "MIN_NCCL",
+    "unusable",
+    "prepare",
+    "nccl_version_text",
+    "gpu_sharing",
+    "gpu_library_reason",
+]
 
 #: the oldest NCCL that cuBLASMp >= 0.8 runs with (``ncclPutSignal`` appeared in 2.29)
 MIN_NCCL = 22900
@@ -136,12 +143,13 @@ def _load() -> _Loaded | str:
     return _Loaded(nccl, path, code.value, cublasMp)
 
 
-def unusable(case: Any, comm: Any = None) -> str | None:
-    """Why cuBLASMp cannot run here (``None`` when it can). With ``comm``, collective: also
-    refuses ranks that share a GPU."""
+def gpu_library_reason(case: Any, comm: Any, library: str, load: Any) -> str | None:
+    """Why the GPU library ``library`` (loaded by ``load()``, which returns the reason as a
+    string when it cannot be) cannot run ``case`` here, ``None`` when it can. With ``comm``,
+    collective: also refuses ranks that share a GPU (NCCL's rule)."""
     if case.backend != "gpu" and os.environ.get("BLASMP_BACKEND") != "gpu":
-        return "operands on the host; cuBLASMp works on GPU memory (use --backend gpu)"
-    loaded = _load()
+        return f"operands on the host; {library} works on GPU memory (use --backend gpu)"
+    loaded = load()
     why = loaded if isinstance(loaded, str) else None
     if comm is not None:
         import cupy
@@ -151,6 +159,12 @@ def unusable(case: Any, comm: Any = None) -> str | None:
         # sharing a GPU is named first: no library version can lift it
         why = gpu_sharing(places) or why
     return why
+
+
+def unusable(case: Any, comm: Any = None) -> str | None:
+    """Why cuBLASMp cannot run here (``None`` when it can). With ``comm``, collective: also
+    refuses ranks that share a GPU."""
+    return gpu_library_reason(case, comm, "cuBLASMp", _load)
 
 
 def _check(status: int, nccl: Any, what: str) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import cublasmp_adapter as mp
-from .mpi_baselines import MpiRun
+from .mpi_baselines import MpiRun, gather_pivots
 
 __all__ = ["unusable", "prepare"]
 
@@ -59,19 +59,7 @@ def _load() -> tuple[Any, Any] | str:
 def unusable(case: Any, comm: Any = None) -> str | None:
     """Why cuSOLVERMp cannot run here (``None`` when it can). With ``comm``, collective: also
     refuses ranks that share a GPU."""
-    import os
-
-    if case.backend != "gpu" and os.environ.get("BLASMP_BACKEND") != "gpu":
-        return "operands on the host; cuSOLVERMp works on GPU memory (use --backend gpu)"
-    loaded = _load()
-    why = loaded if isinstance(loaded, str) else None
-    if comm is not None:
-        import cupy
-        from mpi4py import MPI
-
-        places = comm.allgather((MPI.Get_processor_name(), cupy.cuda.Device().id))
-        why = mp.gpu_sharing(places) or why
-    return why
+    return mp.gpu_library_reason(case, comm, "cuSOLVERMp", _load)
 
 
 def _layout_refusal(layout: Any) -> str | None:
@@ -213,15 +201,4 @@ def _gather_pivots(ipiv: Any, layout: Any, grid: Any) -> np.ndarray | None:
     same in every process row; process row 0 gives them."""
     cols = layout.local_cols(grid.mycol)
     mine = (cols, ipiv.get()[: len(cols)]) if grid.myrow == 0 else None
-    parts = grid.comm.gather(mine, root=0)
-    if grid.rank != 0:
-        return None
-    n = min(layout.shape)
-    piv = np.full(layout.shape[1], -1, np.int64)
-    for part in parts:
-        if part is not None:
-            piv[part[0]] = part[1]
-    piv = piv[:n] - 1
-    if (piv < 0).any():
-        raise RuntimeError("the pivots of cusolverMpGetrf do not cover every column")
-    return piv.astype(np.int32)
+    return gather_pivots(mine, layout.shape[1], min(layout.shape), grid.comm, "cusolverMpGetrf")

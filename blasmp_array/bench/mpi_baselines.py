@@ -62,6 +62,7 @@ __all__ = [
     "time_collective",
     "bcast_matrix",
     "agreed_reason",
+    "gather_pivots",
     "shared_library_of",
 ]
 
@@ -133,6 +134,26 @@ def bcast_matrix(comm: Any, x: np.ndarray | None, root: int = 0) -> np.ndarray:
     buf = np.ascontiguousarray(x) if comm.Get_rank() == root else np.empty(shape, np.dtype(dtype))
     comm.Bcast(buf, root=root)
     return buf
+
+
+def gather_pivots(
+    mine: tuple[np.ndarray, np.ndarray] | None, length: int, n: int, comm: Any, routine: str
+) -> np.ndarray | None:
+    """A distributed LAPACK pivot vector as SciPy's 0-based ``piv`` of ``n`` entries on rank 0
+    (``None`` elsewhere; collective). ``mine``: this process's ``(global indices, 1-based
+    pivots)``, or ``None`` for a process whose copy is not the one gathered (the vector is
+    replicated across one grid dimension); ``length``: the distributed vector's length."""
+    parts = comm.gather(mine, root=0)
+    if comm.Get_rank() != 0:
+        return None
+    piv = np.full(length, -1, np.int64)
+    for part in parts:
+        if part is not None:
+            piv[part[0]] = part[1]
+    piv = piv[:n] - 1
+    if (piv < 0).any():
+        raise RuntimeError(f"the pivots of {routine} do not cover every row")
+    return piv.astype(np.int32)
 
 
 def agreed_reason(comm: Any, reason: str | None) -> str | None:

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from .mpi_baselines import MpiRun, shared_library_of
+from .mpi_baselines import MpiRun, gather_pivots, shared_library_of
 
 __all__ = ["unusable", "prepare", "library_candidates", "mpi_family", "loaded_mpi_libraries"]
 
@@ -289,18 +289,7 @@ def _gather_pivots(ipiv: np.ndarray, layout: Any, grid: Any) -> np.ndarray | Non
     column; process column 0 gives it."""
     rows = layout.local_rows(grid.myrow)
     mine = (rows, ipiv[: len(rows)].copy()) if grid.mycol == 0 else None
-    parts = grid.comm.gather(mine, root=0)
-    if grid.rank != 0:
-        return None
-    n = min(layout.shape)
-    piv = np.full(layout.shape[0], -1, np.int64)
-    for part in parts:
-        if part is not None:
-            piv[part[0]] = part[1]
-    piv = piv[:n] - 1
-    if (piv < 0).any():
-        raise RuntimeError("IPIV of p?getrf does not cover every row")
-    return piv.astype(np.int32)
+    return gather_pivots(mine, layout.shape[0], min(layout.shape), grid.comm, "p?getrf")
 
 
 def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
