@@ -3,10 +3,12 @@ SciPy/NumPy entry points built on it: :func:`lu_factor`, :func:`lu_solve`, :func
 (``assume_a='gen'``, and 'sym'/'her' until a symmetric-indefinite factorisation exists),
 ``np.linalg.solve``, ``np.linalg.inv``, ``np.linalg.det`` and ``np.linalg.slogdet``.
 
-``A`` is ``n x n``; the factor overwrites a working copy: ``A = P L U`` with ``L`` unit lower
-(below the diagonal) and ``U`` upper (on and above it), and ``piv`` the 0-based row interchanges
-exactly as LAPACK's ``xgetrf`` (and ``scipy.linalg.lu_factor``) return them: row ``i`` was
-swapped with row ``piv[i]``, for ``i = 0, 1, ..., n - 1`` in that order. Cost: ``2 n^3 / 3``
+``A`` is ``n x n`` (``lu_factor`` also takes ``m x n``: ``min(m, n)`` steps' worth of pivots,
+``L`` unit lower trapezoidal, ``U`` upper trapezoidal, as LAPACK); the factor overwrites a
+working copy: ``A = P L U`` with ``L`` unit lower (below the diagonal) and ``U`` upper (on and
+above it), and ``piv`` the 0-based row interchanges exactly as LAPACK's ``xgetrf`` (and
+``scipy.linalg.lu_factor``) return them: row ``i`` was swapped with row ``piv[i]``, for
+``i = 0, 1, ..., min(m, n) - 1`` in that order. Cost: ``2 n^3 / 3``
 flops (times 4 real flops per complex multiply-add).
 
 Layering: the public drivers (checks, views, blocking) -> :func:`factor` (finite check, working
@@ -95,7 +97,7 @@ What remains (issue 17)
 -----------------------
 Device-resident pivots driving the swaps without the per-step host round trip (then a deeper
 look-ahead: the panel factored on a second stream while the update runs, which needs idle
-cores or SMs to gain), rectangular matrices. On one process a recursive LU (cuSOLVER's getrf
+cores or SMs to gain). On one process a recursive LU (cuSOLVER's getrf
 on column halves, TRSM and GEMM between them) was measured and dropped: 0.83-1.04x cuSOLVER's
 one call at n = 16384 on one H200 (commit 3968a04 and its revert).
 """
@@ -136,8 +138,9 @@ def lu_factor(
     Parameters
     ----------
     a : BlockCyclicArray
-        ``n x n`` matrix. Square blocks are needed: other blocks are redistributed to
-        ``(mb, mb)`` with a warning. A lazy view (``A.T``) is materialised first.
+        ``m x n`` matrix (rectangular too, as SciPy's). Square blocks are needed: other
+        blocks are redistributed to ``(mb, mb)`` with a warning. A lazy view (``A.T``) is
+        materialised first.
     overwrite_a : bool
         Work in ``a``'s storage (no copy) and return it. On failure ``a`` then holds garbage.
     check_finite : bool
@@ -150,9 +153,9 @@ def lu_factor(
         ``L`` (unit diagonal not stored) below the diagonal and ``U`` on and above it; ``a``'s
         shape, layout and grid.
     piv : numpy.ndarray
-        ``int32`` vector of ``n`` 0-based row interchanges, the same on every rank: row ``i``
-        was interchanged with row ``piv[i]`` (LAPACK's, so SciPy's, pivots on the gathered
-        matrix, ties aside).
+        ``int32`` vector of ``min(m, n)`` 0-based row interchanges, the same on every rank:
+        row ``i`` was interchanged with row ``piv[i]`` (LAPACK's, so SciPy's, pivots on the
+        gathered matrix, ties aside).
 
     Raises
     ------
@@ -164,8 +167,8 @@ def lu_factor(
 
     Notes
     -----
-    ``2 n^3 / 3`` flops. The algorithm and its protocol are described in the module docstring
-    of :mod:`blasmp_array.ops.lu`.
+    ``2 n^3 / 3`` flops for a square matrix (``m n^2 - n^3 / 3`` for ``m >= n``). The algorithm
+    and its protocol are described in the module docstring of :mod:`blasmp_array.ops.lu`.
     """
     lu, piv, zero = factor(a, overwrite_a, check_finite, "lu_factor")
     if zero >= 0:
@@ -417,7 +420,7 @@ def factor(
     a = ck.check_array(a, "a", op)
     overwrite_a = ck.check_flag(overwrite_a, "overwrite_a")
     check_finite = ck.check_flag(check_finite, "check_finite")
-    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+    if a.ndim != 2 or (a.shape[0] != a.shape[1] and op != "lu_factor"):
         raise ValueError(f"{op}: a must be square, got shape {a.shape}")
     check_dtype(a.dtype)
     # -- collective from here on (identical decisions on every rank) --
@@ -431,8 +434,7 @@ def factor(
         ck.check_finite(w, None, op)
     if not in_place and w is a:
         w = w.copy()
-    n = w.shape[0]
-    if n == 0:
+    if min(w.shape) == 0:
         return w, np.zeros(0, dtype=np.int32), -1
     piv, zero = _LUPipeline(w).run()
     return w, piv, zero
@@ -662,9 +664,9 @@ class _LUPipeline:
         self.be = w.backend
         self.grid = w.grid
         lay = self.lay = w.layout
-        self.n = lay.shape[0]
+        self.m, self.n = lay.shape  # rows, columns (lu_factor takes rectangular matrices)
         self.nb = lay.block[0]
-        self.K = lay.nblocks[0]
+        self.K = -(-min(self.m, self.n) // self.nb)  # steps: block columns with pivots
         self.pr, self.pc = lay.grid_shape
         self.myrow, self.mycol = self.grid.coords
         self.nrow, self.ncol = lay.local_shape(self.myrow, self.mycol)
@@ -672,7 +674,13 @@ class _LUPipeline:
         self._pending: tuple[Any, ...] = ()  # buffers of enqueued work (see _swap_and_update)
 
     def ext(self, k: int) -> int:
+        """Columns of block column ``k`` (the panel's width)."""
         return min(self.nb, self.n - k * self.nb)
+
+    def pivots(self, k: int) -> int:
+        """Pivots of step ``k``: the panel's width, or fewer rows at the last step of a wide
+        matrix (then there is no trailing matrix; a tall one has no columns to its right)."""
+        return min(self.ext(k), self.m - k * self.nb)
 
     def before(self, x: int, p: int, axis: int) -> int:
         """Local extent on grid row (axis 0) / column (axis 1) ``p`` of the blocks ``< x``."""
@@ -686,13 +694,13 @@ class _LUPipeline:
         """Factor; return ``(piv, zero)`` (collective)."""
         if self.grid.size == 1:
             return self._run_one_process()
-        be, n, nb = self.be, self.n, self.nb
-        piv = np.empty(n, dtype=np.int32)
+        be, m, nb = self.be, self.m, self.nb
+        piv = np.empty(min(m, self.n), dtype=np.int32)
         zero = -1
         info = be.xp.zeros(1, dtype=np.int32)
         ready = None  # the event after which the next panel's block column is up to date
         for k in range(self.K):
-            k0, e = k * nb, self.ext(k)
+            k0, e = k * nb, self.pivots(k)
             panel = self._gather_panel(k, ready)
             self._pending = ()  # the gather drained the streams: last step's buffers are free
             ipiv = be.xp.zeros(e, dtype=np.int32)
@@ -704,7 +712,7 @@ class _LUPipeline:
             piv[k0 : k0 + e] = p + k0
             if inf > 0 and zero < 0:
                 zero = k0 + inf - 1
-            ready = self._swap_and_update(k, panel, _row_map(p + k0, k0, n))
+            ready = self._swap_and_update(k, panel, _row_map(p + k0, k0, m))
         be.synchronize()
         self._pending = ()
         return piv, zero
@@ -714,7 +722,7 @@ class _LUPipeline:
         block and pivot as they see fit; the same pivots as the pipeline, LAPACK's). The
         pipeline's steps would only add panel copies and a host round trip per block."""
         be = self.be
-        ipiv = be.xp.zeros(self.n, dtype=np.int32)
+        ipiv = be.xp.zeros(min(self.m, self.n), dtype=np.int32)
         info = be.xp.zeros(1, dtype=np.int32)
         be.begin()
         be.getrf(self.w._data, ipiv, info, be.compute)
@@ -738,7 +746,7 @@ class _LUPipeline:
                     _Move(grid.rank_of(r, c), everyone, np.arange(lr0, nr), _PANEL, g - k0, e)
                 )
         # column-major: LAPACK's and cuSOLVER's getrf factor it in place, without copies
-        panel = be.xp.empty((self.n - k0, e), self.w.dtype, order="F")
+        panel = be.xp.empty((self.m - k0, e), self.w.dtype, order="F")
         c0 = lay.local_offset(k, k)[1]
         data = self.w._data[:, c0 : c0 + e] if self.mycol == c else self.w._data[:, :0]
         kern = _RowKernels(data, [panel, None, None])
@@ -751,7 +759,8 @@ class _LUPipeline:
         (the next panel), recorded before the rest of the update (look-ahead)."""
         be, lay, grid, xp = self.be, self.lay, self.grid, self.be.xp
         comp = be.compute
-        n, k0, e = self.n, k * self.nb, self.ext(k)
+        m, k0, e = self.m, k * self.nb, self.pivots(k)
+        pw = self.ext(k)  # the panel's columns (= e but at the last step of a wide matrix)
         dtype = self.w.dtype
         # the new block row k -> every process of each grid column
         top_src = src[k0 : k0 + e]
@@ -774,7 +783,7 @@ class _LUPipeline:
                         )
                     )
         # other moved rows (old rows of block row k) -> their new owners
-        rest = np.arange(k0 + e, n)
+        rest = np.arange(k0 + e, m)
         rest = rest[src[k0 + e :] != rest]
         moves += _moves_to_owners(lay, grid, rest, src[rest], _MOVED)
         mine = rest[_owner_rows(lay, rest) == self.myrow]
@@ -809,7 +818,7 @@ class _LUPipeline:
             be.launch(comp, _put_block, data, r0, top)
         if panel_rows is not None:  # the factored panel -> the matrix
             c0 = lay.local_offset(k, k)[1]
-            be.launch(comp, _put_panel, data[lr0:, c0 : c0 + e], panel, panel_rows)
+            be.launch(comp, _put_panel, data[lr0:, c0 : c0 + pw], panel, panel_rows)
         # block column k + 1 first (its owners' first local columns from cn), then the event the
         # next panel's packing waits for, then the rest of the update (it overlaps the gather)
         split = cn

@@ -50,14 +50,25 @@ def perm_of(piv: np.ndarray) -> np.ndarray:
 
 
 def factor_ok(a: np.ndarray, lu: np.ndarray, piv: np.ndarray, dtype) -> tuple[bool, float]:
-    """``|P A - L U| <= c n eps |L| |U|`` elementwise."""
-    n = a.shape[0]
-    L = np.tril(lu, -1) + np.eye(n, dtype=lu.dtype)
-    U = np.triu(lu)
+    """``|P A - L U| <= c k eps |L| |U|`` elementwise (``A`` is ``m x n``, ``k = min(m, n)``:
+    ``L`` is ``m x k`` unit lower trapezoidal, ``U`` is ``k x n`` upper trapezoidal)."""
+    m, n = a.shape
+    k = min(m, n)
+    L = np.tril(lu, -1)[:, :k] + np.eye(m, k, dtype=lu.dtype)
+    U = np.triu(lu)[:k, :]
     if not (np.all(np.isfinite(L)) and np.all(np.isfinite(U))):
         return False, float("inf")
     scale = np.abs(L).astype(np.float64) @ np.abs(U).astype(np.float64)
-    return check_bound(high(L) @ high(U), a[perm_of(piv)], scale, n, dtype)
+    return check_bound(high(L) @ high(U), a[_row_perm(piv, m)], scale, k, dtype)
+
+
+def _row_perm(piv: np.ndarray, m: int) -> np.ndarray:
+    """``p`` with ``(P A)[j] = A[p[j]]`` for LAPACK's interchanges ``piv`` of an ``m``-row
+    matrix (``len(piv) = min(m, n)`` may be less than ``m``)."""
+    p = np.arange(m)
+    for i, q in enumerate(piv):
+        p[i], p[q] = p[q], p[i]
+    return p
 
 
 def solve_ok(a, lu, piv, x, b, dtype, trans: int = 0) -> tuple[bool, float]:
@@ -106,6 +117,45 @@ def test_lu_factor(grid, dtype, case):
 @pytest.mark.parametrize("case", CASES + [(64, 64), (65, 64), (50, 2), (33, 11), (96, 16)])
 def test_lu_factor_full(grid, dtype, case):
     run_case(grid, dtype, *case)
+
+
+# (m, n, block): tall and wide, ragged, a last block narrower than the pivots and vice versa
+RECTANGULAR = [(37, 23, 5), (23, 37, 5), (9, 30, 4), (30, 9, 4), (17, 5, 3), (5, 17, 3)]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+@pytest.mark.parametrize("case", RECTANGULAR, ids=[f"{m}x{n}-b{b}" for m, n, b in RECTANGULAR])
+def test_lu_factor_rectangular(grid, dtype, case):
+    """``m x n`` matrices, as ``scipy.linalg.lu_factor`` takes them: ``min(m, n)`` pivots."""
+    m, n, nb = case
+    a = random_matrix(np.random.default_rng(m * 100 + n), (m, n), dtype)
+    A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    lu, piv = lu_factor(A)
+    ref_lu, ref_piv = sla.lu_factor(a)
+    assert piv.shape == (min(m, n),)
+    np.testing.assert_array_equal(piv, ref_piv, err_msg="pivots differ from LAPACK's")
+    ok, worst = factor_ok(a, lu.to_numpy(), piv, dtype)
+    assert ok, f"backward error {worst:.3g} x bound ({m}x{n}, nb={nb})"
+    assert lu.shape == (m, n) and lu.layout == A.layout
+
+
+def test_rectangular_singular_and_square_only_calls(grid):
+    """A zero column of a wide matrix raises naming it; the calls that need a square factor
+    refuse a rectangular one clearly, on every rank."""
+    a = random_matrix(np.random.default_rng(3), (9, 14), np.float64)
+    a[:, 6] = 0  # column 6 has no pivot (LAPACK INFO = 7)
+    with pytest.raises(np.linalg.LinAlgError, match="column 6"):
+        lu_factor(bm.from_numpy(a, block=(4, 4), grid=grid))
+    t = random_matrix(np.random.default_rng(4), (12, 8), np.float64)
+    T = bm.from_numpy(t, block=(4, 4), grid=grid)
+    lu, piv = lu_factor(T)
+    b = bm.from_numpy(np.ones((12, 1)), block=(4, 4), grid=grid)
+    with pytest.raises(ValueError, match="lu must be square"):
+        lu_solve((lu, piv), b)
+    with pytest.raises(ValueError, match="must be square"):
+        solve(T, b)
+    with pytest.raises(np.linalg.LinAlgError, match="must be square"):
+        np.linalg.det(T)
 
 
 def pivot_elsewhere(n: int, nb: int, dtype, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -245,8 +295,8 @@ def test_check_finite_and_arguments(grid):
         np.linalg.solve(G, np.ones(n))
     with pytest.raises(TypeError, match=r"\(n, 1\) matrix"):
         lu_solve(lu_factor(G), np.ones(n))
-    with pytest.raises(ValueError, match="square"):
-        lu_factor(bm.from_numpy(np.ones((4, 3)), block=(2, 2), grid=grid))
+    with pytest.raises(np.linalg.LinAlgError, match="square"):  # lu_factor takes it (SciPy)
+        np.linalg.inv(bm.from_numpy(np.ones((4, 3)), block=(2, 2), grid=grid))
     with pytest.raises(TypeError):
         lu_factor(a)
     with pytest.raises(ValueError, match="trans"):
