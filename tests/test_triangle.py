@@ -72,3 +72,30 @@ def test_mirror_triangle_matches_numpy(n, uplo, conjugate, panel):
     strict = tri - np.diag(np.diag(z))
     other = strict.conj().T if conjugate else strict.T
     np.testing.assert_array_equal(c, tri + other)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.integers(0, 12),
+    st.integers(0, 12),
+    st.sampled_from([np.float32, np.float64, np.complex64, np.complex128]),
+    st.sampled_from(["none", "nan", "inf", "-inf", "nan-imag", "overflow"]),
+    st.data(),
+)
+def test_host_nonfinite_flag_matches_isfinite(m, n, dtype, kind, data):
+    """The host check (a sum first, the elementwise test only when the sum is not finite)
+    agrees with ``~isfinite(x).any()``, also when finite values overflow the sum."""
+    x = np.ones((m, n), dtype)
+    if m and n and kind != "none":
+        i, j = data.draw(st.integers(0, m - 1)), data.draw(st.integers(0, n - 1))
+        big = np.finfo(np.dtype(dtype)).max
+        if kind == "overflow":
+            x[...] = big  # every element finite, their sum is not
+        elif kind == "nan-imag":
+            x[i, j] = complex(1, np.nan) if np.dtype(dtype).kind == "c" else np.nan
+        else:
+            x[i, j] = {"nan": np.nan, "inf": np.inf, "-inf": -np.inf}[kind]
+    view = x[:, 1:] if n > 1 else x  # a strided view as well as the whole
+    for a in (x, view):
+        expected = bool((~np.isfinite(a)).any())
+        assert bool(_triangle.nonfinite_flag(np, a)) == expected

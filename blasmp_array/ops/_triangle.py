@@ -99,10 +99,25 @@ def nonfinite_flag(xp: Any, a: Any, mask: Any = None) -> Any:
     (one device reduction; the caller reads it, with other flags, in one transfer)."""
     if mask is None and xp is not np and np.dtype(a.dtype).kind in "fc" and a.ndim == 2:
         return _device_nonfinite(xp, a, "A")
+    if mask is None and xp is np:
+        return _host_nonfinite(a)
     bad = ~xp.isfinite(a)
     if mask is not None:
         bad &= mask
     return bad.any()
+
+
+def _host_nonfinite(a: np.ndarray) -> np.bool_:
+    """Whether the host array ``a`` holds a NaN or an infinity: its sum first (one pass, no
+    temporary; a finite sum proves every element finite), the elementwise test only when the
+    sum is not finite (a non-finite element, or an overflow of the sum)."""
+    if a.size == 0:
+        return np.False_
+    with np.errstate(all="ignore"):
+        total = a.sum()
+    if np.isfinite(total):
+        return np.False_
+    return np.bool_((~np.isfinite(a)).any())
 
 
 def _parts(a: Any) -> tuple[Any, Any]:
@@ -189,7 +204,7 @@ def triangle_nonfinite_flag(
     flags = []
     for c0, c1, i0, i1, x0, x1 in _column_panels(layout, grid, uplo, k, panel):
         if i1 > i0:
-            flags.append((~xp.isfinite(a[i0:i1, c0:c1])).any())
+            flags.append(_host_nonfinite(a[i0:i1, c0:c1]))
         if x1 > x0:
             bad = ~xp.isfinite(a[x0:x1, c0:c1])
             bad &= _mask(rows[x0:x1], cols[c0:c1], uplo, k)
