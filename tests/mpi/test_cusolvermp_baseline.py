@@ -10,6 +10,7 @@ be refused with NCCL's reason on every rank; on the CPU backend, with the host-m
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import replace
 
 import pytest
@@ -17,6 +18,9 @@ import pytest
 from blasmp_array.bench import cusolvermp_adapter
 from blasmp_array.bench.mpi_baselines import measure_mpi_baselines
 from blasmp_array.bench.operators import Case, flop_count, prepare
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gpu_baselines import library_runs_here  # noqa: E402
 
 BACKEND = os.environ.get("BLASMP_BACKEND", "cpu")
 
@@ -28,26 +32,11 @@ CASES = [
 ]
 
 
-def _shares_a_gpu(comm) -> bool:
-    import cupy
-    from mpi4py import MPI
-
-    places = comm.allgather((MPI.Get_processor_name(), cupy.cuda.Device().id))
-    return len(set(places)) < len(places)
-
-
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.label())
 def test_cusolvermp_on_blasmp_array_operands(comm, case):
     case = replace(case, backend=BACKEND)
-    why = cusolvermp_adapter.unusable(case, comm)
-    if BACKEND != "gpu":
-        assert why is not None and "operands on the host" in why
+    if not library_runs_here(comm, BACKEND, cusolvermp_adapter.unusable(case, comm), "cuSOLVERMp"):
         return
-    if _shares_a_gpu(comm):
-        assert why is not None and "needs one GPU per rank" in why, why
-        return
-    if why is not None:
-        pytest.skip(f"cuSOLVERMp not usable here: {why}")
     p = prepare(case)
     p.run()
     gathered = {name: x.to_numpy(root=0) for name, x in p.inputs.items()}
