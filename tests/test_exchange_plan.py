@@ -170,3 +170,17 @@ def test_kernel_warmup_runs(dtype):
     a mistake in it cannot first show on a GPU node."""
 
     rd._warm_redistribute(None, np, np.dtype(dtype))
+
+
+def test_positions_index_is_a_slice_only_for_one_ascending_run():
+    """Runs become slices (block copies, views); any other order stays an index array in its
+    order -- a permutation whose first and last entries span exactly its length included."""
+    from blasmp_array.ops._exchange import positions_index
+
+    assert positions_index(np.arange(3, 8), np) == slice(3, 8)
+    assert positions_index(np.array([5]), np) == slice(5, 6)
+    assert positions_index(np.array([], dtype=np.int64), np) == slice(0, 0)
+    for order in ([3, 5, 4, 6], [4, 3, 5], [2, 4, 6], [6, 5, 4]):
+        ix = positions_index(np.array(order), np)
+        assert not isinstance(ix, slice)
+        np.testing.assert_array_equal(np.arange(10)[ix], order)

@@ -144,6 +144,7 @@ __all__ = [
     "Workspace",
     "finish",
     "free_workspace",
+    "positions_index",
     "run_plan",
     "workspace",
 ]
@@ -568,6 +569,17 @@ def finish(exchanges: Iterable[Exchange]) -> None:
         raise kind(f"{name} failed on rank(s) {[r for r, _ in failed]}: {text}") from error
     for ex in exs:
         ex._advance()
+
+
+def positions_index(positions: np.ndarray, xp: Any) -> Any:
+    """Local positions (rows or columns) as the index a payload kernel uses: a slice when they
+    are one ascending run (a block copy, or a view, instead of a gather), else an ``xp`` index
+    array in their order (``positions`` may come in any order, e.g. LU's interchanged rows)."""
+    if positions.size == 0:
+        return slice(0, 0)
+    if np.all(np.diff(positions) == 1):
+        return slice(int(positions[0]), int(positions[-1]) + 1)
+    return positions if xp is np else xp.asarray(positions)
 
 
 def run_plan(

@@ -115,7 +115,7 @@ from .._dispatch import implements
 from ..array import BlockCyclicArray, check_dtype
 from ..backends.base import Backend
 from . import _checks as ck
-from ._exchange import Message, Plan, run_plan
+from ._exchange import Message, Plan, positions_index, run_plan
 from ._warmup import warmup_kernels
 
 __all__ = ["lu_factor", "lu_solve", "solve", "factor", "permute_rows"]
@@ -563,15 +563,6 @@ def _moves_to_owners(
     return moves
 
 
-def _rows_index(xp: Any, rows: np.ndarray) -> Any:
-    """``rows`` as a slice when they are one ascending run (a copy of a block of rows, or no
-    copy at all, instead of a gather: the rule on a grid with one process row), else as a
-    device index array."""
-    if rows.size and np.all(np.diff(rows) == 1):
-        return slice(int(rows[0]), int(rows[-1]) + 1)
-    return xp.asarray(rows)
-
-
 def _build_plan(name: str, moves: Sequence[_Move], me: int, nranks: int, xp: Any) -> Plan:
     """The one-step :class:`~blasmp_array.ops._exchange.Plan` of ``moves`` for rank ``me``:
     offsets packed per receiver (a message to several receivers gets the same offset in each),
@@ -589,8 +580,8 @@ def _build_plan(name: str, moves: Sequence[_Move], me: int, nranks: int, xp: Any
                 fill[q] = off + size
             stage[mv.sender] += size
         if size and (mv.sender == me or me in mv.receivers):
-            pack = _rows_index(xp, mv.src) if mv.sender == me else None
-            unpack = (mv.buf, _rows_index(xp, mv.dst)) if me in mv.receivers else None
+            pack = positions_index(mv.src, xp) if mv.sender == me else None
+            unpack = (mv.buf, positions_index(mv.dst, xp)) if me in mv.receivers else None
             mine.append(Message(mv.sender, mv.receivers, off, size, pack, unpack))
     return Plan(name, me, nranks, (tuple(mine),), max(fill), max(stage))
 
@@ -798,11 +789,11 @@ class _LUPipeline:
         cn = self.before(k + 1, self.mycol, 1)
         lr0 = self.before(k, self.myrow, 0)
         lr1 = self.before(k + 1, self.myrow, 0)
-        mine_rows = _rows_index(xp, _local_rows(lay, mine)) if mine.size else None
+        mine_rows = positions_index(_local_rows(lay, mine), xp) if mine.size else None
         owns_panel = self.mycol == (k + lay.src[1]) % self.pc and lr0 < self.nrow
-        panel_rows = _rows_index(xp, self.rows[lr0:] - k0) if owns_panel else None
+        panel_rows = positions_index(self.rows[lr0:] - k0, xp) if owns_panel else None
         update = lr1 < self.nrow and cn < self.ncol
-        low_rows = _rows_index(xp, self.rows[lr1:] - k0) if update else None
+        low_rows = positions_index(self.rows[lr1:] - k0, xp) if update else None
         gather_low = update and not isinstance(low_rows, slice)
         # my rows of L below block row k: a view of the panel when they are one run of it
         low = xp.empty((self.nrow - lr1, e), dtype) if gather_low else None

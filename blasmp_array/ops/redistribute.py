@@ -575,8 +575,8 @@ def _rect(rows: np.ndarray, cols: np.ndarray, xp: Any, indexed: bool | None = No
     if not indexed:
         return _Rect(_Axis(rr, int(rows.size)), _Axis(cr, int(cols.size)), True)
     return _Rect(
-        _Axis(rr, int(rows.size), _index(rows, xp)),
-        _Axis(cr, int(cols.size), _index(cols, xp)),
+        _Axis(rr, int(rows.size), engine.positions_index(rows, xp)),
+        _Axis(cr, int(cols.size), engine.positions_index(cols, xp)),
         False,
     )
 
@@ -870,8 +870,8 @@ def _exchange_alltoallv(
 
     sides = _WindowSides.of(src_layout, (sp, sq), dst_layout, (dp, dq), window)
     # column groups do not depend on the round: local column positions per peer column
-    send_cols = [_index(c, xp) for c in sides.send_cols]
-    recv_cols = [_index(c, xp) for c in sides.recv_cols]
+    send_cols = [engine.positions_index(c, xp) for c in sides.send_cols]
+    recv_cols = [engine.positions_index(c, xp) for c in sides.recv_cols]
 
     dtype = dst_local.dtype
     itemsize = np.dtype(dtype).itemsize
@@ -888,7 +888,7 @@ def _exchange_alltoallv(
         for p in range(dpr):
             if send_rows[p].size == 0:
                 continue
-            rix = _index(send_rows[p], xp)
+            rix = engine.positions_index(send_rows[p], xp)
             for q in range(dpc):
                 if _length(send_cols[q]) == 0:
                     continue
@@ -902,7 +902,7 @@ def _exchange_alltoallv(
         for p in range(spr):
             if recv_rows[p].size == 0:
                 continue
-            rix = _index(recv_rows[p], xp)
+            rix = engine.positions_index(recv_rows[p], xp)
             for q in range(spc):
                 ncols = _length(recv_cols[q])
                 if ncols == 0:
@@ -921,16 +921,6 @@ def _exchange_alltoallv(
             if shape is not None:
                 rix, cix = recv_ix[k]
                 _put(dst_local, rix, cix, recv[k].reshape(shape), xp)
-
-
-def _index(positions: np.ndarray, xp: Any) -> Any:
-    """A slice when ``positions`` (ascending) is a contiguous run, else an ``xp`` index array."""
-    if positions.size == 0:
-        return slice(0, 0)
-    first, last = int(positions[0]), int(positions[-1])
-    if last - first + 1 == positions.size:
-        return slice(first, last + 1)
-    return positions if xp is np else xp.asarray(positions)
 
 
 def _length(ix: Any) -> int:
