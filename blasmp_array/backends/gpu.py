@@ -116,23 +116,11 @@ class _Wait:
 
 
 class GPUStream(Stream):
-    """A non-blocking CUDA stream plus the host-side state the backend keeps for it.
+    """A non-blocking CUDA stream plus the host-side state the backend keeps for it."""
 
-    ``high_priority`` creates it at the device's greatest stream priority: its kernels (packs,
-    unpacks) are scheduled before pending blocks of default-priority kernels (the trailing
-    GEMMs), so a message on the critical path is not queued behind a whole update. The stream
-    then lives as long as the process (CuPy's ``ExternalStream`` does not own it).
-    """
-
-    def __init__(self, name: str, high_priority: bool = False) -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
-        if high_priority:
-            rt = cupy.cuda.runtime
-            # CUDA clamps a priority outside the device's range to its greatest (H100/H200: -5)
-            ptr = rt.streamCreateWithPriority(rt.streamNonBlocking, -(2**30))
-            self.cupy = cupy.cuda.ExternalStream(ptr)
-        else:
-            self.cupy = cupy.cuda.Stream(non_blocking=True)
+        self.cupy = cupy.cuda.Stream(non_blocking=True)
         self.ptr = int(self.cupy.ptr)
         self.error: tuple[int, BaseException] | None = None
         self.waits: collections.deque[_Wait] = collections.deque()
@@ -229,9 +217,7 @@ class GPUBackend(HostCollectives, Backend):
         self.auto_order = True
         self.device_id = self._rt.device_id
         self.compute = GPUStream("compute")
-        # BLASMP_COMM_PRIORITY=high|default: the comm stream's priority (A/B measurement)
-        comm_high = os.environ.get("BLASMP_COMM_PRIORITY", "default") == "high"
-        self.comm_stream = GPUStream("comm", high_priority=comm_high)
+        self.comm_stream = GPUStream("comm")
         self._streams = (self.compute, self.comm_stream)
         self._side = cupy.cuda.Stream(non_blocking=True)  # reads/releases signals on timeout
         self._blas = CublasKernels()
