@@ -21,6 +21,9 @@
 #                ranks (2x2, MPS), n=$N, default block
 #   prof1        tools/profile_face.py at n=$NSMALL: per-call host profile of the face (issue 14)
 #   puts4        tools/put_bandwidth.py on 4 ranks (MPS): the NVSHMEM put limit beside redist4
+#   tracest4 / tracechol4 / tracelu4  one traced call on 4 ranks (2x2, MPS), n=$N: solve_triangular
+#                (default block, as face4), Cholesky and LU (block $BLOCK4); the per-step profile of
+#                the 4-rank misses (summarise with tools/trace_summary.py)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
 #           prof1 puts4 (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
@@ -63,13 +66,19 @@ for p in "${phases[@]}"; do
            summary+=("puts4 (np=4: tools/put_bandwidth.py --mib 1024): rc=$?") ;;
     trace4) bench trace4 4 gemm --n "$n" --block "$block4" --grid 2x2 --repeat 1 \
               --trace "$out/perf-trace4.trace.json" ;;
+    tracest4) bench tracest4 4 solve_triangular --n "$n" --grid 2x2 --repeat 1 \
+                --trace "$out/perf-tracest4.trace.json" ;;
+    tracechol4) bench tracechol4 4 cholesky --n "$n" --block "$block4" --grid 2x2 --repeat 1 \
+                  --trace "$out/perf-tracechol4.trace.json" ;;
+    tracelu4) bench tracelu4 4 lu --n "$n" --block "$block4" --grid 2x2 --repeat 1 \
+                --trace "$out/perf-tracelu4.trace.json" ;;
     face1) bench face1 1 "$face" --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
     faces) bench faces 1 "$face" --n "$nsmall" --repeat "$repeat" --check --profile \
              --compare --baselines "$baselines" ;;
     face4) bench face4 4 matmul_ata,solve_triangular --n "$n" --grid 2x2 --repeat "$repeat" ;;
     redist4) bench redist4 4 transpose,redistribute --n "$n" --block 2048 --grid 2x2 \
                --to-grid 2x2 --to-block 1024 --repeat "$repeat" --check --profile ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 tracest4 tracechol4 tracelu4)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"
