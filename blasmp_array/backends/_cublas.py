@@ -23,7 +23,6 @@ are copied into a contiguous temporary on the stream (and, for outputs, copied b
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import cupy
@@ -142,12 +141,6 @@ class CublasKernels:
             with stream:
                 ws = cupy.empty(self.WORKSPACE, dtype=np.uint8)
             cublas.set_workspace(h, ws.data.ptr, ws.nbytes)
-            # BLASMP_GEMM_SM_MARGIN=N: cuBLAS kernels target N fewer SMs than the device has,
-            # leaving room for packs and puts beside a trailing update (A/B measurement)
-            margin = int(os.environ.get("BLASMP_GEMM_SM_MARGIN", "0") or 0)
-            if margin > 0:
-                sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-                cublas.set_sm_count_target(h, max(1, sms - margin))
             self._workspaces.append(ws)
             self._handles[stream.ptr] = h
         return h
