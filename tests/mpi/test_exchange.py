@@ -134,3 +134,55 @@ def test_cholesky_missing_signal_times_out_on_every_rank(monkeypatch, key):
     names = ["cholesky", "cholesky tile"]
     L = _drops(monkeypatch, grid.backend, (key, 0, 0), run, ["cholesky."], names)
     np.testing.assert_allclose(L.to_numpy(), np.linalg.cholesky(a), rtol=1e-10, atol=1e-10)
+
+
+def test_message_put_from_its_source_without_a_pack():
+    """A message with a ``source`` is put straight from it (its pack is never called), beside
+    a packed message of the same step into the same receiver slot; both land where the plan
+    says, on every rank, for two steps that reuse the slots."""
+    be = cached_grid(1, SIZE).backend
+    xp, me = be.xp, COMM.Get_rank()
+    frm = (me - 1) % SIZE
+    n = 37
+
+    def values(rank: int, step: int, which: int) -> np.ndarray:
+        return 1000.0 * rank + 100.0 * step + 10.0 * which + np.arange(n)
+
+    def no_pack(out) -> None:
+        raise AssertionError("a message with a source was packed")
+
+    keep = []
+    steps = []
+    for k in range(2):
+        msgs = []
+        for sender in (me, frm):
+            receiver = (sender + 1) % SIZE
+            source = xp.asarray(values(sender, k, 0)) if sender == me else None
+            keep.append(source)
+            msgs.append(
+                _exchange.Message(sender, (receiver,), 0, n, no_pack, in_slot=True, source=source)
+            )
+            packed = values(sender, k, 1)
+
+            def pack(out, packed=packed) -> None:
+                out[...] = xp.asarray(packed)
+
+            msgs.append(
+                _exchange.Message(
+                    sender, (receiver,), n, n, pack if sender == me else None, in_slot=True
+                )
+            )
+        steps.append(tuple(msgs))
+    plan = _exchange.Plan("source test", me, SIZE, tuple(steps), 2 * n, 2 * n)
+    ex = _exchange.Exchange(be, plan, np.float64, _exchange.CallKernels(), num_stages=1)
+    got = []
+    for k in range(2):
+        ex.send(k)
+        ex.recv(k)
+        be.synchronize()
+        got.append(be.asnumpy(ex.view(k, 0, (2 * n,))).copy())
+        ex.release(k)
+    ex.finish()
+    for k in range(2):
+        np.testing.assert_array_equal(got[k][:n], values(frm, k, 0))
+        np.testing.assert_array_equal(got[k][n:], values(frm, k, 1))
