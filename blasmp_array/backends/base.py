@@ -253,6 +253,12 @@ class Backend(abc.ABC):
     def barrier(self) -> None:
         """Host barrier over all processes (after draining the streams)."""
 
+    def device_key(self) -> Any:
+        """What names the device this process computes on: processes with equal keys share
+        one (several ranks on one GPU under MPS). By default every process has its own
+        (the CPU backend: each rank computes on its own cores)."""
+        return ("process", self.rank)
+
     # -- host collectives (blocking; set-up, reductions, redistribution) -------------------
     @abc.abstractmethod
     def allreduce(self, value: Any, op: str = "sum") -> Any:

@@ -232,6 +232,10 @@ class GPUBackend(HostCollectives, Backend):
         self._node_key = (MPI.Get_processor_name(), self.device_id)
         self._rt.at_exit.append(self.free_all)
 
+    def device_key(self) -> Any:
+        """``(host name, CUDA device id)``: ranks with equal keys share one GPU."""
+        return self._node_key
+
     # -- symmetric memory -----------------------------------------------------------------
     def _allocate(self, nbytes: int) -> tuple[_Alloc, Any]:
         """Collectively allocate ``max over ranks of nbytes`` from the symmetric heap; also frees

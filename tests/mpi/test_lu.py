@@ -32,6 +32,7 @@ import scipy.linalg as sla
 from mpi4py import MPI
 
 import blasmp_array as bm
+from blasmp_array.ops import lu as lu_module
 from blasmp_array.ops.lu import lu_factor, lu_solve, solve
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -241,6 +242,30 @@ def test_slogdet_no_overflow(grid):
     s, ld = np.linalg.slogdet(A)
     assert s == 1.0 and np.isclose(ld, n * np.log(1e30))
     assert np.linalg.det(A) == np.inf  # as NumPy: the product overflows
+
+
+@pytest.mark.parametrize(
+    "dtype,case", [(np.float64, (37, 5)), (np.complex64, (70, 64)), (np.float32, (29, 3))]
+)
+def test_panel_factored_once_per_shared_device(grid, dtype, case, monkeypatch):
+    """Ranks that share a device (here pairs of ranks, as MPS puts several on one GPU): only
+    the lowest rank of each device factors the panels and puts them to the others; the factor
+    and pivots are LAPACK's on every rank, and a singular matrix raises on every rank."""
+    monkeypatch.setattr(lu_module, "_device_key", lambda be: be.rank // 2)
+    be = grid.backend
+    calls = []
+    getrf = be.getrf
+    monkeypatch.setattr(be, "getrf", lambda *a, **k: (calls.append(1), getrf(*a, **k))[1])
+    n, nb = case
+    leads = be.rank % 2 == 0
+    run_case(grid, dtype, n, nb)
+    # one process: one getrf of the whole matrix; else one per step on the leaders only
+    expected = 1 if grid.size == 1 else (-(-n // nb) if leads else 0)
+    assert len(calls) == expected, (be.rank, len(calls))
+    a = random_matrix(np.random.default_rng(5), (n, n), dtype)
+    a[:, n // 2] = 0
+    with pytest.raises(np.linalg.LinAlgError, match=f"column {n // 2} "):
+        lu_factor(bm.from_numpy(a, block=(nb, nb), grid=grid))
 
 
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
