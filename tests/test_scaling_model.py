@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+from tool_module import load_tool
 
-_PATH = Path(__file__).resolve().parents[1] / "tools" / "scaling_model.py"
-_spec = importlib.util.spec_from_file_location("scaling_model", _PATH)
-sm = importlib.util.module_from_spec(_spec)
-sys.modules["scaling_model"] = sm
-_spec.loader.exec_module(sm)
+sm = load_tool("scaling_model")
 
 OPS = ("gemm", "syrk", "trsm")
 GRIDS = [(1, 2), (2, 1), (2, 2), (1, 4), (2, 4), (4, 2)]

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from tool_module import load_tool
 
-_PATH = Path(__file__).resolve().parents[1] / "tools" / "trace_plot.py"
-_spec = importlib.util.spec_from_file_location("trace_plot", _PATH)
-assert _spec is not None and _spec.loader is not None
-tp = importlib.util.module_from_spec(_spec)
-sys.modules["trace_plot"] = tp
-_spec.loader.exec_module(tp)
+tp = load_tool("trace_plot")
 
 
 def _meta(pid: int, tid: int, name: str) -> list[dict]:

@@ -3,19 +3,12 @@ printed summary of a small synthetic Chrome trace."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from tool_module import load_tool
 
-_PATH = Path(__file__).resolve().parents[1] / "tools" / "trace_summary.py"
-_spec = importlib.util.spec_from_file_location("trace_summary", _PATH)
-assert _spec is not None and _spec.loader is not None
-ts = importlib.util.module_from_spec(_spec)
-sys.modules["trace_summary"] = ts
-_spec.loader.exec_module(ts)
+ts = load_tool("trace_summary")
 
 
 def _x(name: str, t0: float, dur: float, pid: int = 0, tid: int = 1) -> dict:

@@ -6,18 +6,15 @@ entries size; entries: kind, version, header size, payload size, ..., the sm num
 
 from __future__ import annotations
 
-import importlib.util
 import struct
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
-_PATH = Path(__file__).resolve().parents[1] / "tools" / "wheel_for_one_arch.py"
-_spec = importlib.util.spec_from_file_location("wheel_for_one_arch", _PATH)
-tool = importlib.util.module_from_spec(_spec)
-sys.modules["wheel_for_one_arch"] = tool
-_spec.loader.exec_module(tool)
+from tool_module import load_tool
+
+tool = load_tool("wheel_for_one_arch")
 
 ENTRY_HEADER = 64
 
