@@ -78,6 +78,8 @@ def _same_stored_matrix(a: BlockCyclicArray, b: BlockCyclicArray) -> bool:
     if a.layout != b.layout or a.dtype != b.dtype:
         return False
     same = _memory(a._data) == _memory(b._data)
+    if a.grid.size == 1:
+        return same
     return bool(a.grid.backend.allreduce(int(same), op="min"))
 
 
