@@ -17,10 +17,6 @@ message into a contiguous range on the sender, ``unpack(msg, data)`` consumes it
 receive slot on the receiver, ``local(msg)`` delivers a message to its own sender when the
 sender is among its receivers, without any slot (a local copy).
 
-A message with a ``source`` (a contiguous array on the sender that holds exactly the message,
-e.g. TRSM's solved rows) is put straight from it: no pack, no staging. The source must not
-change until the exchange finishes (the engine ``quiet`` s staging before reuse, not sources).
-
 A message with ``in_slot=True`` is not unpacked: it stays in the receive slot, where the
 receiver reads it through :meth:`Exchange.view` (zero copy: a SUMMA panel, a TRSM panel or a
 Cholesky tile is used straight from the slot) from :meth:`Exchange.recv` of its step until
@@ -130,7 +126,7 @@ Users
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -167,9 +163,7 @@ class Message:
     of each receiver's slot. ``pack``/``unpack`` are the operator's payloads (sender side /
     receiver side); a sender listed among the receivers gets it by ``Kernels.local``, or, with
     ``in_slot``, packed into its own slot. ``in_slot``: no unpack, the receiver reads the slot
-    (:meth:`Exchange.view`) until the step is released. ``source`` (sender side, optional): a
-    contiguous array holding exactly the message, put to the remote receivers straight from
-    it -- no pack, no staging; it must not change until the exchange finishes."""
+    (:meth:`Exchange.view`) until the step is released."""
 
     sender: int
     receivers: tuple[int, ...]
@@ -178,7 +172,6 @@ class Message:
     pack: Any = None
     unpack: Any = None
     in_slot: bool = False
-    source: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -333,8 +326,7 @@ class Exchange:
         # per-step schedule of this rank
         self._locals: list[list[Message]] = [[] for _ in range(K)]
         self._own: list[list[Message]] = [[] for _ in range(K)]  # in-slot messages to myself
-        # (message, staging offset, or None: packed in my own slot or put from msg.source,
-        # remote receivers)
+        # (message, staging offset or None: packed in my own slot, remote receivers)
         self._sends: list[list[tuple[Message, int | None, list[int]]]] = [[] for _ in range(K)]
         self._recvs: list[list[tuple[int, int, list[Message]]]] = [[] for _ in range(K)]
         self._ack_need: list[list[tuple[int, int]]] = [[] for _ in range(K)]
@@ -360,9 +352,7 @@ class Exchange:
                     else:
                         if own:
                             self._locals[k].append(msg)
-                        if remote and self._direct(msg):
-                            self._sends[k].append((msg, None, remote))
-                        elif remote:
+                        if remote:
                             if stage_off + msg.size > plan.stage_elems:
                                 raise ValueError(
                                     f"{self.name}: step {k} overflows the staging slot"
@@ -404,10 +394,6 @@ class Exchange:
             self._arr = self._buf.array
             self._sig, self._base = ws.signals(2 * S * P)
         self._finished = False
-
-    def _direct(self, msg: Message) -> bool:
-        """Whether this rank puts ``msg`` straight from its ``source`` (not from a slot)."""
-        return msg.source is not None and not (msg.in_slot and self.me in msg.receivers)
 
     def _check_slot(self, k: int, msg: Message) -> None:
         if msg.offset + msg.size > self.plan.slot_elems:
@@ -478,11 +464,8 @@ class Exchange:
             )
         drop = _DROP_SIGNAL == (self.name, k, self.me)
         for msg, off, remote in sends:
-            if self._direct(msg):
-                src = msg.source.reshape(-1)
-            else:
-                start = slot + msg.offset if off is None else stage + off
-                src = arr[start : start + msg.size]
+            start = slot + msg.offset if off is None else stage + off
+            src = arr[start : start + msg.size]
             for q in remote:
                 # staging (or my slot) -> slot s of q, then ready[s, me] on q
                 if drop:

@@ -41,9 +41,7 @@ Data movement of step ``t`` (``k = order[t]``); names follow "where it lives":
   ``uplo`` triangle of the diagonal block and the off-diagonal pieces lie inside it).
 * ``x_row``: ``X_k`` (the solved block row/column) goes from its owners (the grid row/column
   holding ``B_k``) to the other processes of their grid column (left) / grid row (right) that
-  still hold blocks after ``k``. ``# X[k, :] -> grid column``. On the left side ``X_k`` is whole
-  rows of the C-ordered local matrix, one contiguous range: it is put straight from there
-  (the message's ``source``), without a pack into a staging slot.
+  still hold blocks after ``k``. ``# X[k, :] -> grid column``.
 
 Look-ahead (``num_stages >= 2``): at step ``t`` the owner of the *next* block first applies
 step ``t``'s update to that block alone, solves it and records an event; the communication
@@ -665,27 +663,22 @@ class _TrsmPipeline:
                     sender = self.rank_at(pk, q)
                     receivers = tuple(self.rank_at(p, q) for p in needy)
                     if sender == me or me in receivers:
-                        packer, source = self._x_packer(k) if sender == me else (None, None)
+                        packer = self._x_packer(k) if sender == me else None
                         size = self.ext(k) * self.ext_o[q]
                         msgs.append(
-                            engine.Message(
-                                sender, receivers, 0, size, packer, in_slot=True, source=source
-                            )
+                            engine.Message(sender, receivers, 0, size, packer, in_slot=True)
                         )
             steps.append(tuple(msgs))
         size = self.nb * self.max_other if self.P > 1 else 0
         return engine.Plan("trsm x_row", me, self.be.size, tuple(steps), size, size)
 
-    def _x_packer(self, k: int) -> tuple[Any, Any]:
-        """The packer of ``X_k`` and, when its local rows are one contiguous range of ``X``
-        (left side: whole rows of the C-ordered local matrix), ``X_k`` itself as the source the
-        engine puts from without a pack (rows solved at step ``k`` are not written again)."""
+    def _x_packer(self, k: int) -> Any:
         xk = self.xblock(self.loc_off(k), self.loc_off(k) + self.ext(k))
 
         def pack(out: Any) -> None:
             out.reshape(xk.shape)[...] = xk
 
-        return pack, (xk if xk.flags.c_contiguous else None)
+        return pack
 
     def xblock(self, lo: int, hi: int) -> Any:
         """View of the local rows (left) / columns (right) ``[lo, hi)`` of X."""
