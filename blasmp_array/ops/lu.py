@@ -636,28 +636,11 @@ class _RowKernels:
     def unpack(self, msg: Message, data: Any) -> None:
         buf, dst = msg.unpack
         b = self.bufs[buf]
-        _set_rows(b, dst, data.reshape(-1, b.shape[1]))
+        b[dst] = data.reshape(-1, b.shape[1])
 
     def local(self, msg: Message) -> None:
         buf, dst = msg.unpack
-        _set_rows(self.bufs[buf], dst, self.data[msg.pack])
-
-
-#: rows per piece of a host copy between matrices of different memory order (see _set_rows)
-ROWS_PER_PIECE = 256
-
-
-def _set_rows(dst: Any, rows: Any, src: Any) -> None:
-    """``dst[rows] = src``. A run of rows (a slice) of a NumPy matrix is copied in pieces of
-    :data:`ROWS_PER_PIECE` rows: between C and Fortran order (the panel ``getrf`` factors in
-    place) NumPy's one transposing copy of 4096 x 256 float64 took 7.8 ms on this project's CPU
-    VM, in pieces 3.2 ms (they stay in cache). Device arrays and index arrays: one assignment."""
-    if isinstance(dst, np.ndarray) and isinstance(rows, slice):
-        view = dst[rows]
-        for r in range(0, view.shape[0], ROWS_PER_PIECE):
-            view[r : r + ROWS_PER_PIECE] = src[r : r + ROWS_PER_PIECE]
-    else:
-        dst[rows] = src
+        self.bufs[buf][dst] = self.data[msg.pack]
 
 
 @warmup_kernels
@@ -686,7 +669,7 @@ def _put_rows(dst: Any, idx: Any, rows: Any) -> None:
 
 
 def _take_rows(out: Any, src: Any, idx: Any) -> None:
-    _set_rows(out, slice(None), src[idx])
+    out[...] = src[idx]
 
 
 # -- the pipeline -------------------------------------------------------------------------------
@@ -892,4 +875,4 @@ def _put_block(data: Any, r0: int, top: Any) -> None:
 
 
 def _put_panel(dst: Any, panel: Any, sel: Any) -> None:
-    _set_rows(dst, slice(None), panel[sel])
+    dst[...] = panel[sel]
