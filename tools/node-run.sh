@@ -14,9 +14,17 @@ n=${1:?usage: tools/node-run.sh N COMMAND [ARGS...]}; shift
 [ $# -gt 0 ] || { echo "node-run.sh: no command given" >&2; exit 2; }
 site=${BLASMP_SITE:-/tmp/site}
 if [ -d .whl ] && [ ! -e "$site/.blasmp-installed" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .whl/*.whl \
-    || { echo "node-run.sh: installing .whl/*.whl into $site failed" >&2; exit 1; }
-  touch "$site/.blasmp-installed"
+  # three tries 10 s apart: on a freshly started node the first install once found a wheel
+  # "invalid" that the same call installed a minute later (files still arriving?); the sizes
+  # are printed with each failure to tell that from a broken wheel
+  for try in 1 2 3; do
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
+      .whl/*.whl && { touch "$site/.blasmp-installed"; break; }
+    echo "node-run.sh: installing .whl/*.whl into $site failed (try $try of 3); sizes:" >&2
+    ls -l .whl >&2
+    [ "$try" -lt 3 ] || exit 1
+    sleep 10
+  done
 fi
 export PYTHONPATH=$site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 # NCCL, cuBLASMp and cuSOLVERMp (nvidia/cu13/lib) brought as wheels (tools/fetch-cublasmp-
