@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import cublasmp_adapter as mp
-from .mpi_baselines import MpiRun, gather_pivots
+from .mpi_baselines import MpiRun, gather_pivots, gather_result
 
 __all__ = ["unusable", "prepare"]
 
@@ -75,8 +75,6 @@ def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
     import cupy as cp
     from nvmath.bindings import cublas
 
-    import blasmp_array as bm
-
     loaded = _load()
     assert not isinstance(loaded, str)
     nccl_loaded, csm = loaded
@@ -117,12 +115,8 @@ def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
     stream.synchronize()
 
     def gather(result: Any) -> Any:
-        arr = bm.BlockCyclicArray(cp.ascontiguousarray(result), layout, grid)
-        full = arr.to_numpy(root=0)
-        if pivots is None:
-            return full
-        piv = _gather_pivots(pivots, layout, grid)
-        return None if full is None else (full, piv)
+        piv = None if pivots is None else (lambda: _gather_pivots(pivots, layout, grid))
+        return gather_result(cp.ascontiguousarray(result), layout, grid, piv)
 
     (mb, nb) = layout.block
     note = (

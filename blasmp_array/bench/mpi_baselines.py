@@ -63,6 +63,7 @@ __all__ = [
     "bcast_matrix",
     "agreed_reason",
     "gather_pivots",
+    "gather_result",
     "shared_library_of",
 ]
 
@@ -154,6 +155,21 @@ def gather_pivots(
     if (piv < 0).any():
         raise RuntimeError(f"the pivots of {routine} do not cover every row")
     return piv.astype(np.int32)
+
+
+def gather_result(
+    local: Any, layout: Any, grid: Any, pivots: Callable[[], np.ndarray | None] | None = None
+) -> Any:
+    """A baseline's result, its C-ordered local matrix ``local`` in ``layout`` on ``grid``, as
+    a NumPy matrix on rank 0 (``None`` elsewhere; collective); with ``pivots`` (a collective
+    gather such as :func:`gather_pivots`) the pair ``(matrix, piv)`` on rank 0."""
+    import blasmp_array as bm
+
+    full = bm.BlockCyclicArray(local, layout, grid).to_numpy(root=0)
+    if pivots is None:
+        return full
+    piv = pivots()
+    return None if full is None else (full, piv)
 
 
 def agreed_reason(comm: Any, reason: str | None) -> str | None:

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from .mpi_baselines import MpiRun, gather_pivots, shared_library_of
+from .mpi_baselines import MpiRun, gather_pivots, gather_result, shared_library_of
 
 __all__ = ["unusable", "prepare", "library_candidates", "mpi_family", "loaded_mpi_libraries"]
 
@@ -297,8 +297,6 @@ def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
     (collective)."""
     import scalapack4py
 
-    import blasmp_array as bm
-
     loaded = _load()
     assert not isinstance(loaded, str)
     sl, lib = loaded.sl, loaded.lib
@@ -337,13 +335,9 @@ def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
     what = fn.symbol.__name__
 
     def gather(result: Any) -> Any:
-        local, piv = result if isinstance(result, tuple) else (result, None)
-        arr = bm.BlockCyclicArray(np.ascontiguousarray(local), out_layout, grid)
-        full = arr.to_numpy(root=0)
-        if piv is None:
-            return full
-        pivots = _gather_pivots(piv, out_layout, grid)
-        return None if full is None else (full, pivots)
+        local, ipiv = result if isinstance(result, tuple) else (result, None)
+        piv = None if ipiv is None else (lambda: _gather_pivots(ipiv, out_layout, grid))
+        return gather_result(np.ascontiguousarray(local), out_layout, grid, piv)
 
     (mb, nb), version = a_in.layout.block, getattr(scalapack4py, "__version__", None)
     if version is None:
