@@ -5,9 +5,16 @@ The array holds only ``(local matrix, layout, grid)`` plus two lazy view flags: 
 a transpose flag, SYRK for ``A.T @ A``) or materialised by :meth:`BlockCyclicArray.resolve` when an
 operation needs the data as stored.
 
-Submatrix views ``A[i0:i1, j0:j1]`` need no flag: when the window is block-cyclic (offsets on
-block boundaries) the view is an ordinary array whose local matrix is a slice of ``A``'s and whose
-layout carries the shifted source process (see :mod:`blasmp_array.ops.indexing`).
+Submatrix views ``A[i0:i1, j0:j1]`` need no flag when the window is block-cyclic (offsets on
+block boundaries): the view is an ordinary array whose local matrix is a slice of ``A``'s and whose
+layout carries the shifted source process. Any other window is a third lazy kind, a *window
+view*: it keeps ``(parent, rows, cols)`` and no local matrix of its own. Reads and writes of
+elements and windows go to the parent; GEMM folds the offset into its panel plan (PBLAS's
+``IA, JA``); every other consumer gets a copy from :attr:`BlockCyclicArray.storage` /
+:meth:`~BlockCyclicArray.resolve` (collective, with a :class:`~blasmp_array.ViewCopyWarning`),
+and operators that write into a window view write back into the parent. ``_data`` of a window
+view raises, so a consumer that forgot to resolve fails loudly instead of reading the wrong
+elements (see :mod:`blasmp_array.ops.indexing`).
 
 The array is a low layer: it imports only the layout, the grid and the registry
 :mod:`blasmp_array._dispatch`, never the operators, the construction functions or the I/O
@@ -18,6 +25,7 @@ those layers registered, ``_dispatch.method(name)``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,7 +33,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from . import _dispatch
 from .grid import ProcessGrid
-from .layout import BlockCyclicLayout
+from .layout import BlockCyclicLayout, numroc
 
 __all__ = ["BlockCyclicArray", "SUPPORTED_DTYPES"]
 
@@ -63,20 +71,29 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         *,
         transposed: bool = False,
         conjugated: bool = False,
+        window: Window | None = None,
     ) -> None:
+        self._window = window
+        if window is not None:
+            # a window view: ``data`` is None, ``layout`` the layout it resolves into
+            data = None
+            dt = np.dtype(window.parent.dtype)
+        else:
+            dt = np.dtype(data.dtype)
         expected = layout.local_shape(grid.myrow, grid.mycol)
-        if tuple(data.shape) != expected:
+        if window is None and tuple(data.shape) != expected:
             raise ValueError(
                 f"local matrix has shape {tuple(data.shape)} but the layout gives {expected} "
                 f"on process {grid.coords}"
             )
         if layout.grid_shape != grid.shape:
             raise ValueError(f"layout grid {layout.grid_shape} differs from grid {grid.shape}")
-        self._data = data
+        self._data = data if window is None else _NO_LOCAL
+        self._dtype = dt
         self.layout = layout
         self.grid = grid
         self._transposed = transposed
-        self._conjugated = conjugated and np.dtype(data.dtype).kind == "c"
+        self._conjugated = conjugated and dt.kind == "c"
 
     # -- descriptor -----------------------------------------------------------------------
     @property
@@ -91,7 +108,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype(self._data.dtype)
+        return self._dtype
 
     @property
     def ndim(self) -> int:
@@ -117,19 +134,52 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
 
     @property
     def is_view(self) -> bool:
-        """True when ``A`` is a lazy transposed and/or conjugated view of stored data."""
-        return self._transposed or self._conjugated
+        """True when ``A`` is a lazy view: transposed, conjugated and/or a window view."""
+        return self._transposed or self._conjugated or self._window is not None
+
+    @property
+    def is_window(self) -> bool:
+        """True when ``A`` is a window view (a submatrix starting inside a block, see module
+        doc): elements and windows of it are read and written in the parent."""
+        return self._window is not None
 
     @property
     def storage(self) -> BlockCyclicArray:
-        """The stored matrix behind a view (``self`` when not a view)."""
+        """The stored matrix behind a view (``self`` when not a view).
+
+        For a window view this is a copy of the window (collective, with a
+        :class:`~blasmp_array.ViewCopyWarning`): writes into it do not reach the parent.
+        """
+        if self._window is not None:
+            return _dispatch.method("materialize_window")(self)  # ops/indexing.py
         if not self.is_view:
             return self
         return BlockCyclicArray(self._data, self.layout, self.grid)
 
     def shares_storage(self, other: BlockCyclicArray) -> bool:
         """True when both are views of the same stored matrix."""
-        return self._data is other._data
+        mine = self._data if self._window is None else self._window.parent._data
+        return mine is (other._data if other._window is None else other._window.parent._data)
+
+    def _flags_of(self, view: BlockCyclicArray) -> BlockCyclicArray:
+        """This stored array under ``view``'s transpose/conjugate flags."""
+        return BlockCyclicArray(
+            self._data,
+            self.layout,
+            self.grid,
+            transposed=view._transposed,
+            conjugated=view._conjugated,
+        )
+
+    def _flags(self, data: Any, layout: BlockCyclicLayout, **kw: Any) -> BlockCyclicArray:
+        return BlockCyclicArray(
+            data,
+            layout,
+            self.grid,
+            transposed=kw.get("transposed", self._transposed),
+            conjugated=kw.get("conjugated", self._conjugated),
+            window=self._window,
+        )
 
     @property
     def local(self) -> Any:
@@ -144,13 +194,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
     @property
     def T(self) -> BlockCyclicArray:
         """Lazy transpose (no data movement until an operation needs it)."""
-        return BlockCyclicArray(
-            self._data,
-            self.layout,
-            self.grid,
-            transposed=not self._transposed,
-            conjugated=self._conjugated,
-        )
+        return self._flags(self._data, self.layout, transposed=not self._transposed)
 
     @property
     def mT(self) -> BlockCyclicArray:
@@ -165,13 +209,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         """Lazy complex conjugate (a no-op view for real dtypes)."""
         if self.dtype.kind != "c":
             return self
-        return BlockCyclicArray(
-            self._data,
-            self.layout,
-            self.grid,
-            transposed=self._transposed,
-            conjugated=not self._conjugated,
-        )
+        return self._flags(self._data, self.layout, conjugated=not self._conjugated)
 
     conjugate = conj
 
@@ -183,11 +221,13 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         """
         if not self.is_view:
             return self
+        stored = self.storage  # a window view is copied here
+        if not (self._transposed or self._conjugated):
+            return stored
         if self._transposed:
             transpose = _dispatch.method("transpose")  # ops/redistribute.py
-            return transpose(self.storage, conjugate=self._conjugated)
-        out = BlockCyclicArray(self.backend.xp.conj(self._data), self.layout, self.grid)
-        return out
+            return transpose(stored, conjugate=self._conjugated)
+        return BlockCyclicArray(self.backend.xp.conj(stored._data), stored.layout, self.grid)
 
     # -- conversions ----------------------------------------------------------------------
     def to_numpy(self, root: int | None = None) -> np.ndarray | None:
@@ -199,7 +239,11 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         return gather(self, root=root)  # a view is gathered as stored, then transposed
 
     def copy(self) -> BlockCyclicArray:
-        """A deep copy (views are materialised)."""
+        """A deep copy (views are materialised; a window view with no ViewCopyWarning, since
+        the copy is what was asked for)."""
+        if self._window is not None:
+            stored = _dispatch.method("materialize_window")(self, warn=False)
+            return stored._flags_of(self).resolve()
         r = self.resolve()
         data = r._data.copy() if r is self else r._data
         return BlockCyclicArray(data, r.layout, r.grid)
@@ -291,7 +335,12 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
             raise TypeError(f"fill needs a number, got {value!r}")
         if v.dtype.kind == "c" and self.dtype.kind != "c":
             raise TypeError(f"cannot fill a {self.dtype} matrix with the complex {value!r}")
-        self._data[...] = (np.conj(v) if self._conjugated else v)[()]  # a NumPy scalar
+        value = (np.conj(v) if self._conjugated else v)[()]  # a NumPy scalar
+        if self._window is not None:
+            w = self._window
+            w.parent._data[w.local_slices()] = value
+            return
+        self._data[...] = value
 
     def item(self, *args: Any) -> Any:
         """The element as a Python scalar, on every rank: ``A.item()`` of a 1x1 matrix,
@@ -393,7 +442,11 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         _dispatch.method("setitem")(self, key, value)  # ops/indexing.py
 
     def __repr__(self) -> str:
-        view = f", view={self.op if self._transposed else 'conj'}" if self.is_view else ""
+        kinds = [self.op] if self._transposed else ["conj"] if self._conjugated else []
+        if self._window is not None:
+            (i0, i1), (j0, j1) = self._window.rows, self._window.cols
+            kinds.insert(0, f"window [{i0}:{i1}, {j0}:{j1}]")
+        view = f", view={' '.join(kinds)}" if kinds else ""
         return (
             f"BlockCyclicArray(shape={self.shape}, dtype={self.dtype}, block={self.block}, "
             f"grid={self.grid.nprow}x{self.grid.npcol}, backend={self.backend.name!r}{view})"
@@ -405,6 +458,58 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         return _dispatch.array_ufunc(ufunc, method, inputs, kwargs)
+
+
+@dataclass(frozen=True, eq=False)  # eq would compare the parents elementwise
+class Window:
+    """Where a window view lies: ``parent[rows[0]:rows[1], cols[0]:cols[1]]`` of a stored
+    array ``parent`` (no flags, not itself a window view)."""
+
+    parent: BlockCyclicArray
+    rows: tuple[int, int]
+    cols: tuple[int, int]
+
+    def same_as(self, other: Window | None) -> bool:
+        """The same window of the same parent."""
+        return (
+            other is not None
+            and other.parent._data is self.parent._data
+            and (other.rows, other.cols) == (self.rows, self.cols)
+        )
+
+    def local_slices(self) -> tuple[slice, slice]:
+        """This rank's part of the window: a slice of the parent's local matrix (the rows of
+        ANY window that a process owns are one contiguous run of its local rows)."""
+        lay, g = self.parent.layout, self.parent.grid
+        (mb, nb), (pr, pc), (sr, sc) = lay.block, lay.grid_shape, lay.src
+        return (
+            slice(
+                numroc(self.rows[0], mb, g.myrow, pr, sr), numroc(self.rows[1], mb, g.myrow, pr, sr)
+            ),
+            slice(
+                numroc(self.cols[0], nb, g.mycol, pc, sc), numroc(self.cols[1], nb, g.mycol, pc, sc)
+            ),
+        )
+
+
+class _NoLocalMatrix:
+    """The ``_data`` of a window view, which has no local matrix of its own: any use raises,
+    so a consumer that forgot to resolve the view fails loudly instead of reading the wrong
+    elements (a plain attribute, not a property: ``_data`` is read on every operator call)."""
+
+    def _fail(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(
+            "internal error: a window view (a submatrix at an offset inside a block) has no "
+            "local matrix of its own; resolve it first (A.storage / A.resolve())"
+        )
+
+    __getitem__ = __setitem__ = __array__ = __len__ = __iter__ = _fail
+
+    def __getattr__(self, name: str) -> Any:
+        self._fail()
+
+
+_NO_LOCAL = _NoLocalMatrix()
 
 
 def check_dtype(dtype: Any) -> np.dtype:

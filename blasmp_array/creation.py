@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _dispatch
 from ._alloc import new_array
 from ._dispatch import implements_method
 from .array import SUPPORTED_DTYPES, BlockCyclicArray, check_dtype
@@ -492,7 +493,10 @@ def gather(a: BlockCyclicArray, root: int | None = None) -> np.ndarray | None:
     if root is not None and not (_is_int(root) and 0 <= root < g.size):
         raise ValueError(f"root must be a rank in [0, {g.size}) or None, got {root!r}")
     transposed, conjugated = a._transposed, a._conjugated
-    a = a.storage
+    if a.is_window:  # gathering is an explicit copy: no ViewCopyWarning
+        a = _dispatch.method("materialize_window")(a, warn=False)
+    else:
+        a = a.storage
     backend, xp, layout = a.backend, a.backend.xp, a.layout
     dt = a.dtype
     wire = np.dtype(np.uint8) if dt == np.bool_ else dt  # bools travel as bytes

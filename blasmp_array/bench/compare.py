@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .mpi_baselines import MPI_BASELINES, measure_mpi_baselines
-from .operators import DATA_OPERATORS, VIEW_OFFSET, Case
+from .operators import DATA_OPERATORS, VIEW_OFFSET, VIEW_PRODUCTS, Case
 
 __all__ = ["run_baselines", "quiet_barrier", "blas_threads", "BASELINES"]
 
@@ -92,7 +92,7 @@ def _numpy_call(case: Case, g: dict[str, np.ndarray]) -> Callable[[], Any]:
     if op == "matmul_ata":
         ac = np.ascontiguousarray(g["A"])
         return lambda: ac.conj().T @ ac  # NumPy runs SYRK/HERK for this pattern
-    if op == "matmul_view":
+    if op in VIEW_PRODUCTS:
         ac, bc = np.ascontiguousarray(g["A"]), np.ascontiguousarray(g["B"])
         o = VIEW_OFFSET
         return lambda: ac[o:, o:] @ bc[o:, o:]
@@ -147,7 +147,7 @@ def _dask_call(case: Case, g: dict[str, np.ndarray], chunk: int) -> Callable[[],
         expr = a @ b
     elif op == "matmul_ata":
         expr = a.conj().T @ a
-    elif op == "matmul_view":
+    elif op in VIEW_PRODUCTS:
         assert b is not None
         expr = a[VIEW_OFFSET:, VIEW_OFFSET:] @ b[VIEW_OFFSET:, VIEW_OFFSET:]
     elif op == "sum_axis0":
@@ -197,7 +197,7 @@ def _cupy_call(
         fn = lambda: a @ b  # noqa: E731
     elif op == "matmul_ata":
         fn = lambda: a.conj().T @ a  # noqa: E731
-    elif op == "matmul_view":
+    elif op in VIEW_PRODUCTS:
         o, bv = VIEW_OFFSET, b
         assert bv is not None
         fn = lambda: a[o:, o:] @ bv[o:, o:]  # noqa: E731

@@ -42,6 +42,7 @@ OPERATORS = (
     "matmul_ata",
     "solve_triangular",
     "matmul_view",
+    "matmul_view_copy",
     "sum_axis0",
     "cholesky",
     "lu",
@@ -58,6 +59,9 @@ DATA_OPERATORS = ("redistribute", "transpose", "from_numpy")
 REDUCTION_OPERATORS = ("sum_axis0",)
 #: the offset of ``matmul_view``'s windows: one row and one column, inside the first block
 VIEW_OFFSET = 1
+#: the window products: ``A[1:, 1:] @ B[1:, 1:]`` as written (``matmul_view``) and on explicit
+#: copies of the windows (``matmul_view_copy``, what the view must not be slower than)
+VIEW_PRODUCTS = ("matmul_view", "matmul_view_copy")
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,7 @@ def flop_count(case: Case) -> float:
         "trsm": 1.0 * (m * m * n if left else m * n * n),
         "matmul": 2.0 * m * n * k,
         "matmul_view": 2.0 * m * n * k,
+        "matmul_view_copy": 2.0 * m * n * k,
         "matmul_ata": 1.0 * n * (n + 1) * k,  # SYRK's count: the useful flops of A^T A
         "solve_triangular": 1.0 * m * m * n,
         "cholesky": n**3 / 3.0,
@@ -211,17 +216,16 @@ def prepare(case: Case) -> Prepared:
         if case.is_complex:
             return Prepared(case, grid, inputs, lambda: inputs["A"].H @ inputs["A"])
         return Prepared(case, grid, inputs, lambda: inputs["A"].T @ inputs["A"])
-    if op == "matmul_view":
+    if op in VIEW_PRODUCTS:
         # A[1:, 1:] @ B[1:, 1:]: windows at an offset inside a block (PBLAS IA = JA = 2)
         o = VIEW_OFFSET
         inputs = {"A": normal((m + o, k + o), 0), "B": normal((k + o, n + o), 1)}
-        return Prepared(
-            case,
-            grid,
-            inputs,
-            lambda: inputs["A"][o:, o:] @ inputs["B"][o:, o:],
-            notes=[f"views at offset ({o}, {o})"],
-        )
+        if op == "matmul_view_copy":
+            fn = lambda: inputs["A"][o:, o:].copy() @ inputs["B"][o:, o:].copy()  # noqa: E731
+        else:
+            fn = lambda: inputs["A"][o:, o:] @ inputs["B"][o:, o:]  # noqa: E731
+        copies = " (copied first)" if op == "matmul_view_copy" else ""
+        return Prepared(case, grid, inputs, fn, notes=[f"views at offset ({o}, {o}){copies}"])
     if op == "sum_axis0":
         inputs = {"A": normal((m, n), 0)}
         return Prepared(case, grid, inputs, lambda: np.sum(inputs["A"], axis=0))
@@ -374,9 +378,9 @@ def _verdict(case: Case, g: dict[str, Any], result: Any, host: Any) -> dict[str,
             "bound_eps": bound,
             "passed": bool(err <= bound),
         }
-    if op in ("matmul", "matmul_view"):
+    if op in ("matmul", *VIEW_PRODUCTS):
         b = g["B"].astype(rd)
-        if op == "matmul_view":
+        if op in VIEW_PRODUCTS:
             a, b = a[VIEW_OFFSET:, VIEW_OFFSET:], b[VIEW_OFFSET:, VIEW_OFFSET:]
         err = _product_error(result, a @ b, np.abs(a) @ np.abs(b))
         bound = c * (case.k + 2)

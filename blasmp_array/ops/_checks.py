@@ -23,6 +23,8 @@ __all__ = [
     "check_array",
     "check_output",
     "split_view",
+    "split_window",
+    "op_of",
     "result_dtype",
     "cast_scalar",
     "cast_storage",
@@ -154,9 +156,30 @@ def check_output(c: Any, op: str) -> BlockCyclicArray | None:
 
 def split_view(x: BlockCyclicArray) -> tuple[BlockCyclicArray, str]:
     """``(storage, op)`` with ``x == op(storage)``, op in 'N', 'T', 'C', 'R' (R: conjugate)."""
+    return x.storage, op_of(x)
+
+
+def split_window(
+    x: BlockCyclicArray,
+) -> tuple[BlockCyclicArray, str, tuple[int, int], tuple[int, int] | None]:
+    """:func:`split_view` that keeps a window view in place: ``(stored, op, offset, extent)``
+    with ``x == op(stored[offset : offset + extent])``; ``extent`` None for all of ``stored``
+    (then ``stored`` is ``x.storage``)."""
+    w = x._window
+    if w is None:
+        return x.storage, op_of(x), (0, 0), None
+    return (
+        w.parent,
+        op_of(x),
+        (w.rows[0], w.cols[0]),
+        (w.rows[1] - w.rows[0], w.cols[1] - w.cols[0]),
+    )
+
+
+def op_of(x: BlockCyclicArray) -> str:
+    """The op character of ``x`` over its storage: 'N', 'T', 'C' or 'R' (conjugate)."""
     t, c = x._transposed, x._conjugated
-    op = {(False, False): "N", (True, False): "T", (True, True): "C", (False, True): "R"}[(t, c)]
-    return x.storage, op
+    return {(False, False): "N", (True, False): "T", (True, True): "C", (False, True): "R"}[(t, c)]
 
 
 def result_dtype(op: str, *arrays: BlockCyclicArray | None, out: BlockCyclicArray | None = None):

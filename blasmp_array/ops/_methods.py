@@ -5,7 +5,8 @@ its methods that need an operator look the implementation up in the registry ins
 module fills the registry for the ops layer, in one place:
 
 * the array methods ``A.T.resolve()`` (``transpose``), ``A.redistribute`` (``redistribute``),
-  ``A[key]`` (``getitem``) and ``A[key] = value`` (``setitem``);
+  ``A[key]`` (``getitem``), ``A[key] = value`` (``setitem``) and the copy of a window view
+  (``materialize_window``, behind ``A.storage``);
 * ``np.matmul``, so ``A @ B`` (NumPy's ufunc protocol) reaches :func:`ops.matmul.matmul`;
 * the NumPy functions and ufuncs of :mod:`.elementwise`, :mod:`.reductions` and
   :mod:`.functions`, :mod:`.cholesky` and :mod:`.lu`, which register themselves when imported here.
@@ -24,7 +25,7 @@ from .._dispatch import implements_method, implements_ufunc
 from ..array import BlockCyclicArray
 from . import cholesky, elementwise, functions, lu, reductions  # noqa: F401  (they register)
 from .elementwise import assign
-from .indexing import getitem, setitem
+from .indexing import getitem, materialize_window, setitem
 from .matmul import matmul
 from .redistribute import redistribute, transpose
 
@@ -34,6 +35,7 @@ implements_method("transpose")(transpose)
 implements_method("redistribute")(redistribute)
 implements_method("getitem")(getitem)
 implements_method("setitem")(setitem)
+implements_method("materialize_window")(materialize_window)
 
 
 @implements_ufunc(np.matmul)

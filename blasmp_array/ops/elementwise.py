@@ -123,9 +123,10 @@ def _check_same_shape(arrays: list[BlockCyclicArray], what: str) -> None:
 
 def local_view(a: BlockCyclicArray) -> BlockCyclicArray:
     """The stored matrix of ``a`` ignoring its transpose flag, conjugated locally if needed."""
+    s = a.storage
     if a._conjugated:
-        return BlockCyclicArray(a.backend.xp.conj(a._data), a.layout, a.grid)
-    return a.storage
+        return BlockCyclicArray(a.backend.xp.conj(s._data), s.layout, a.grid)
+    return s
 
 
 def _user_stacklevel() -> int:
@@ -180,11 +181,11 @@ def _check_out(out: Any, nout: int, what: str) -> BlockCyclicArray | None:
         return None
     if not isinstance(target, BlockCyclicArray):
         raise TypeError(f"{what}: out must be a BlockCyclicArray, got {type(target).__name__}")
-    if target.is_view:
+    if target._transposed or target._conjugated:
         raise ValueError(
             f"{what}: out must not be a lazy view (A.T, A.conj()); pass a stored array"
         )
-    return target
+    return target  # a window view is written through its parent (A[...] = result)
 
 
 # -- the generic ufunc call ----------------------------------------------------------------------
@@ -214,6 +215,9 @@ def apply_ufunc(
         )
     if target is not None and not np.can_cast(res_dt, target.dtype, "same_kind"):
         raise TypeError(f"{what}: cannot cast the {res_dt} result to out's dtype {target.dtype}")
+    if target is not None and target.is_window:
+        target[...] = apply_ufunc(ufunc, *inputs, dtype=dtype)
+        return target
 
     # all array operands transposed: work on the stored matrices, return a transposed view
     as_transposed = target is None and all(a._transposed for a in arrays)
@@ -262,6 +266,9 @@ def assign(target: BlockCyclicArray, source: Any) -> BlockCyclicArray:
     _check_same_shape([target, source], what)
     if not np.can_cast(source.dtype, target.dtype, "same_kind"):
         raise TypeError(f"{what}: cannot cast {source.dtype} to {target.dtype}")
+    if target.is_window:
+        target[...] = source
+        return target
     src = aligned(source.resolve(), target, what)
     target._data[...] = src._data
     return target
@@ -272,6 +279,9 @@ def _fill(target: BlockCyclicArray, value: Any) -> BlockCyclicArray:
     v = _operand(value, "assign")
     if np.iscomplexobj(v) and target.dtype.kind != "c":
         raise TypeError(f"cannot assign the complex value {v!r} to a {target.dtype} array")
+    if target.is_window:
+        target.fill(v)
+        return target
     target._data[...] = v
     return target
 

@@ -27,6 +27,7 @@ from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
 from . import _checks as ck
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
+from .indexing import written_back
 from .panels import PanelSpec, Source, compose_op, default_step_width, make_steps, run_pipeline
 
 __all__ = ["gemm", "summa_product", "scale_local"]
@@ -129,6 +130,7 @@ def summa_product(
     run_pipeline(b, name, specs, locals_, steps, C.dtype, num_stages, grid.rank, update)
 
 
+@written_back("C")
 def gemm(
     A: BlockCyclicArray,
     B: BlockCyclicArray,
@@ -187,11 +189,11 @@ def gemm(
     C = ck.check_output(C, name)
     ta, tb = ck.check_trans(trans_a, "trans_a", name), ck.check_trans(trans_b, "trans_b", name)
     stages = check_stages(num_stages, name)
-    XA, va = ck.split_view(A)
-    XB, vb = ck.split_view(B)
+    XA, va, offa, exta = ck.split_window(A)
+    XB, vb, offb, extb = ck.split_window(B)
     opa, opb = compose_op(va, ta), compose_op(vb, tb)
-    sa = Source(XA.layout, opa)
-    sb = Source(XB.layout, opb)
+    sa = Source(XA.layout, opa, offset=offa, extent=exta)
+    sb = Source(XB.layout, opb, offset=offb, extent=extb)
     m, k = sa.shape
     k2, n = sb.shape
     if k != k2 or (C is not None and C.shape != (m, n)):
@@ -211,6 +213,12 @@ def gemm(
     rowblk = C.block[0] if C is not None else sa.block[0]
     colblk = C.block[1] if C is not None else sb.block[1]
     kblk = sa.block[1]
+    # a window view is read in place (its offset folded into the plan) where its parent is
+    # already where SUMMA reads it; else it is copied, then moved like any operand
+    if exta is not None and not _foldable(XA, grid, _stored((rowblk, kblk), opa), dtype, meth):
+        (XA, _), offa, exta = ck.split_view(A), (0, 0), None
+    if extb is not None and not _foldable(XB, grid, _stored((kblk, colblk), opb), dtype, meth):
+        (XB, _), offb, extb = ck.split_view(B), (0, 0), None
     XA = ck.move(
         XA,
         grid,
@@ -246,9 +254,9 @@ def gemm(
             if k:
                 summa_product(
                     name,
-                    Source(XA.layout, opa),
+                    Source(XA.layout, opa, offset=offa, extent=exta),
                     XA,
-                    Source(XB.layout, compose_op(opb, "T")),
+                    Source(XB.layout, compose_op(opb, "T"), offset=offb, extent=extb),
                     XB,
                     Cw,
                     alpha,
@@ -261,6 +269,19 @@ def gemm(
         ck.store(C, back)
         return C
     return Cw
+
+
+def _foldable(
+    parent: BlockCyclicArray, grid: Any, block: tuple[int, int], dtype: np.dtype, meth: str
+) -> bool:
+    """Whether SUMMA can read a window of ``parent`` in place: on ``grid``, in ``block`` and
+    ``dtype`` already (else the window, not the whole parent, is copied and moved)."""
+    return (
+        meth != "local"
+        and parent.grid.same_as(grid)
+        and tuple(parent.block) == tuple(block)
+        and parent.dtype == dtype
+    )
 
 
 def _stored(block: tuple[int, int], op: str) -> tuple[int, int]:

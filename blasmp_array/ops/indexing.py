@@ -18,12 +18,28 @@ process ``((src_r + i0 // mb) % Pr, (src_c + j0 // nb) % Pc)``, when in each dim
 Then ``A[i0:i1, j0:j1]`` is a *view*: a BlockCyclicArray whose local matrix is a slice of
 ``A``'s (no copy, no communication) and whose layout carries the shifted source process. Every
 operator accepts it as any operand, and writing into it (``gemm(..., C=A[v])``, ufuncs with
-``out=``, ``A[v][...] = x``) writes into ``A``. Otherwise (an offset inside a block and a
-window spanning several blocks) the window is *copied* into a new array with source ``(0, 0)``
-by one exchange (:func:`copy_window`), with a :class:`~blasmp_array.ViewCopyWarning`; the copy
-does not share storage with ``A``. Assignment ``A[i0:i1, j0:j1] = value`` always writes into
-``A``, whatever the offset: scalars and NumPy arrays are written locally, a BlockCyclicArray of
-another layout is exchanged straight into the window.
+``out=``, ``A[v][...] = x``) writes into ``A``.
+
+Otherwise (an offset inside a block and a window spanning several blocks) the window is not
+block-cyclic: its first block is partial (ScaLAPACK's ``IMB < MB``). It is then a *window view*
+(:attr:`BlockCyclicArray.is_window`): ``(A, rows, cols)``, still no copy and no communication.
+
+* Elements, windows of it, assignment and ``fill`` go to ``A`` (composed offsets): they see and
+  change ``A`` as NumPy's views do.
+* GEMM (``V @ W``, ``linalg.gemm``) folds the offsets into its panel plan, PBLAS's ``IA, JA``:
+  the panels are packed straight from ``A``'s local matrix (:class:`~.panels.Source`'s window),
+  no copy of the operand.
+* Every other consumer calls :attr:`BlockCyclicArray.storage` / ``resolve()``, which copies the
+  window into a new array with source ``(0, 0)`` by one exchange (:func:`copy_window`) with a
+  :class:`~blasmp_array.ViewCopyWarning` -- at that moment, so the copy sees ``A``'s current
+  values. Writing operators (``C=``, ``out=``, ``overwrite_b=True``) given a window view compute
+  into such a copy and copy the result back into ``A``'s window (:func:`written_back`).
+
+A window view has no local matrix of its own (its ``_data`` raises): a consumer that forgets to
+resolve it fails loudly rather than reading the wrong elements. Assignment
+``A[i0:i1, j0:j1] = value`` always writes into ``A``, whatever the offset: scalars and NumPy
+arrays are written locally, a BlockCyclicArray of another layout is exchanged straight into the
+window.
 
 Integers select one row/column and keep it as a dimension of length 1 (2-D stays 2-D:
 ``A[:, j]`` is ``m x 1``, ``A[i, :]`` is ``1 x n``); ``A[i, j]`` is the element itself, a NumPy
@@ -43,16 +59,19 @@ stripes of window rows bounded by the same memory budget, plans cached per layou
 
 from __future__ import annotations
 
+import functools
+import inspect
 import warnings
+from collections.abc import Callable
 from numbers import Integral
 from typing import Any
 
 import numpy as np
 
 from .._warnings import ViewCopyWarning
-from ..array import BlockCyclicArray
+from ..array import BlockCyclicArray, Window
 from ..grid import ProcessGrid
-from ..layout import BlockCyclicLayout, numroc
+from ..layout import BlockCyclicLayout
 from .elementwise import _user_stacklevel
 from .redistribute import MEMORY_BUDGET_BYTES, _check_transport, _exchange
 
@@ -64,6 +83,8 @@ __all__ = [
     "window_is_view",
     "copy_window",
     "to_layout",
+    "materialize_window",
+    "written_back",
 ]
 
 _SUPPORTED = (
@@ -140,19 +161,6 @@ def window_is_view(layout: BlockCyclicLayout, rows: Range, cols: Range) -> bool:
     return _free(rows, mb, pr) and _free(cols, nb, pc)
 
 
-def _local_range(r: Range, b: int, p: int, nprocs: int, src: int) -> tuple[int, int]:
-    return numroc(r[0], b, p, nprocs, src), numroc(r[1], b, p, nprocs, src)
-
-
-def _local_slices(a: BlockCyclicArray, rows: Range, cols: Range) -> tuple[slice, slice]:
-    """This rank's local slice of the window (valid for ANY window, aligned or not)."""
-    lay, g = a.layout, a.grid
-    (mb, nb), (pr, pc), (sr, sc) = lay.block, lay.grid_shape, lay.src
-    r0, r1 = _local_range(rows, mb, g.myrow, pr, sr)
-    c0, c1 = _local_range(cols, nb, g.mycol, pc, sc)
-    return slice(r0, r1), slice(c0, c1)
-
-
 def _view_layout(lay: BlockCyclicLayout, rows: Range, cols: Range) -> BlockCyclicLayout:
     (mb, nb), (pr, pc), (sr, sc) = lay.block, lay.grid_shape, lay.src
     return BlockCyclicLayout(
@@ -163,50 +171,128 @@ def _view_layout(lay: BlockCyclicLayout, rows: Range, cols: Range) -> BlockCycli
     )
 
 
-def window(a: BlockCyclicArray, rows: Range, cols: Range, what: str = "A[...]") -> BlockCyclicArray:
-    """The window ``rows x cols`` of the stored matrix ``a`` (no lazy flags): a view when
-    :func:`window_is_view`, else a copy with a :class:`ViewCopyWarning`. Collective only for a
-    copy."""
+def window(a: BlockCyclicArray, rows: Range, cols: Range) -> BlockCyclicArray:
+    """The window ``rows x cols`` of the stored matrix ``a`` (no lazy flags, not a window view):
+    a view when :func:`window_is_view`, else a window view. Local: no copy, no communication."""
     if window_is_view(a.layout, rows, cols):
-        rs, cs = _local_slices(a, rows, cols)
+        rs, cs = Window(a, rows, cols).local_slices()
         return BlockCyclicArray(a._data[rs, cs], _view_layout(a.layout, rows, cols), a.grid)
-    (i0, i1), (j0, j1) = rows, cols
+    layout = BlockCyclicLayout((rows[1] - rows[0], cols[1] - cols[0]), a.layout.block, a.grid.shape)
+    return BlockCyclicArray(None, layout, a.grid, window=Window(a, rows, cols))
+
+
+def materialize_window(v: BlockCyclicArray, warn: bool = True) -> BlockCyclicArray:
+    """A copy of the window view ``v`` (flags ignored) in ``v.layout``, by one exchange, with a
+    :class:`ViewCopyWarning` (unless ``warn=False``: an explicit copy such as a gather).
+    Collective: every consumer that cannot fold the offset calls it."""
+    w = v._window
+    assert w is not None
+    if warn:
+        _warn_copy(w)
+    g = v.grid
+    out = BlockCyclicArray(
+        g.backend.empty(v.layout.local_shape(g.myrow, g.mycol), v.dtype), v.layout, g
+    )
+    copy_window(w.parent, (w.rows[0], w.cols[0]), out, (0, 0), out.shape)
+    return out
+
+
+def _warn_copy(w: Window) -> None:
+    (i0, i1), (j0, j1) = w.rows, w.cols
     warnings.warn(
-        f"{what}: the window [{i0}:{i1}, {j0}:{j1}] of a matrix with blocks {a.block} starts "
-        "inside a block, so it is copied (an exchange moving its "
-        f"{i1 - i0}x{j1 - j0} elements) instead of viewed; writes into the copy do not reach "
-        "the matrix (assign with A[i0:i1, j0:j1] = value). Offsets that are multiples of the "
-        "block size give views.",
+        f"the window [{i0}:{i1}, {j0}:{j1}] of a matrix with blocks {w.parent.block} starts "
+        f"inside a block, and this operation needs it as a stored matrix: it is copied (an "
+        f"exchange moving its {i1 - i0}x{j1 - j0} elements). GEMM (A @ B) reads such windows in "
+        "place; offsets that are multiples of the block size are views for every operation.",
         ViewCopyWarning,
         stacklevel=_user_stacklevel(),
     )
-    g = a.grid
-    layout = BlockCyclicLayout((i1 - i0, j1 - j0), a.layout.block, g.shape)
-    out = BlockCyclicArray(
-        g.backend.empty(layout.local_shape(g.myrow, g.mycol), a.dtype), layout, g
-    )
-    copy_window(a, (i0, j0), out, (0, 0), out.shape)
-    return out
+
+
+def _write_back(target: BlockCyclicArray, value: BlockCyclicArray) -> None:
+    """Copy the stored ``value`` (``target.layout``, the working copy) into the window view
+    ``target``'s place in its parent. Collective."""
+    w = target._window
+    assert w is not None and value.layout == target.layout
+    copy_window(value, (0, 0), w.parent, (w.rows[0], w.cols[0]), value.shape)
+
+
+def written_back(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate an operator whose arguments ``names`` it may write into (``C``, ``B`` with
+    ``overwrite_b=True``): a window view passed there is replaced by a copy (copied in), the
+    operator runs on the copy, and what it wrote is copied back into the parent's window; the
+    operator then returns the window view where it would have returned the copy."""
+
+    def decorator(op: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(op)
+
+        @functools.wraps(op)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for x in (*args, *kwargs.values()):
+                if isinstance(x, BlockCyclicArray) and x._window is not None:
+                    break
+            else:
+                return op(*args, **kwargs)  # the common case: no binding, ~0.2 us
+            bound = sig.bind(*args, **kwargs)
+            views = {}
+            for name in names:
+                v = bound.arguments.get(name)
+                if isinstance(v, BlockCyclicArray) and v.is_window:
+                    if v._transposed or v._conjugated:
+                        continue  # the operator refuses lazy T/conj outputs itself
+                    if name != "C" and not bound.arguments.get("overwrite_" + name.lower()):
+                        continue  # read only: the operator resolves it
+                    views[name] = v
+                    bound.arguments[name] = v.storage
+            if not views:
+                return op(*args, **kwargs)
+            result = op(*bound.args, **bound.kwargs)
+            for name, v in views.items():
+                work = bound.arguments[name]
+                _write_back(v, work)
+                if result is work:
+                    result = v
+            return result
+
+        return wrapper
+
+    return decorator
 
 
 def _storage_ranges(a: BlockCyclicArray, rows: Range, cols: Range) -> tuple[Range, Range]:
     return (cols, rows) if a._transposed else (rows, cols)
 
 
+def _base_of(a: BlockCyclicArray) -> tuple[BlockCyclicArray, int, int]:
+    """The stored matrix a view's elements live in, and the view's offset in it (flags aside):
+    the parent of a window view, else ``a.storage``."""
+    w = a._window
+    if w is not None:
+        return w.parent, w.rows[0], w.cols[0]
+    return a.storage, 0, 0
+
+
 def getitem(a: BlockCyclicArray, key: Any) -> Any:
     """``a[key]``: an element (NumPy scalar on every rank) or a BlockCyclicArray window."""
     rows, cols, element = parse_key(key, a.shape)
     srows, scols = _storage_ranges(a, rows, cols)
+    base, oi, oj = _base_of(a)
+    srows, scols = _shift(srows, oi), _shift(scols, oj)
     if element:
-        return _element(a, srows[0], scols[0])
-    s = window(a.storage, srows, scols)
+        v = _element(base, srows[0], scols[0])
+        return np.conj(v) if a._conjugated else v
+    s = window(base, srows, scols)
     if a._transposed:
         s = s.T
     return s.conj() if a._conjugated else s
 
 
+def _shift(r: Range, by: int) -> Range:
+    return (r[0] + by, r[1] + by)
+
+
 def _element(a: BlockCyclicArray, i: int, j: int) -> Any:
-    """Element ``(i, j)`` of ``a``'s storage, broadcast from its owner (conjugated if a is)."""
+    """Element ``(i, j)`` of the stored ``a``, broadcast from its owner."""
     lay, g = a.layout, a.grid
     (prow, pcol), (il, jl) = lay.global_to_local(i, j)
     root = g.rank_of(prow, pcol)
@@ -214,8 +300,7 @@ def _element(a: BlockCyclicArray, i: int, j: int) -> Any:
     if g.rank == root:
         value = a.backend.asnumpy(a._data[il : il + 1, jl : jl + 1])[0, 0]
     value = a.backend.bcast(value, root=root)
-    value = a.dtype.type(value)
-    return np.conj(value) if a._conjugated else value
+    return a.dtype.type(value)
 
 
 # -- assignment -------------------------------------------------------------------------------
@@ -229,7 +314,8 @@ def setitem(a: BlockCyclicArray, key: Any, value: Any) -> None:
     rows, cols, _ = parse_key(key, a.shape)
     srows, scols = _storage_ranges(a, rows, cols)
     h, w = srows[1] - srows[0], scols[1] - scols[0]
-    s = a.storage
+    s, oi, oj = _base_of(a)
+    srows, scols = _shift(srows, oi), _shift(scols, oj)
     what = "A[...] = value"
     if isinstance(value, BlockCyclicArray):
         src = value.T if a._transposed else value
@@ -256,7 +342,7 @@ def setitem(a: BlockCyclicArray, key: Any, value: Any) -> None:
     local = _host_value(value, s.dtype, (rows[1] - rows[0], cols[1] - cols[0]), what)
     if a._transposed and local.ndim == 2:
         local = local.T
-    rs, cs = _local_slices(s, srows, scols)
+    rs, cs = Window(s, srows, scols).local_slices()
     if local.ndim == 0:
         s._data[rs, cs] = local[()]
         return

@@ -55,8 +55,7 @@ def matmul(a: BlockCyclicArray, b: BlockCyclicArray) -> BlockCyclicArray:
             f"({a.shape[1]} (dim 1) != {b.shape[0]} (dim 0))"
         )
     if _same_stored_matrix(a, b):
-        _, va = ck.split_view(a)
-        _, vb = ck.split_view(b)
+        va, vb = ck.op_of(a), ck.op_of(b)
         for herm, flip in ((False, "T"), (True, "C")):
             if vb == compose_op(va, flip):
                 name = "matmul(herk)" if herm else "matmul(syrk)"
@@ -73,6 +72,8 @@ def _same_stored_matrix(a: BlockCyclicArray, b: BlockCyclicArray) -> bool:
     of the per-rank memory comparison (an empty local matrix proves nothing on its own)."""
     if not a.grid.same_as(b.grid):
         return False
+    if a.is_window or b.is_window:  # the same window of the same parent
+        return a._window is not None and a._window.same_as(b._window)
     if a.shares_storage(b):
         return True
     if a.layout != b.layout or a.dtype != b.dtype:

@@ -165,6 +165,11 @@ class Source:
         ``unit`` the diagonal is taken as ones and not read). 'sym'/'tri' need square blocks.
     uplo : {'L', 'U'}
     unit : bool
+    offset, extent : tuple of int
+        'general' only: ``X_eff`` is the window ``X[i0 : i0 + h, j0 : j0 + w]`` for
+        ``offset = (i0, j0)``, ``extent = (h, w)`` (PBLAS's ``IA, JA``; None: all of ``X``).
+        The window may start anywhere inside a block: :func:`plan_panels` then cuts each block
+        of ``M`` at ``X``'s block boundaries (up to four pieces, from up to four owners).
     """
 
     layout: BlockCyclicLayout
@@ -172,6 +177,18 @@ class Source:
     structure: str = "general"
     uplo: str = "L"
     unit: bool = False
+    offset: tuple[int, int] = (0, 0)
+    extent: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.extent is not None and self.structure != "general":
+            raise ValueError("a window of X (offset/extent) needs structure='general'")
+
+    @property
+    def windowed(self) -> bool:
+        return self.extent is not None and (
+            self.offset != (0, 0) or self.extent != self.layout.shape
+        )
 
     @property
     def transposed(self) -> bool:
@@ -179,7 +196,7 @@ class Source:
 
     @property
     def shape(self) -> tuple[int, int]:
-        m, n = self.layout.shape
+        m, n = self.layout.shape if self.extent is None else self.extent
         return (n, m) if self.transposed else (m, n)
 
     @property
@@ -283,6 +300,47 @@ def make_steps(k: int, kb: int, width: int | None = None) -> tuple[tuple[int, in
     return tuple((b, min(b + g, nk)) for b in range(0, nk, g))
 
 
+def _split(start: int, stop: int, b: int) -> list[tuple[int, int, int]]:
+    """``[start, stop)`` cut at multiples of ``b``: ``(block, first index, length)`` pieces."""
+    out = []
+    g = start
+    while g < stop:
+        e = min(stop, (g // b + 1) * b)
+        out.append((g // b, g, e - g))
+        g = e
+    return out
+
+
+def _window_pieces(
+    src: Source, pc: int, rows: tuple[int, int], cols: tuple[int, int], dr: int, dc: int
+) -> list[Piece]:
+    """The pieces of ``M[rows, cols]`` (``M = op(window of X)``) that land at ``(dr, dc)`` of a
+    panel: the stored rectangle cut at ``X``'s block boundaries, one piece per block."""
+    xl, op = src.layout, src.op
+    (mb, nb), (pr_, pc_) = xl.block, xl.grid_shape
+    i0, j0 = src.offset
+    if src.transposed:  # M rows are X columns
+        xr, xc = (i0 + cols[0], i0 + cols[1]), (j0 + rows[0], j0 + rows[1])
+    else:
+        xr, xc = (i0 + rows[0], i0 + rows[1]), (j0 + cols[0], j0 + cols[1])
+    pieces = []
+    for bi, gi, h in _split(*xr, mb):
+        for bj, gj, w in _split(*xc, nb):
+            owner = xl.block_owner(bi, bj)
+            sr0 = (gi // (mb * pr_)) * mb + gi % mb  # ScaLAPACK's INDXG2L
+            sc0 = (gj // (nb * pc_)) * nb + gj % nb
+            if src.transposed:
+                pdr, pdc, nr, nc = gj - xc[0], gi - xr[0], w, h
+            else:
+                pdr, pdc, nr, nc = gi - xr[0], gj - xc[0], h, w
+            pieces.append(
+                Piece(
+                    owner[0] * pc + owner[1], sr0, sc0, h, w, None, op, dr + pdr, dc + pdc, nr, nc
+                )
+            )
+    return pieces
+
+
 def _merge(a: Piece, b: Piece, vertical: bool) -> Piece | None:
     """``a`` and ``b`` as one piece if they are adjacent in both panel and source, else None."""
     if a.sender != b.sender or a.op != b.op or a.mask is not None or b.mask is not None:
@@ -354,12 +412,12 @@ def plan_panels(
     pr, pc = tgt.grid_shape
     if xl.grid_shape != tgt.grid_shape:
         raise ValueError(f"source grid {xl.grid_shape} differs from target grid {tgt.grid_shape}")
-    if src.block[0] != tgt.block[axis] or src.shape[0] != tgt.shape[axis]:
+    if (not src.windowed and src.block[0] != tgt.block[axis]) or src.shape[0] != tgt.shape[axis]:
         raise ValueError(
             f"panel rows of {src.shape} blocked {src.block} do not match the target dimension "
             f"{tgt.shape[axis]} blocked {tgt.block[axis]}"
         )
-    rb, kb = src.block
+    rb, kb = tgt.block[axis], src.block[1]
     nrows, kdim = src.shape
     ngroups = pr if axis == 0 else pc
     other = pc if axis == 0 else pr
@@ -389,6 +447,11 @@ def plan_panels(
                 for kk in range(b0, b1):
                     dc = kk * kb - k0
                     nc = min(kb, kdim - kk * kb)
+                    if src.windowed:
+                        rows, cols = (i * rb, i * rb + nr), (kk * kb, kk * kb + nc)
+                        pieces += _window_pieces(src, pc, rows, cols, dr, dc)
+                        any_nonzero = True
+                        continue
                     where = src.resolve(i, kk)
                     if where is None:
                         zeros.append((dr, dc, nr, nc))

@@ -23,6 +23,7 @@ from . import _checks as ck
 from ._triangle import symmetric_from_triangle
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .gemm import check_method, check_stages, scale_local, summa_product
+from .indexing import written_back
 from .panels import Source, compose_op
 
 __all__ = ["symm", "sym_source"]
@@ -37,6 +38,7 @@ def sym_source(XA: BlockCyclicArray, view: str, uplo: str) -> Source:
     return Source(XA.layout, "R" if conj else "N", "sym", stored_uplo)
 
 
+@written_back("C")
 def symm(
     A: BlockCyclicArray,
     B: BlockCyclicArray,

@@ -31,6 +31,7 @@ from . import _checks as ck
 from ._triangle import scale_triangle, triangle_mask
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .gemm import check_method, check_stages
+from .indexing import written_back
 from .panels import PanelSpec, Source, compose_op, default_step_width, make_steps, run_pipeline
 
 __all__ = ["syrk", "rank_k", "triangle_update"]
@@ -382,6 +383,7 @@ def rank_k(
     return Cw
 
 
+@written_back("C")
 def syrk(
     A: BlockCyclicArray,
     C: BlockCyclicArray | None = None,

@@ -22,11 +22,13 @@ from ..layout import BlockCyclicLayout
 from . import _checks as ck
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .gemm import check_method, check_stages, scale_local, summa_product
+from .indexing import written_back
 from .panels import Source, compose_op
 
 __all__ = ["trmm"]
 
 
+@written_back("B")
 def trmm(
     A: BlockCyclicArray,
     B: BlockCyclicArray,

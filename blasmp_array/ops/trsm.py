@@ -113,6 +113,7 @@ from ..layout import numroc
 from . import _checks as ck
 from . import _exchange as engine
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
+from .indexing import written_back
 
 __all__ = ["trsm", "solve_triangular", "TrsmRedistributionWarning", "free_workspace"]
 
@@ -126,6 +127,7 @@ class TrsmRedistributionWarning(RedistributionWarning):
 
 
 # -- public API -------------------------------------------------------------------------------
+@written_back("B")
 def trsm(
     A: BlockCyclicArray,
     B: BlockCyclicArray,
