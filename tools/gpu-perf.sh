@@ -17,8 +17,8 @@
 #   chol1/lu1    Cholesky (n=$N) / LU (n=$NSMALL) on 1 rank, default block, against CuPy
 #   lu4          LU on 4 ranks (2x2, MPS), n=$N, block $BLOCK4
 #   lu1big       LU on 1 rank at n=$N against cupyx lu_factor
-#   views4       A[1:, 1:] @ B[1:, 1:] (a window copied by the exchange), A @ B and sum(axis=0) on 4
-#                ranks (2x2, MPS), n=$N, default block
+#   views4       A[1:, 1:] @ B[1:, 1:] (window views, read in place by GEMM), the same on copies of
+#                the windows, A @ B and sum(axis=0) on 4 ranks (2x2, MPS), n=$N, default block
 #   prof1        tools/profile_face.py at n=$NSMALL: per-call host profile of the face (issue 14)
 #   puts4        tools/put_bandwidth.py on 4 ranks (MPS): the NVSHMEM put limit beside redist4
 #   tracest4 / tracechol4 / tracelu4  one traced call on 4 ranks (2x2, MPS), n=$N: solve_triangular
@@ -57,7 +57,7 @@ for p in "${phases[@]}"; do
     lu4) bench lu4 4 lu --n "$n" --block "$block4" --grid 2x2 --repeat "$repeat" ;;
     lu1) bench lu1 1 lu --n "$nsmall" --repeat "$repeat" --compare --baselines "$baselines" ;;
     lu1big) bench lu1big 1 lu --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
-    views4) bench views4 4 matmul_view,matmul,sum_axis0 --n "$n" --grid 2x2 --repeat "$repeat" ;;
+    views4) bench views4 4 matmul_view,matmul_view_copy,matmul,sum_axis0 --n "$n" --grid 2x2 --repeat "$repeat" ;;
     prof1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/profile_face.py \
              --n "$nsmall" > "$out/perf-prof1.log" 2>&1
            summary+=("prof1 (np=1: tools/profile_face.py --n $nsmall): rc=$?") ;;

@@ -105,7 +105,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -280,7 +280,7 @@ class GroupStep:
     lo: int
     hi: int
     width: int
-    segments: tuple[tuple[int, int, int, tuple[Piece, ...]], ...]
+    segments: tuple[tuple[int, int, int, tuple[Piece, ...] | tuple[Gather]], ...]
     zeros: tuple[tuple[int, int, int, int], ...]
     receivers: tuple[int, ...]
     in_order: bool
@@ -311,34 +311,128 @@ def _split(start: int, stop: int, b: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _window_pieces(
-    src: Source, pc: int, rows: tuple[int, int], cols: tuple[int, int], dr: int, dc: int
-) -> list[Piece]:
-    """The pieces of ``M[rows, cols]`` (``M = op(window of X)``) that land at ``(dr, dc)`` of a
-    panel: the stored rectangle cut at ``X``'s block boundaries, one piece per block."""
-    xl, op = src.layout, src.op
-    (mb, nb), (pr_, pc_) = xl.block, xl.grid_shape
-    i0, j0 = src.offset
-    if src.transposed:  # M rows are X columns
-        xr, xc = (i0 + cols[0], i0 + cols[1]), (j0 + rows[0], j0 + rows[1])
+@dataclass(frozen=True, eq=False)  # identity: index arrays are not hashed
+class Gather:
+    """A segment of a windowed source (:attr:`Source.offset`): the sender's elements of the
+    panel as one product of index sets, packed by one gather and unpacked by one scatter.
+
+    ``xr, xc``: the sender's local rows and columns (index arrays, or slices where they are a
+    contiguous run); ``op`` maps ``local[xr][:, xc]`` to the panel orientation; ``dr, dc``: the
+    panel rows (relative to the active rows) and columns it lands on. For a general source
+    the sender's part of a panel always is such a product: process row ``p`` owns the rows
+    it owns, process column ``q`` the columns, whatever the offset.
+    """
+
+    sender: int
+    xr: Any
+    xc: Any
+    op: str
+    dr: Any
+    dc: Any
+    offset: int = 0
+    device: dict = field(default_factory=dict)  # index arrays on the backend's device, by xp
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (_count(self.dr), _count(self.dc))
+
+    @property
+    def size(self) -> int:
+        r, c = self.shape
+        return r * c
+
+    def on(self, xp: Any) -> tuple[Any, Any, Any, Any]:
+        """``(xr, xc, dr, dc)`` with the index arrays on ``xp``'s device (cached)."""
+        key = xp.__name__
+        if key not in self.device:
+            self.device[key] = tuple(
+                x if isinstance(x, slice) else xp.asarray(x)
+                for x in (self.xr, self.xc, self.dr, self.dc)
+            )
+        return self.device[key]
+
+
+def _count(x: Any) -> int:
+    return x.stop - x.start if isinstance(x, slice) else len(x)
+
+
+def _as_index(x: np.ndarray) -> Any:
+    """``x`` as a slice when it is a contiguous increasing run (cheaper to index), else as is."""
+    if len(x) and x[-1] - x[0] == len(x) - 1 and (len(x) == 1 or bool(np.all(np.diff(x) == 1))):
+        return slice(int(x[0]), int(x[-1]) + 1)
+    return x
+
+
+def _take2(xp: Any, a: Any, rows: Any, cols: Any) -> Any:
+    """``a[rows][:, cols]`` for slices and/or index arrays."""
+    if isinstance(rows, slice):
+        return a[rows, cols] if isinstance(cols, slice) else xp.take(a[rows], cols, axis=1)
+    if isinstance(cols, slice):
+        return xp.take(a[:, cols], rows, axis=0)
+    return a[rows[:, None], cols[None, :]]
+
+
+def _put2(a: Any, rows: Any, cols: Any, value: Any) -> None:
+    """``a[rows][:, cols] = value`` for slices and/or index arrays."""
+    if isinstance(rows, slice) or isinstance(cols, slice):
+        a[rows, cols] = value
     else:
-        xr, xc = (i0 + rows[0], i0 + rows[1]), (j0 + cols[0], j0 + cols[1])
-    pieces = []
-    for bi, gi, h in _split(*xr, mb):
-        for bj, gj, w in _split(*xc, nb):
-            owner = xl.block_owner(bi, bj)
-            sr0 = (gi // (mb * pr_)) * mb + gi % mb  # ScaLAPACK's INDXG2L
-            sc0 = (gj // (nb * pc_)) * nb + gj % nb
-            if src.transposed:
-                pdr, pdc, nr, nc = gj - xc[0], gi - xr[0], w, h
-            else:
-                pdr, pdc, nr, nc = gi - xr[0], gj - xc[0], h, w
-            pieces.append(
-                Piece(
-                    owner[0] * pc + owner[1], sr0, sc0, h, w, None, op, dr + pdr, dc + pdc, nr, nc
+        a[rows[:, None], cols[None, :]] = value
+
+
+def _owners(g: np.ndarray, b: int, nprocs: int, src: int) -> tuple[np.ndarray, np.ndarray]:
+    """Owner and local index of global indices ``g`` (vectorised INDXG2P, INDXG2L)."""
+    return (src + g // b) % nprocs, (g // (b * nprocs)) * b + g % b
+
+
+def _window_group_step(
+    src: Source, mrows: np.ndarray, k0: int, width: int, receivers: tuple[int, ...], pc: int
+) -> GroupStep:
+    """The panel of one group at one step for a windowed general source: ``M[mrows, k0:k0 +
+    width]`` as one :class:`Gather` per sender."""
+    xl = src.layout
+    (mb, nb), (xpr, xpc), (sr, sc) = xl.block, xl.grid_shape, xl.src
+    kcols = np.arange(k0, k0 + width)
+    i0, j0 = src.offset
+    # (panel-row side, K side) in X's (row, column) terms
+    if src.transposed:
+        (orow, lrow), (ocol, lcol) = (
+            _owners(i0 + kcols, mb, xpr, sr),
+            _owners(j0 + mrows, nb, xpc, sc),
+        )
+    else:
+        (orow, lrow), (ocol, lcol) = (
+            _owners(i0 + mrows, mb, xpr, sr),
+            _owners(j0 + kcols, nb, xpc, sc),
+        )
+    gathers = []
+    for p in np.unique(orow):
+        rsel = np.flatnonzero(orow == p)
+        for q in np.unique(ocol):
+            csel = np.flatnonzero(ocol == q)
+            pos_r, pos_c = (csel, rsel) if src.transposed else (rsel, csel)
+            gathers.append(
+                Gather(
+                    int(p) * pc + int(q),
+                    _as_index(lrow[rsel]),
+                    _as_index(lcol[csel]),
+                    src.op,
+                    _as_index(pos_r),
+                    _as_index(pos_c),
                 )
             )
-    return pieces
+    segments = []
+    offset = 0
+    for gth in sorted(gathers, key=lambda x: x.sender):
+        gth = replace(gth, offset=offset)
+        segments.append((gth.sender, offset, gth.size, (gth,)))
+        offset += gth.size
+    whole = (slice(0, len(mrows)), slice(0, width))
+    in_order = len(gathers) == 1 and all(
+        isinstance(x, slice) and x == w
+        for x, w in zip((gathers[0].dr, gathers[0].dc), whole, strict=True)
+    )
+    return GroupStep(0, len(mrows), width, tuple(segments), (), receivers, in_order)
 
 
 def _merge(a: Piece, b: Piece, vertical: bool) -> Piece | None:
@@ -436,6 +530,13 @@ def plan_panels(
         width = min(b1 * kb, kdim) - k0
         row = []
         for g in range(ngroups):
+            if src.windowed:
+                mrows = tgt.local_rows(g) if axis == 0 else tgt.local_cols(g)
+                if not len(mrows) or not receivers_of[g] or width <= 0:
+                    row.append(GroupStep(0, 0, max(width, 0), (), (), (), False))
+                else:
+                    row.append(_window_group_step(src, mrows, k0, width, receivers_of[g], pc))
+                continue
             blocks = tgt.local_block_rows(g) if axis == 0 else tgt.local_block_cols(g)
             pieces: list[Piece] = []
             zeros: list[tuple[int, int, int, int]] = []
@@ -447,11 +548,6 @@ def plan_panels(
                 for kk in range(b0, b1):
                     dc = kk * kb - k0
                     nc = min(kb, kdim - kk * kb)
-                    if src.windowed:
-                        rows, cols = (i * rb, i * rb + nr), (kk * kb, kk * kb + nc)
-                        pieces += _window_pieces(src, pc, rows, cols, dr, dc)
-                        any_nonzero = True
-                        continue
                     where = src.resolve(i, kk)
                     if where is None:
                         zeros.append((dr, dc, nr, nc))
@@ -533,22 +629,31 @@ def _apply_op(xp: Any, blk: Any, op: str) -> Any:
     return xp.conj(blk) if xp.iscomplexobj(blk) else blk
 
 
-def _pack(xp: Any, local: Any, pieces: Sequence[Piece], dst: Any, base: int) -> None:
+def _pack(
+    xp: Any, local: Any, pieces: Sequence[Piece] | Sequence[Gather], dst: Any, base: int
+) -> None:
     """Write ``pieces`` of ``local`` into the flat ``dst`` at ``base + piece.offset - first``."""
     first = pieces[0].offset
     for p in pieces:
-        blk = local[p.sr0 : p.sr0 + p.snr, p.sc0 : p.sc0 + p.snc]
-        blk = _apply_op(xp, _masked(xp, blk, p.mask), p.op)
         start = base + p.offset - first
-        dst[start : start + p.size].reshape(p.nr, p.nc)[...] = blk
+        out = dst[start : start + p.size]
+        if isinstance(p, Gather):
+            xr, xc, _, _ = p.on(xp)
+            out.reshape(p.shape)[...] = _apply_op(xp, _take2(xp, local, xr, xc), p.op)
+            continue
+        blk = local[p.sr0 : p.sr0 + p.snr, p.sc0 : p.sc0 + p.snc]
+        out.reshape(p.nr, p.nc)[...] = _apply_op(xp, _masked(xp, blk, p.mask), p.op)
 
 
-def _unpack(slot: Any, gs: GroupStep, panel: Any) -> None:
+def _unpack(xp: Any, slot: Any, gs: GroupStep, panel: Any) -> None:
     for _, _, _, pieces in gs.segments:
         for p in pieces:
-            panel[p.dr : p.dr + p.nr, p.dc : p.dc + p.nc] = slot[
-                p.offset : p.offset + p.size
-            ].reshape(p.nr, p.nc)
+            data = slot[p.offset : p.offset + p.size]
+            if isinstance(p, Gather):
+                _, _, dr, dc = p.on(xp)
+                _put2(panel, dr, dc, data.reshape(p.shape))
+            else:
+                panel[p.dr : p.dr + p.nr, p.dc : p.dc + p.nc] = data.reshape(p.nr, p.nc)
     for dr, dc, nr, nc in gs.zeros:
         panel[dr : dr + nr, dc : dc + nc] = 0
 
@@ -571,7 +676,17 @@ def _warm_pack_unpack(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     panel = xp.empty((n, n), dtype)
     seg_pieces = (Piece(0, 0, 0, 4, 4, None, "N", 1, 1, 4, 4, 0),)
     zeros = ((0, 0, 1, n), (1, 0, 4, 1))
-    _unpack(flat, GroupStep(0, n, n, ((0, 0, 16, seg_pieces),), zeros, (), False), panel)
+    _unpack(xp, flat, GroupStep(0, n, n, ((0, 0, 16, seg_pieces),), zeros, (), False), panel)
+    # Gather segments (windowed sources): gathers and scatters by slices and index arrays
+    idx = np.array([0, 2, 3])
+    for xr, xc in ((idx, idx), (slice(1, 4), idx), (idx, slice(1, 4)), (slice(1, 4), slice(0, 3))):
+        for op in ("N", "T", "C", "R"):
+            g = Gather(
+                0, xr, xc, op, xc if op in ("T", "C") else xr, xr if op in ("T", "C") else xc
+            )
+            _pack(xp, local, [g], flat, 0)
+            gs = GroupStep(0, n, n, ((0, 0, g.size, (g,)),), (), (), False)
+            _unpack(xp, flat, gs, panel)
 
 
 # -- the exchange -----------------------------------------------------------------------------
@@ -757,7 +872,7 @@ class PanelExchange:
                 arr = buf[:need].reshape(rows, gs.width)
                 slot = ex.view(k, base, (self.summa.slot_elems[o],))
                 # slot (senders' segments) -> the panel in local order, zero fill
-                self.backend.launch(self.backend.compute, _unpack, slot, gs, arr)
+                self.backend.launch(self.backend.compute, _unpack, self._xp, slot, gs, arr)
             out.append(Panel(gs.lo, gs.hi, arr))
         return out
 
