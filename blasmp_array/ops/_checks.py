@@ -25,6 +25,7 @@ __all__ = [
     "split_view",
     "split_window",
     "op_of",
+    "foldable",
     "result_dtype",
     "cast_scalar",
     "cast_storage",
@@ -173,6 +174,20 @@ def split_window(
         op_of(x),
         (w.rows[0], w.cols[0]),
         (w.rows[1] - w.rows[0], w.cols[1] - w.cols[0]),
+    )
+
+
+def foldable(
+    parent: BlockCyclicArray, grid: Any, block: tuple[int, int], dtype: np.dtype, meth: str
+) -> bool:
+    """Whether a panel pipeline can read a window of ``parent`` in place (the offset folded into
+    its plan): ``parent`` on ``grid``, in ``block`` and ``dtype`` already, and not the one local
+    BLAS call of a 1x1 grid; else the window (not the whole parent) is copied, then moved."""
+    return (
+        meth != "local"
+        and parent.grid.same_as(grid)
+        and tuple(parent.block) == tuple(block)
+        and parent.dtype == dtype
     )
 
 

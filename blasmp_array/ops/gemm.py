@@ -215,9 +215,9 @@ def gemm(
     kblk = sa.block[1]
     # a window view is read in place (its offset folded into the plan) where its parent is
     # already where SUMMA reads it; else it is copied, then moved like any operand
-    if exta is not None and not _foldable(XA, grid, _stored((rowblk, kblk), opa), dtype, meth):
+    if exta is not None and not ck.foldable(XA, grid, _stored((rowblk, kblk), opa), dtype, meth):
         (XA, _), offa, exta = ck.split_view(A), (0, 0), None
-    if extb is not None and not _foldable(XB, grid, _stored((kblk, colblk), opb), dtype, meth):
+    if extb is not None and not ck.foldable(XB, grid, _stored((kblk, colblk), opb), dtype, meth):
         (XB, _), offb, extb = ck.split_view(B), (0, 0), None
     XA = ck.move(
         XA,
@@ -269,19 +269,6 @@ def gemm(
         ck.store(C, back)
         return C
     return Cw
-
-
-def _foldable(
-    parent: BlockCyclicArray, grid: Any, block: tuple[int, int], dtype: np.dtype, meth: str
-) -> bool:
-    """Whether SUMMA can read a window of ``parent`` in place: on ``grid``, in ``block`` and
-    ``dtype`` already (else the window, not the whole parent, is copied and moved)."""
-    return (
-        meth != "local"
-        and parent.grid.same_as(grid)
-        and tuple(parent.block) == tuple(block)
-        and parent.dtype == dtype
-    )
 
 
 def _stored(block: tuple[int, int], op: str) -> tuple[int, int]:

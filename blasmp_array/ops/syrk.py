@@ -262,14 +262,15 @@ def rank_k(
     ``trans`` in 'N', 'T', 'C' names ``op`` in ``op(A) op(A)^T`` (``op(A) op(A)^H`` when
     ``hermitian``; so ``trans='N', hermitian=True`` is ``A A^H``).
     """
-    XA, va = ck.split_view(A)
+    XA, va, offa, exta = ck.split_window(A)
     o1a = compose_op(va, trans)
-    sa = Source(XA.layout, o1a)
+    sa = Source(XA.layout, o1a, offset=offa, extent=exta)
     n, kdim = sa.shape
+    offb, extb = (0, 0), None
     if B is not None:
-        XB, vb = ck.split_view(B)
+        XB, vb, offb, extb = ck.split_window(B)
         o1b = compose_op(vb, trans)
-        sb = Source(XB.layout, o1b)
+        sb = Source(XB.layout, o1b, offset=offb, extent=extb)
         if sb.shape != sa.shape:
             raise ValueError(
                 f"{name}: op(A) is {sa.shape[0]}x{sa.shape[1]} (A {A.shape}) but op(B) is "
@@ -295,6 +296,12 @@ def rank_k(
         bsz = sa.block[0]
     kblk = sa.block[1]
     stored_blk = (kblk, bsz) if sa.transposed else (bsz, kblk)
+    # window views are read in place where their parent is already where the panels read it
+    if exta is not None and not ck.foldable(XA, grid, stored_blk, dtype, meth):
+        (XA, _), offa, exta = ck.split_view(A), (0, 0), None
+        sa = Source(XA.layout, o1a)
+    if B is not None and extb is not None and not ck.foldable(XB, grid, stored_blk, dtype, meth):
+        (XB, _), offb, extb = ck.split_view(B), (0, 0), None
     XA = ck.move(
         XA,
         grid,
@@ -348,18 +355,23 @@ def rank_k(
                 b.syr2k(alpha, XA._data, XB._data, one, Cw._data, uplo, o1a, b.compute)
             else:
                 if B is None:
-                    operands = [(sa, XA, 0), (Source(XA.layout, col_op), XA, 1)]
+                    operands = [
+                        (sa, XA, 0),
+                        (Source(XA.layout, col_op, offset=offa, extent=exta), XA, 1),
+                    ]
                     terms = [(alpha, 0, 1)]
                 else:
                     alpha2 = np.conj(alpha) if hermitian else alpha
                     operands = [
                         (sa, XA, 0),
-                        (Source(XB.layout, o1b), XB, 0),
-                        (Source(XA.layout, col_op), XA, 1),
+                        (Source(XB.layout, o1b, offset=offb, extent=extb), XB, 0),
+                        (Source(XA.layout, col_op, offset=offa, extent=exta), XA, 1),
                         (
                             Source(
                                 XB.layout,
                                 compose_op(compose_op(o1b, "C" if hermitian else "T"), "T"),
+                                offset=offb,
+                                extent=extb,
                             ),
                             XB,
                             1,

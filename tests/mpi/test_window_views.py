@@ -216,6 +216,17 @@ def test_gemm_reads_windows_in_place(data):
             assert_within_bound(got, high(v) @ high(wv), scale, w, np.float64, what)
         got = linalg.gemm(V, W, alpha=2.0).to_numpy()
         assert_within_bound(got, 2 * high(v) @ high(wv), 2 * scale, w, np.float64, "alpha")
+        # SYRK reads windows in place too: A.T @ A and A @ A.T of a window, SYR2K of two
+        for got, ref, sc, k, what in (
+            ((V.T @ V).to_numpy(), high(v).T @ high(v), np.abs(v).T @ np.abs(v), h, "V.T @ V"),
+            ((V @ V.T).to_numpy(), high(v) @ high(v).T, np.abs(v) @ np.abs(v).T, w, "V @ V.T"),
+        ):
+            assert_within_bound(got, ref, sc, k, np.float64, what)
+        U, u = A[rows[0] : rows[1], : cols[1] - cols[0]], a[rows[0] : rows[1], :w]
+        got = np.tril(linalg.syr2k(V, U, lower=True).to_numpy())
+        ref = high(v) @ high(u).T + high(u) @ high(v).T
+        sc = np.abs(v) @ np.abs(u).T + np.abs(u) @ np.abs(v).T
+        assert_within_bound(got, np.tril(ref), np.tril(sc), 2 * w, np.float64, "syr2k(V, U)")
     # into a window of a NaN-poisoned C (a working copy, written back), beta reads it
     C = bm.full((h + 3, wv.shape[1] + 2), np.nan, block=(mb, kb), grid=grid)
     Cv = C[1 : h + 1, 1 : wv.shape[1] + 1]
@@ -302,11 +313,13 @@ def test_operators_that_copy_say_so(grid):
     if not V.is_window:
         pytest.skip("on a 1x1 grid every window is a view")
     with pytest.warns(bm.ViewCopyWarning, match=r"window \[1:11, 1:11\].*copied"):
-        linalg.syrk(V)
+        linalg.symm(V, A[1:11, 2:5], lower=True)  # the symmetric operand is copied
     with warnings.catch_warnings():
         warnings.simplefilter("error", bm.ViewCopyWarning)
         V.to_numpy()  # a gather is an explicit copy: no warning
-        _ = V @ A[1:11, 2:5]  # GEMM folds the window
+        V.copy()
+        _ = V @ A[1:11, 2:5]  # GEMM and SYRK fold the window
+        _ = V.T @ V
 
 
 def test_bad_writes_through_windows_change_nothing(grid):
