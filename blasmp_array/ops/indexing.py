@@ -26,9 +26,9 @@ block-cyclic: its first block is partial (ScaLAPACK's ``IMB < MB``). It is then 
 
 * Elements, windows of it, assignment and ``fill`` go to ``A`` (composed offsets): they see and
   change ``A`` as NumPy's views do.
-* GEMM (``V @ W``, ``linalg.gemm``) folds the offsets into its panel plan, PBLAS's ``IA, JA``:
-  the panels are packed straight from ``A``'s local matrix (:class:`~.panels.Source`'s window),
-  no copy of the operand.
+* GEMM and SYRK/SYR2K (``V @ W``, ``V.T @ V``) fold the offsets into their panel plans,
+  PBLAS's ``IA, JA``: the panels are gathered straight from ``A``'s local matrix
+  (:class:`~.panels.Source`'s window, :class:`~.panels.Gather`), no copy of the operand.
 * Every other consumer calls :attr:`BlockCyclicArray.storage` / ``resolve()``, which copies the
   window into a new array with source ``(0, 0)`` by one exchange (:func:`copy_window`) with a
   :class:`~blasmp_array.ViewCopyWarning` -- at that moment, so the copy sees ``A``'s current
@@ -202,8 +202,9 @@ def _warn_copy(w: Window) -> None:
     warnings.warn(
         f"the window [{i0}:{i1}, {j0}:{j1}] of a matrix with blocks {w.parent.block} starts "
         f"inside a block, and this operation needs it as a stored matrix: it is copied (an "
-        f"exchange moving its {i1 - i0}x{j1 - j0} elements). GEMM (A @ B) reads such windows in "
-        "place; offsets that are multiples of the block size are views for every operation.",
+        f"exchange moving its {i1 - i0}x{j1 - j0} elements). GEMM and SYRK (A @ B, A.T @ A) read "
+        "such windows in place; offsets that are multiples of the block size are views for "
+        "every operation.",
         ViewCopyWarning,
         stacklevel=_user_stacklevel(),
     )
