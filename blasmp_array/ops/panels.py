@@ -166,10 +166,10 @@ class Source:
     uplo : {'L', 'U'}
     unit : bool
     offset, extent : tuple of int
-        'general' only: ``X_eff`` is the window ``X[i0 : i0 + h, j0 : j0 + w]`` for
-        ``offset = (i0, j0)``, ``extent = (h, w)`` (PBLAS's ``IA, JA``; None: all of ``X``).
-        The window may start anywhere inside a block: :func:`plan_panels` then cuts each block
-        of ``M`` at ``X``'s block boundaries (up to four pieces, from up to four owners).
+        ``X`` is the window ``X[i0 : i0 + h, j0 : j0 + w]`` for ``offset = (i0, j0)``,
+        ``extent = (h, w)`` (PBLAS's ``IA, JA``; None: all of ``X``), square for 'sym'/'tri'
+        (whose triangles are the window's own). The window may start anywhere inside a block:
+        :func:`plan_panels` then plans each sender's part of a panel as one :class:`Gather`.
     """
 
     layout: BlockCyclicLayout
@@ -182,7 +182,8 @@ class Source:
 
     def __post_init__(self) -> None:
         if self.extent is not None and self.structure != "general":
-            raise ValueError("a window of X (offset/extent) needs structure='general'")
+            if self.extent[0] != self.extent[1]:
+                raise ValueError(f"a {self.structure} window must be square, got {self.extent}")
 
     @property
     def windowed(self) -> bool:
@@ -280,7 +281,7 @@ class GroupStep:
     lo: int
     hi: int
     width: int
-    segments: tuple[tuple[int, int, int, tuple[Piece, ...] | tuple[Gather]], ...]
+    segments: tuple[tuple[int, int, int, tuple[Piece, ...] | tuple[Gather, ...]], ...]
     zeros: tuple[tuple[int, int, int, int], ...]
     receivers: tuple[int, ...]
     in_order: bool
@@ -321,6 +322,13 @@ class Gather:
     panel rows (relative to the active rows) and columns it lands on. For a general source
     the sender's part of a panel always is such a product: process row ``p`` owns the rows
     it owns, process column ``q`` the columns, whatever the offset.
+
+    Symmetric and triangular windows (``keep``): the gathered block is masked to a triangle of
+    the window, judged by ``wr, wc`` (the window rows and columns of the gathered elements):
+    'L'/'U' keep ``wr >= wc`` / ``wr <= wc``, 'Ls'/'Us' the strict triangles; ``unit`` puts
+    ones on the diagonal. A symmetric window is two gathers per sender: its stored triangle
+    as is, and the strict triangle again through the transposed op (the mirrored half), which
+    the receiver *adds* (``add``) after every plain gather of the panel was written.
     """
 
     sender: int
@@ -330,6 +338,11 @@ class Gather:
     dr: Any
     dc: Any
     offset: int = 0
+    keep: str | None = None
+    unit: bool = False
+    add: bool = False
+    wr: Any = None
+    wc: Any = None
     device: dict = field(default_factory=dict)  # index arrays on the backend's device, by xp
 
     @property
@@ -341,13 +354,13 @@ class Gather:
         r, c = self.shape
         return r * c
 
-    def on(self, xp: Any) -> tuple[Any, Any, Any, Any]:
-        """``(xr, xc, dr, dc)`` with the index arrays on ``xp``'s device (cached)."""
+    def on(self, xp: Any) -> tuple[Any, ...]:
+        """``(xr, xc, dr, dc, wr, wc)`` with the index arrays on ``xp``'s device (cached)."""
         key = xp.__name__
         if key not in self.device:
             self.device[key] = tuple(
-                x if isinstance(x, slice) else xp.asarray(x)
-                for x in (self.xr, self.xc, self.dr, self.dc)
+                x if x is None or isinstance(x, slice) else xp.asarray(x)
+                for x in (self.xr, self.xc, self.dr, self.dc, self.wr, self.wc)
             )
         return self.device[key]
 
@@ -380,57 +393,94 @@ def _put2(a: Any, rows: Any, cols: Any, value: Any) -> None:
         a[rows[:, None], cols[None, :]] = value
 
 
+def _add2(a: Any, rows: Any, cols: Any, value: Any) -> None:
+    """``a[rows][:, cols] += value`` (no repeated indices)."""
+    if isinstance(rows, slice) or isinstance(cols, slice):
+        a[rows, cols] += value
+    else:
+        a[rows[:, None], cols[None, :]] += value
+
+
+def _keep(xp: Any, blk: Any, wr: Any, wc: Any, keep: str, unit: bool) -> Any:
+    """``blk`` masked to the ``keep`` triangle of the window (see :class:`Gather`)."""
+    d = wr[:, None] - wc[None, :]
+    inside = {"L": d >= 0, "U": d <= 0, "Ls": d > 0, "Us": d < 0}[keep]
+    blk = xp.where(inside, blk, 0)
+    return xp.where(d == 0, 1, blk) if unit else blk
+
+
 def _owners(g: np.ndarray, b: int, nprocs: int, src: int) -> tuple[np.ndarray, np.ndarray]:
     """Owner and local index of global indices ``g`` (vectorised INDXG2P, INDXG2L)."""
     return (src + g // b) % nprocs, (g // (b * nprocs)) * b + g % b
 
 
-def _window_group_step(
-    src: Source, mrows: np.ndarray, k0: int, width: int, receivers: tuple[int, ...], pc: int
-) -> GroupStep:
-    """The panel of one group at one step for a windowed general source: ``M[mrows, k0:k0 +
-    width]`` as one :class:`Gather` per sender."""
+def _window_gathers(
+    src: Source, op: str, mrows: np.ndarray, kcols: np.ndarray, pc: int, **mask: Any
+) -> list[Gather]:
+    """One :class:`Gather` per sender of ``M[mrows, kcols]`` for ``M = op(window of X)``."""
     xl = src.layout
     (mb, nb), (xpr, xpc), (sr, sc) = xl.block, xl.grid_shape, xl.src
-    kcols = np.arange(k0, k0 + width)
     i0, j0 = src.offset
-    # (panel-row side, K side) in X's (row, column) terms
-    if src.transposed:
-        (orow, lrow), (ocol, lcol) = (
-            _owners(i0 + kcols, mb, xpr, sr),
-            _owners(j0 + mrows, nb, xpc, sc),
-        )
-    else:
-        (orow, lrow), (ocol, lcol) = (
-            _owners(i0 + mrows, mb, xpr, sr),
-            _owners(j0 + kcols, nb, xpc, sc),
-        )
+    transposed = _T_OF[op]
+    # X's rows and columns of the panel's rows (mrows) and K columns
+    wrows, wcols = (kcols, mrows) if transposed else (mrows, kcols)
+    (orow, lrow), (ocol, lcol) = _owners(i0 + wrows, mb, xpr, sr), _owners(j0 + wcols, nb, xpc, sc)
+    keep = mask.get("keep")
     gathers = []
     for p in np.unique(orow):
         rsel = np.flatnonzero(orow == p)
         for q in np.unique(ocol):
             csel = np.flatnonzero(ocol == q)
-            pos_r, pos_c = (csel, rsel) if src.transposed else (rsel, csel)
+            pos_r, pos_c = (csel, rsel) if transposed else (rsel, csel)
             gathers.append(
                 Gather(
                     int(p) * pc + int(q),
                     _as_index(lrow[rsel]),
                     _as_index(lcol[csel]),
-                    src.op,
+                    op,
                     _as_index(pos_r),
                     _as_index(pos_c),
+                    wr=wrows[rsel] if keep else None,
+                    wc=wcols[csel] if keep else None,
+                    **mask,
                 )
+            )
+    return gathers
+
+
+def _window_group_step(
+    src: Source, mrows: np.ndarray, k0: int, width: int, receivers: tuple[int, ...], pc: int
+) -> GroupStep:
+    """The panel of one group at one step for a windowed source: ``M[mrows, k0:k0 + width]`` as
+    one :class:`Gather` per sender (two for a symmetric window: its mirrored half)."""
+    kcols = np.arange(k0, k0 + width)
+    if src.structure == "general":
+        gathers = _window_gathers(src, src.op, mrows, kcols, pc)
+    else:
+        gathers = _window_gathers(
+            src, src.op, mrows, kcols, pc, keep=src.uplo, unit=src.structure == "tri" and src.unit
+        )
+        if src.structure == "sym":
+            mirrored = compose_op("T", src.op)
+            gathers += _window_gathers(
+                src, mirrored, mrows, kcols, pc, keep=src.uplo + "s", add=True
             )
     segments = []
     offset = 0
-    for gth in sorted(gathers, key=lambda x: x.sender):
-        gth = replace(gth, offset=offset)
-        segments.append((gth.sender, offset, gth.size, (gth,)))
-        offset += gth.size
+    for sender in sorted({g.sender for g in gathers}):
+        start, pieces = offset, []
+        for gth in (g for g in gathers if g.sender == sender):
+            pieces.append(replace(gth, offset=offset, device={}))
+            offset += gth.size
+        segments.append((sender, start, offset - start, tuple(pieces)))
     whole = (slice(0, len(mrows)), slice(0, width))
-    in_order = len(gathers) == 1 and all(
-        isinstance(x, slice) and x == w
-        for x, w in zip((gathers[0].dr, gathers[0].dc), whole, strict=True)
+    in_order = (
+        len(gathers) == 1
+        and gathers[0].keep is None
+        and all(
+            isinstance(x, slice) and x == w
+            for x, w in zip((gathers[0].dr, gathers[0].dc), whole, strict=True)
+        )
     )
     return GroupStep(0, len(mrows), width, tuple(segments), (), receivers, in_order)
 
@@ -638,22 +688,32 @@ def _pack(
         start = base + p.offset - first
         out = dst[start : start + p.size]
         if isinstance(p, Gather):
-            xr, xc, _, _ = p.on(xp)
-            out.reshape(p.shape)[...] = _apply_op(xp, _take2(xp, local, xr, xc), p.op)
+            xr, xc, _, _, wr, wc = p.on(xp)
+            blk = _take2(xp, local, xr, xc)
+            if p.keep is not None:
+                blk = _keep(xp, blk, wr, wc, p.keep, p.unit)
+            out.reshape(p.shape)[...] = _apply_op(xp, blk, p.op)
             continue
         blk = local[p.sr0 : p.sr0 + p.snr, p.sc0 : p.sc0 + p.snc]
         out.reshape(p.nr, p.nc)[...] = _apply_op(xp, _masked(xp, blk, p.mask), p.op)
 
 
 def _unpack(xp: Any, slot: Any, gs: GroupStep, panel: Any) -> None:
+    added = []  # mirrored halves of symmetric windows: added once every other piece is in
     for _, _, _, pieces in gs.segments:
         for p in pieces:
             data = slot[p.offset : p.offset + p.size]
             if isinstance(p, Gather):
-                _, _, dr, dc = p.on(xp)
+                if p.add:
+                    added.append((p, data))
+                    continue
+                _, _, dr, dc, _, _ = p.on(xp)
                 _put2(panel, dr, dc, data.reshape(p.shape))
             else:
                 panel[p.dr : p.dr + p.nr, p.dc : p.dc + p.nc] = data.reshape(p.nr, p.nc)
+    for p, data in added:
+        _, _, dr, dc, _, _ = p.on(xp)
+        _add2(panel, dr, dc, data.reshape(p.shape))
     for dr, dc, nr, nc in gs.zeros:
         panel[dr : dr + nr, dc : dc + nc] = 0
 
@@ -687,6 +747,16 @@ def _warm_pack_unpack(backend: Backend, xp: Any, dtype: np.dtype) -> None:
             _pack(xp, local, [g], flat, 0)
             gs = GroupStep(0, n, n, ((0, 0, g.size, (g,)),), (), (), False)
             _unpack(xp, flat, gs, panel)
+    # masked gathers of symmetric/triangular windows, and the added (mirrored) halves
+    w = np.array([1, 2, 4])
+    for xr, xc in ((idx, idx), (slice(1, 4), slice(0, 3))):
+        for keep, unit, add in (("L", True, False), ("U", False, False), ("Ls", False, True)):
+            for op in ("N", "T", "C", "R"):
+                dr, dc = (xc, xr) if op in ("T", "C") else (xr, xc)
+                g = Gather(0, xr, xc, op, dr, dc, 0, keep, unit, add, w, w[::-1].copy())
+                _pack(xp, local, [g], flat, 0)
+                gs = GroupStep(0, n, n, ((0, 0, g.size, (g,)),), (), (), False)
+                _unpack(xp, flat, gs, panel)
 
 
 # -- the exchange -----------------------------------------------------------------------------

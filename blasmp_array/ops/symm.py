@@ -29,13 +29,20 @@ from .panels import Source, compose_op
 __all__ = ["symm", "sym_source"]
 
 
-def sym_source(XA: BlockCyclicArray, view: str, uplo: str) -> Source:
-    """The symmetric matrix ``view(X)`` whose ``uplo`` triangle (of the view) is referenced."""
+def sym_source(
+    XA: BlockCyclicArray,
+    view: str,
+    uplo: str,
+    offset: tuple[int, int] = (0, 0),
+    extent: tuple[int, int] | None = None,
+) -> Source:
+    """The symmetric matrix ``view(X)`` (``view`` of the window ``offset, extent`` of ``X``)
+    whose ``uplo`` triangle (of the view) is referenced."""
     transposed = view in ("T", "C")
     conj = view in ("C", "R")
     stored_uplo = ck.flip_uplo(uplo) if transposed else uplo
     # a symmetric matrix equals its transpose: only the conjugation of the view remains
-    return Source(XA.layout, "R" if conj else "N", "sym", stored_uplo)
+    return Source(XA.layout, "R" if conj else "N", "sym", stored_uplo, False, offset, extent)
 
 
 @written_back("C")
@@ -89,8 +96,8 @@ def symm(
     sd = ck.check_side(side, name)
     uplo = ck.check_uplo(lower, name)
     stages = check_stages(num_stages, name)
-    XA, va = ck.split_view(A)
-    XB, vb = ck.split_view(B)
+    XA, va, offa, exta = ck.split_window(A)
+    XB, vb, offb, extb = ck.split_window(B)
     m, n = B.shape
     na = m if sd == "L" else n
     if A.shape != (na, na) or (C is not None and C.shape != (m, n)):
@@ -103,8 +110,9 @@ def symm(
     alpha = ck.cast_scalar(alpha, dtype, "alpha", name)
     beta = ck.cast_scalar(beta, dtype, "beta", name)
     grid = A.grid
+    meth = "local" if grid.size == 1 and method == "auto" else "summa"
     check_method(method, grid, name)
-    sb = Source(XB.layout, vb)
+    sb = Source(XB.layout, vb, offset=offb, extent=extb)
 
     # -- layouts: A square blocks a, equal to C's (or B's) blocking of A's dimension ---------
     axis = 0 if sd == "L" else 1
@@ -113,13 +121,19 @@ def symm(
     else:
         blk_c = sb.block
     a = blk_c[axis]
+    want_b = blk_c[::-1] if sb.transposed else blk_c
+    # window views are read in place where their parent is already where the panels read it
+    if exta is not None and not ck.foldable(XA, grid, (a, a), dtype, meth):
+        (XA, _), offa, exta = ck.split_view(A), (0, 0), None
+    if extb is not None and not ck.foldable(XB, grid, want_b, dtype, meth):
+        (XB, _), offb, extb = ck.split_view(B), (0, 0), None
     XA = ck.move(
         XA, grid, (a, a), "A", name, f"A has blocks {A.block} but needs square {a}x{a} blocks"
     )
     XB = ck.move(
         XB,
         grid,
-        blk_c[::-1] if sb.transposed else blk_c,
+        want_b,
         "B",
         name,
         f"B has blocks {B.block} but C and A need {blk_c}",
@@ -147,7 +161,7 @@ def symm(
     elif m and n:
         scale_local(b, Cw._data, beta)
         if alpha != 0:
-            sym = sym_source(XA, va, uplo)
+            sym = sym_source(XA, va, uplo, offa, exta)
             width = step_width if grid.size > 1 or method == "summa" else max(na, 1)
             if sd == "L":
                 # row panel: A_sym[my rows, k]; column panel: B^T[my cols, k]
@@ -155,7 +169,7 @@ def symm(
                     name,
                     sym,
                     XA,
-                    Source(XB.layout, compose_op(vb, "T")),
+                    Source(XB.layout, compose_op(vb, "T"), offset=offb, extent=extb),
                     XB,
                     Cw,
                     alpha,
@@ -164,7 +178,8 @@ def symm(
                 )
             else:
                 # row panel: B[my rows, k]; column panel: A_sym^T = A_sym[my cols, k]
-                summa_product(name, Source(XB.layout, vb), XB, sym, XA, Cw, alpha, stages, width)
+                rows = Source(XB.layout, vb, offset=offb, extent=extb)
+                summa_product(name, rows, XB, sym, XA, Cw, alpha, stages, width)
     b.synchronize()
     if C is not None and Cw is not C:
         back = ck.move(Cw, C.grid, C.block, "C", name, "C lives on another grid than A")

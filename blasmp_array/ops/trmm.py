@@ -90,8 +90,8 @@ def trmm(
     if overwrite_b and B.is_view:
         raise ValueError("trmm: overwrite_b=True needs B to be a stored array, not a lazy view")
     stages = check_stages(num_stages, name)
-    XA, va = ck.split_view(A)
-    XB, vb = ck.split_view(B)
+    XA, va, offa, exta = ck.split_window(A)
+    XB, vb, offb, extb = ck.split_window(B)
     m, n = B.shape
     na = m if sd == "L" else n
     if A.shape != (na, na):
@@ -102,8 +102,9 @@ def trmm(
     dtype = ck.result_dtype(name, A, B, out=B if overwrite_b else None)
     alpha = ck.cast_scalar(alpha, dtype, "alpha", name)
     grid = A.grid
+    meth = "local" if grid.size == 1 and method == "auto" else "summa"
     check_method(method, grid, name)
-    sb = Source(XB.layout, vb)
+    sb = Source(XB.layout, vb, offset=offb, extent=extb)
 
     # the triangle of the view: of X's lower triangle if not transposed, else of the upper
     stored_uplo = ck.flip_uplo(uplo) if va in ("T", "C") else uplo
@@ -114,6 +115,13 @@ def trmm(
     blk_b = sb.block
     a = blk_b[axis] if A.block[0] != A.block[1] else A.block[0]
     want_b: tuple[int, int] = (a, blk_b[1]) if axis == 0 else (blk_b[0], a)
+    # window views are read in place where their parent is already where the panels read it
+    if exta is not None and not ck.foldable(XA, grid, (a, a), dtype, meth):
+        (XA, _), offa, exta = ck.split_view(A), (0, 0), None
+    if extb is not None and not ck.foldable(
+        XB, grid, want_b[::-1] if sb.transposed else want_b, dtype, meth
+    ):
+        (XB, _), offb, extb = ck.split_view(B), (0, 0), None
     XA = ck.move(
         XA, grid, (a, a), "A", name, f"A has blocks {A.block} but needs square {a}x{a} blocks"
     )
@@ -146,12 +154,12 @@ def trmm(
             width = step_width if grid.size > 1 or method == "summa" else max(na, 1)
             if sd == "L":
                 # row panel: op(A)[my rows, k] (triangle-masked); column panel: B^T[my cols, k]
-                tri = Source(XA.layout, opa, "tri", stored_uplo, unit_diagonal)
+                tri = Source(XA.layout, opa, "tri", stored_uplo, unit_diagonal, offa, exta)
                 summa_product(
                     name,
                     tri,
                     XA,
-                    Source(XB.layout, compose_op(vb, "T")),
+                    Source(XB.layout, compose_op(vb, "T"), offset=offb, extent=extb),
                     XB,
                     Cw,
                     alpha,
@@ -160,8 +168,10 @@ def trmm(
                 )
             else:
                 # row panel: B[my rows, k]; column panel: op(A)^T[my cols, k]
-                tri = Source(XA.layout, compose_op(opa, "T"), "tri", stored_uplo, unit_diagonal)
-                summa_product(name, Source(XB.layout, vb), XB, tri, XA, Cw, alpha, stages, width)
+                op_t = compose_op(opa, "T")
+                tri = Source(XA.layout, op_t, "tri", stored_uplo, unit_diagonal, offa, exta)
+                rows = Source(XB.layout, vb, offset=offb, extent=extb)
+                summa_product(name, rows, XB, tri, XA, Cw, alpha, stages, width)
     b.synchronize()
     if overwrite_b:
         back = (

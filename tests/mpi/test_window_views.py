@@ -313,7 +313,7 @@ def test_operators_that_copy_say_so(grid):
     if not V.is_window:
         pytest.skip("on a 1x1 grid every window is a view")
     with pytest.warns(bm.ViewCopyWarning, match=r"window \[1:11, 1:11\].*copied"):
-        linalg.symm(V, A[1:11, 2:5], lower=True)  # the symmetric operand is copied
+        linalg.solve_triangular(V, A[1:11, 2:5], lower=True)  # TRSM copies its triangle
     with warnings.catch_warnings():
         warnings.simplefilter("error", bm.ViewCopyWarning)
         V.to_numpy()  # a gather is an explicit copy: no warning
@@ -341,3 +341,57 @@ def test_bad_writes_through_windows_change_nothing(grid):
         Z[1:11, 1:9].conj()[...] = 1.0
     np.testing.assert_array_equal(A.to_numpy(), a)
     np.testing.assert_array_equal(Z.to_numpy(), a)
+
+
+@PROPERTY
+@given(data=st.data())
+def test_symm_and_trmm_read_windows_in_place(data):
+    """Symmetric and triangular windows at any offsets (rows and columns offset differently,
+    inside blocks): their triangles are the window's own, gathered and masked in place."""
+    gshape = data.draw(st.sampled_from(grid_shapes(MPI.COMM_WORLD.Get_size())))
+    grid = cached_grid(*gshape)
+    b = data.draw(st.integers(2, 4))
+    n = data.draw(st.integers(b + 1, 3 * b + 2))
+    i0, j0 = data.draw(st.integers(1, b + 1)), data.draw(st.integers(0, b + 1))
+    k, kb = data.draw(st.integers(1, 7)), data.draw(st.integers(1, 4))
+    rng = np.random.default_rng(n * 100 + i0 * 10 + j0)
+    a = rng.standard_normal((n + i0 + 1, n + j0 + 2))
+    A = bm.from_numpy(a, block=b, grid=grid)
+    V, v = A[i0 : i0 + n, j0 : j0 + n], a[i0 : i0 + n, j0 : j0 + n]
+    bl = rng.standard_normal((n + 1, k + 1))  # side='L': B is n x k, rows blocked like A
+    br = rng.standard_normal((k + 2, n + 1))  # side='R': B is k x n
+    BL = bm.from_numpy(bl, block=(b, kb), grid=grid)[1:, 1:]
+    BR = bm.from_numpy(br, block=(kb, b), grid=grid)[2:, 1:]
+    wl, wr = bl[1:, 1:], br[2:, 1:]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bm.RedistributionWarning)  # nothing is copied
+        for lower in (True, False):
+            tri = np.tril if lower else np.triu
+            s = tri(v) + tri(v, -1 if lower else 1).T
+            for side, B, w in (("L", BL, wl), ("R", BR, wr)):
+                got = linalg.symm(V, B, side=side, lower=lower).to_numpy()
+                ref, sc = (
+                    (s @ w, np.abs(s) @ np.abs(w))
+                    if side == "L"
+                    else (w @ s, np.abs(w) @ np.abs(s))
+                )
+                assert_within_bound(got, ref, sc, n, np.float64, f"symm {side} {lower}")
+                for trans, unit in (("N", False), ("T", True)):
+                    t = tri(v)
+                    if unit:
+                        t = t - np.diag(np.diag(t)) + np.eye(n)
+                    t = t.T if trans == "T" else t
+                    got = linalg.trmm(
+                        V, B, side=side, lower=lower, trans=trans, unit_diagonal=unit
+                    ).to_numpy()
+                    ref, sc = (
+                        (t @ w, np.abs(t) @ np.abs(w))
+                        if side == "L"
+                        else (w @ t, np.abs(w) @ np.abs(t))
+                    )
+                    assert_within_bound(got, ref, sc, n, np.float64, f"trmm {side}{lower}{trans}")
+        # the transposed window as the symmetric operand: its lower triangle is V's upper one
+        got = linalg.symm(V.T, BL, lower=True).to_numpy()
+        s = np.tril(v.T) + np.tril(v.T, -1).T
+        assert_within_bound(got, s @ wl, np.abs(s) @ np.abs(wl), n, np.float64, "symm(V.T)")
+    np.testing.assert_array_equal(A.to_numpy(), a)
