@@ -93,18 +93,26 @@ def check_finite(
     ``LinAlgError`` on every rank if the square ``a`` has an exact zero on its diagonal
     (naming the first: a singular triangular matrix). Every flag is reduced on the device and
     read in one transfer, then combined in one allreduce: one host round trip in all."""
-    from ._triangle import nonfinite_flag, triangle_nonfinite_flag
+    from ._triangle import nonfinite_flag, triangle_nonfinite_flag, window_flags
 
     be, xp = a.backend, a.backend.xp
     n = a.shape[0]
     flags = []  # 0-d device values, combined by max on every rank
-    if finite:
+    if a.is_window:  # read in its parent, no copy (a window view of a stored matrix, no flags)
+        w = a._window
+        assert w is not None and not (a._transposed or a._conjugated)
+        bad, first = window_flags(w, uplo if finite else None, k, zero_diagonal, finite)
+        if finite:
+            flags += [bad, nonfinite_flag(xp, b._data) if b is not None else xp.zeros((), bool)]
+        if zero_diagonal:
+            flags.append(-first)
+    elif finite:
         if uplo is None:
             flags.append(nonfinite_flag(xp, a._data))
         else:
             flags.append(triangle_nonfinite_flag(a.layout, a.grid, a._data, uplo, k))
         flags.append(nonfinite_flag(xp, b._data) if b is not None else xp.zeros((), bool))
-    if zero_diagonal:
+    if zero_diagonal and not a.is_window:
         flags.append(-_first_zero_on_diagonal(a))
     if not flags:
         return

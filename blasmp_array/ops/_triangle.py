@@ -186,6 +186,37 @@ def _column_panels(
     return out
 
 
+def window_flags(
+    w: Any, uplo: str | None, k: int, zero_diagonal: bool, finite: bool = True
+) -> tuple[Any, Any]:
+    """For the window ``w`` (an :class:`~blasmp_array.array.Window`) of a stored matrix, read in
+    the parent's local matrix: a 0-d device boolean, whether this rank's elements of the
+    window (its ``tril(., k)``/``triu(., k)`` when ``uplo`` is given) hold a NaN or an infinity,
+    and a 0-d device int, the smallest window index ``i`` with ``w[i, i] == 0`` here (or the
+    window's order) when ``zero_diagonal``."""
+    parent, g = w.parent, w.parent.grid
+    xp = g.backend.xp
+    rs, cs = w.local_slices()
+    a = parent._data[rs, cs]
+    rows_h = parent.layout.local_rows(g.myrow)[rs] - w.rows[0]
+    cols_h = parent.layout.local_cols(g.mycol)[cs] - w.cols[0]
+    bad = xp.zeros((), bool)
+    if finite and a.size:
+        if uplo is None:
+            bad = nonfinite_flag(xp, a)
+        else:
+            mask = _mask(g.backend.asarray(rows_h), g.backend.asarray(cols_h), uplo, k)
+            bad = nonfinite_flag(xp, a, mask)
+    n = w.rows[1] - w.rows[0]
+    first = xp.asarray(n, dtype=np.int64)
+    if zero_diagonal:
+        i, r, c = np.intersect1d(rows_h, cols_h, assume_unique=True, return_indices=True)
+        if i.size:
+            be = g.backend
+            first = xp.where(a[be.asarray(r), be.asarray(c)] == 0, be.asarray(i), n).min()
+    return bad, first
+
+
 def triangle_nonfinite_flag(
     layout: BlockCyclicLayout, grid: Any, a: Any, uplo: str, k: int = 0, panel: int = 2048
 ) -> Any:

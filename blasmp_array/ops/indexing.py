@@ -202,9 +202,9 @@ def _warn_copy(w: Window) -> None:
     warnings.warn(
         f"the window [{i0}:{i1}, {j0}:{j1}] of a matrix with blocks {w.parent.block} starts "
         f"inside a block, and this operation needs it as a stored matrix: it is copied (an "
-        f"exchange moving its {i1 - i0}x{j1 - j0} elements). GEMM and SYRK (A @ B, A.T @ A) read "
-        "such windows in place; offsets that are multiples of the block size are views for "
-        "every operation.",
+        f"exchange moving its {i1 - i0}x{j1 - j0} elements). The BLAS3 operators (A @ B, A.T @ A, "
+        "gemm, symm, syrk, syr2k, trmm, trsm) read such windows in place; offsets that are "
+        "multiples of the block size are views for every operation.",
         ViewCopyWarning,
         stacklevel=_user_stacklevel(),
     )

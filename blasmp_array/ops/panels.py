@@ -127,6 +127,10 @@ __all__ = [
     "run_pipeline",
     "compose_op",
     "default_step_width",
+    "Gather",
+    "window_gathers",
+    "pack_pieces",
+    "put_indexed",
 ]
 
 #: step width (K columns per pipeline step) the steps are aggregated to by default
@@ -385,7 +389,7 @@ def _take2(xp: Any, a: Any, rows: Any, cols: Any) -> Any:
     return a[rows[:, None], cols[None, :]]
 
 
-def _put2(a: Any, rows: Any, cols: Any, value: Any) -> None:
+def put_indexed(a: Any, rows: Any, cols: Any, value: Any) -> None:
     """``a[rows][:, cols] = value`` for slices and/or index arrays."""
     if isinstance(rows, slice) or isinstance(cols, slice):
         a[rows, cols] = value
@@ -414,7 +418,7 @@ def _owners(g: np.ndarray, b: int, nprocs: int, src: int) -> tuple[np.ndarray, n
     return (src + g // b) % nprocs, (g // (b * nprocs)) * b + g % b
 
 
-def _window_gathers(
+def window_gathers(
     src: Source, op: str, mrows: np.ndarray, kcols: np.ndarray, pc: int, **mask: Any
 ) -> list[Gather]:
     """One :class:`Gather` per sender of ``M[mrows, kcols]`` for ``M = op(window of X)``."""
@@ -455,14 +459,14 @@ def _window_group_step(
     one :class:`Gather` per sender (two for a symmetric window: its mirrored half)."""
     kcols = np.arange(k0, k0 + width)
     if src.structure == "general":
-        gathers = _window_gathers(src, src.op, mrows, kcols, pc)
+        gathers = window_gathers(src, src.op, mrows, kcols, pc)
     else:
-        gathers = _window_gathers(
+        gathers = window_gathers(
             src, src.op, mrows, kcols, pc, keep=src.uplo, unit=src.structure == "tri" and src.unit
         )
         if src.structure == "sym":
             mirrored = compose_op("T", src.op)
-            gathers += _window_gathers(
+            gathers += window_gathers(
                 src, mirrored, mrows, kcols, pc, keep=src.uplo + "s", add=True
             )
     segments = []
@@ -679,7 +683,7 @@ def _apply_op(xp: Any, blk: Any, op: str) -> Any:
     return xp.conj(blk) if xp.iscomplexobj(blk) else blk
 
 
-def _pack(
+def pack_pieces(
     xp: Any, local: Any, pieces: Sequence[Piece] | Sequence[Gather], dst: Any, base: int
 ) -> None:
     """Write ``pieces`` of ``local`` into the flat ``dst`` at ``base + piece.offset - first``."""
@@ -708,7 +712,7 @@ def _unpack(xp: Any, slot: Any, gs: GroupStep, panel: Any) -> None:
                     added.append((p, data))
                     continue
                 _, _, dr, dc, _, _ = p.on(xp)
-                _put2(panel, dr, dc, data.reshape(p.shape))
+                put_indexed(panel, dr, dc, data.reshape(p.shape))
             else:
                 panel[p.dr : p.dr + p.nr, p.dc : p.dc + p.nc] = data.reshape(p.nr, p.nc)
     for p, data in added:
@@ -720,7 +724,7 @@ def _unpack(xp: Any, slot: Any, gs: GroupStep, panel: Any) -> None:
 
 @warmup_kernels
 def _warm_pack_unpack(backend: Backend, xp: Any, dtype: np.dtype) -> None:
-    """:func:`_pack` for every mask and op, on a strided 4x4 block and on full (contiguous)
+    """:func:`pack_pieces` for every mask and op, on a strided 4x4 block and on full (contiguous)
     rows; :func:`_unpack` of a slot into a strided panel region, with zero fill of another."""
     n = 6
     local = sample_matrix(xp, dtype, n)
@@ -732,7 +736,7 @@ def _warm_pack_unpack(backend: Backend, xp: Any, dtype: np.dtype) -> None:
                 Piece(0, 1, 1, 4, 4, mask, op, 0, 0, 4, 4, 0),
                 Piece(0, 0, 0, 2, n, None, op, 0, 0, rows, cols, 0),
             ):
-                _pack(xp, local, [p], flat, 0)
+                pack_pieces(xp, local, [p], flat, 0)
     panel = xp.empty((n, n), dtype)
     seg_pieces = (Piece(0, 0, 0, 4, 4, None, "N", 1, 1, 4, 4, 0),)
     zeros = ((0, 0, 1, n), (1, 0, 4, 1))
@@ -744,7 +748,7 @@ def _warm_pack_unpack(backend: Backend, xp: Any, dtype: np.dtype) -> None:
             g = Gather(
                 0, xr, xc, op, xc if op in ("T", "C") else xr, xr if op in ("T", "C") else xc
             )
-            _pack(xp, local, [g], flat, 0)
+            pack_pieces(xp, local, [g], flat, 0)
             gs = GroupStep(0, n, n, ((0, 0, g.size, (g,)),), (), (), False)
             _unpack(xp, flat, gs, panel)
     # masked gathers of symmetric/triangular windows, and the added (mirrored) halves
@@ -754,7 +758,7 @@ def _warm_pack_unpack(backend: Backend, xp: Any, dtype: np.dtype) -> None:
             for op in ("N", "T", "C", "R"):
                 dr, dc = (xc, xr) if op in ("T", "C") else (xr, xc)
                 g = Gather(0, xr, xc, op, dr, dc, 0, keep, unit, add, w, w[::-1].copy())
-                _pack(xp, local, [g], flat, 0)
+                pack_pieces(xp, local, [g], flat, 0)
                 gs = GroupStep(0, n, n, ((0, 0, g.size, (g,)),), (), (), False)
                 _unpack(xp, flat, gs, panel)
 
@@ -838,7 +842,7 @@ class _PanelKernels:
 
     def pack(self, msg: _exchange.Message, out: Any) -> None:
         o, pieces = msg.pack
-        _pack(self.xp, self.locals[o], pieces, out, 0)
+        pack_pieces(self.xp, self.locals[o], pieces, out, 0)
 
     def unpack(self, msg: _exchange.Message, data: Any) -> None:  # pragma: no cover
         raise AssertionError("SUMMA panels are read in their slot")

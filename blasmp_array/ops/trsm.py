@@ -99,7 +99,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Integral, Number
 from typing import Any
 
@@ -114,6 +114,7 @@ from . import _checks as ck
 from . import _exchange as engine
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .indexing import written_back
+from .panels import Gather, Source, pack_pieces, put_indexed, window_gathers
 
 __all__ = ["trsm", "solve_triangular", "TrsmRedistributionWarning", "free_workspace"]
 
@@ -325,19 +326,23 @@ class _Spec:
 
 
 def _fold_view(A: BlockCyclicArray, lower: bool, trans: str) -> tuple[BlockCyclicArray, bool, str]:
-    """Fold a lazy transposed view of ``A`` into (stored A, stored lower, trans), no data moved.
+    """Fold a lazy transposed view of ``A`` into (stored A, stored lower, trans), no data moved
+    (a window view stays one: the panel plan gathers its blocks from the parent).
 
     A conjugated-only view, or a composition that would need ``conj(A)`` (e.g. ``trans='T'`` of
     ``A.H``), is materialised instead (a local conjugation, or a transpose).
     """
-    if not A.is_view:
-        return A, lower, trans
+    if not A.is_view or (A.is_window and not (A._transposed or A._conjugated)):
+        return A, lower, trans  # stored, or a window view the panel plan reads in place
     if A.op in ("T", "C"):
         view = A.op
+        stored = (
+            BlockCyclicArray(None, A.layout, A.grid, window=A._window) if A.is_window else A.storage
+        )
         if trans == "N":
-            return A.storage, not lower, view
+            return stored, not lower, view
         if trans == view:
-            return A.storage, not lower, "N"
+            return stored, not lower, "N"
     return A.resolve(), lower, trans
 
 
@@ -398,7 +403,8 @@ def _trsm(
     if A.dtype != dtype:
         A = A.astype(dtype)
     target = B
-    Bw = B.resolve() if B.is_view else B
+    # the working copy X of B: a window view's copy is that copy (no ViewCopyWarning)
+    Bw = B.copy() if B.is_window else B.resolve() if B.is_view else B
     if Bw.dtype != dtype:
         Bw = Bw.astype(dtype)
     A, Bw = _conform_blocks(A, Bw, ax)
@@ -413,8 +419,8 @@ def _trsm(
     if alpha == 0:
         X = new_array(Bw.layout, Bw.grid, Bw.dtype, fill=0)
     else:
-        in_place = overwrite_b and Bw is B
-        X = Bw if in_place else Bw.copy()
+        # B itself with overwrite_b, or already a copy of our own (a resolved view, a cast)
+        X = Bw if (overwrite_b and Bw is B) or Bw is not B else Bw.copy()
         if X.size and _local_kernel_wins(A):
             _local_trsm(spec, A, X)
         elif X.size:
@@ -574,6 +580,8 @@ class _TrsmPipeline:
         slot into a stack buffer.
         """
         A = self.A
+        if A.is_window:
+            return self._window_panel_plan()
         Alay, Agrid = A.layout, A.grid
         me = self.be.rank
         steps: list[tuple[engine.Message, ...]] = []
@@ -614,6 +622,61 @@ class _TrsmPipeline:
                 if me in receivers:
                     in_order = all(a == b for a, b, _ in unpack)
                     my_stack = (lo, rows, None if in_order else unpack)
+            stage = max(stage, *staged.values(), 0)
+            steps.append(tuple(msgs))
+            mine.append(my_stack)
+        slot = max(self.loc_ext) * self.nb
+        plan = engine.Plan("trsm a_panel", me, self.be.size, tuple(steps), slot, stage)
+        return plan, mine
+
+    def _window_panel_plan(self) -> tuple[engine.Plan, list[Any]]:
+        """:meth:`_panel_plan` for a window view ``A`` (an offset inside a block): each sender's
+        part of a group's stack is one :class:`~.panels.Gather` from the parent's local matrix
+        (its rows and columns of the window), unpacked by one scatter on the receivers."""
+        w = self.A._window
+        assert w is not None
+        parent, n = w.parent, w.rows[1] - w.rows[0]
+        src = Source(
+            parent.layout,
+            "T" if self.transposed else "N",
+            offset=(w.rows[0], w.cols[0]),
+            extent=(n, n),
+        )
+        me, xp = self.be.rank, self.be.xp
+        steps: list[tuple[engine.Message, ...]] = []
+        mine: list[Any] = []
+        stage = 0
+        for t, k in enumerate(self.order):
+            ek = self.ext(k)
+            kcols = np.arange(k * self.nb, k * self.nb + ek)
+            msgs: list[engine.Message] = []
+            staged: dict[int, int] = {}
+            my_stack = None
+            for p in range(self.P):
+                _lo, _hi, trail = self.trailing(t, p)
+                blocks = sorted([k, *trail]) if self.owner(k) == p else list(trail)
+                if not blocks or not self.active_other:
+                    continue
+                receivers = tuple(self.rank_at(p, q) for q in self.active_other)
+                mrows = np.concatenate(
+                    [np.arange(i * self.nb, i * self.nb + self.ext(i)) for i in blocks]
+                )
+                gathers = window_gathers(src, src.op, mrows, kcols, parent.grid.npcol)
+                pos, placed = 0, []
+                for g in sorted(gathers, key=lambda x: x.sender):
+                    g = replace(g, offset=pos, device={})
+                    if g.sender not in receivers:
+                        staged[g.sender] = staged.get(g.sender, 0) + g.size
+                    if g.sender == me or me in receivers:
+                        packer = _gather_packer(xp, parent, g) if g.sender == me else None
+                        msgs.append(
+                            engine.Message(g.sender, receivers, pos, g.size, packer, in_slot=True)
+                        )
+                    placed.append(g)
+                    pos += g.size
+                if me in receivers:
+                    lo = self.loc_off(blocks[0])
+                    my_stack = (lo, len(mrows), tuple(placed))
             stage = max(stage, *staged.values(), 0)
             steps.append(tuple(msgs))
             mine.append(my_stack)
@@ -790,6 +853,13 @@ class _TrsmPipeline:
         lo, rows, unpack = self._stacks[t]
         ek = self.ext(self.order[t])
         panel.recv(t)
+        if unpack and isinstance(unpack[0], Gather):  # a window view's pieces
+            buf = self._unpack_bufs[t % len(self._unpack_bufs)]
+            stack = buf[: rows * ek].reshape(rows, ek)
+            flat = panel.view(t, 0, (rows * ek,))
+            self.be.launch(self.be.compute, _unpack_gathers, self.be.xp, flat, stack, unpack)
+            self._stack_memo[t] = (lo, stack)
+            return lo, stack
         slot = panel.view(t, 0, (rows, ek))
         if unpack is None:
             stack = slot
@@ -812,6 +882,19 @@ class _TrsmPipeline:
             be.gemm(-1, a, xk, 1, self.xblock(lo, hi), spec.trans, "N", be.compute)
         else:
             be.gemm(-1, xk, a, 1, self.xblock(lo, hi), "N", spec.trans, be.compute)
+
+
+def _gather_packer(xp: Any, parent: BlockCyclicArray, g: Gather) -> Any:
+    def pack(out: Any) -> None:
+        pack_pieces(xp, parent._data, [g], out, 0)
+
+    return pack
+
+
+def _unpack_gathers(xp: Any, flat: Any, stack: Any, gathers: Sequence[Gather]) -> None:
+    for g in gathers:
+        _, _, dr, dc, _, _ = g.on(xp)
+        put_indexed(stack, dr, dc, flat[g.offset : g.offset + g.size].reshape(g.shape))
 
 
 def _unpack(slot: Any, stack: Any, moves: Sequence[tuple[int, int, int]]) -> None:

@@ -313,13 +313,14 @@ def test_operators_that_copy_say_so(grid):
     if not V.is_window:
         pytest.skip("on a 1x1 grid every window is a view")
     with pytest.warns(bm.ViewCopyWarning, match=r"window \[1:11, 1:11\].*copied"):
-        linalg.solve_triangular(V, A[1:11, 2:5], lower=True)  # TRSM copies its triangle
+        np.linalg.det(V)  # a factorisation copies its input
     with warnings.catch_warnings():
         warnings.simplefilter("error", bm.ViewCopyWarning)
         V.to_numpy()  # a gather is an explicit copy: no warning
         V.copy()
-        _ = V @ A[1:11, 2:5]  # GEMM and SYRK fold the window
+        _ = V @ A[1:11, 2:5]  # GEMM, SYRK and TRSM fold the window
         _ = V.T @ V
+        _ = linalg.solve_triangular(V, A[1:11, 0:4], lower=True)
 
 
 def test_bad_writes_through_windows_change_nothing(grid):
@@ -394,4 +395,58 @@ def test_symm_and_trmm_read_windows_in_place(data):
         got = linalg.symm(V.T, BL, lower=True).to_numpy()
         s = np.tril(v.T) + np.tril(v.T, -1).T
         assert_within_bound(got, s @ wl, np.abs(s) @ np.abs(wl), n, np.float64, "symm(V.T)")
+    np.testing.assert_array_equal(A.to_numpy(), a)
+
+
+@PROPERTY
+@given(data=st.data())
+def test_trsm_reads_windows_in_place(data):
+    """solve_triangular / trsm with a triangular window at offsets inside blocks (rows and
+    columns offset differently), every side/uplo/trans/diagonal, the finite and zero-diagonal
+    checks read in the parent: backward error within the bound, nothing copied."""
+    gshape = data.draw(st.sampled_from(grid_shapes(MPI.COMM_WORLD.Get_size())))
+    grid = cached_grid(*gshape)
+    b = data.draw(st.integers(2, 4))
+    n = data.draw(st.integers(b + 1, 3 * b + 2))
+    i0, j0 = data.draw(st.integers(1, b + 1)), data.draw(st.integers(0, b + 1))
+    k, kb = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 4))
+    rng = np.random.default_rng(n * 100 + i0 * 10 + j0 + 7)
+    a = rng.standard_normal((n + i0 + 1, n + j0 + 2))
+    a[i0 : i0 + n, j0 : j0 + n] += n * np.eye(n)  # well conditioned triangles
+    A = bm.from_numpy(a, block=b, grid=grid)
+    V, v = A[i0 : i0 + n, j0 : j0 + n], a[i0 : i0 + n, j0 : j0 + n]
+    rhs = {"L": rng.standard_normal((n, k)), "R": rng.standard_normal((k, n))}
+    B = {
+        "L": bm.from_numpy(rhs["L"], block=(b, kb), grid=grid),
+        "R": bm.from_numpy(rhs["R"], block=(kb, b), grid=grid),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bm.RedistributionWarning)  # nothing is copied
+        for side in ("L", "R"):
+            for lower in (True, False):
+                for trans, unit in (("N", False), ("T", True), ("N", True)):
+                    t = np.tril(v) if lower else np.triu(v)
+                    if unit:
+                        t = t - np.diag(np.diag(t)) + np.eye(n)
+                    op_t = t.T if trans == "T" else t
+                    X = linalg.trsm(
+                        V, B[side], side=side, lower=lower, trans=trans, unit_diagonal=unit
+                    ).to_numpy()
+                    r = op_t @ X - rhs["L"] if side == "L" else X @ op_t - rhs["R"]
+                    res = np.linalg.norm(r) / (np.linalg.norm(op_t) * np.linalg.norm(X) * n)
+                    assert res <= 4 * eps(np.float64), (side, lower, trans, unit, res)
+        X = linalg.solve_triangular(V.T, B["L"], lower=True).to_numpy()  # V's upper triangle
+        t = np.triu(v).T
+        res = np.linalg.norm(t @ X - rhs["L"]) / (np.linalg.norm(t) * np.linalg.norm(X) * n)
+        assert res <= 4 * eps(np.float64)
+        # the checks read the window's own triangle in the parent
+        P = A.copy()
+        P[i0, j0 + n - 1] = np.nan  # above the window's diagonal: not read by lower=True
+        P[i0 - 1, j0] = np.inf  # outside the window
+        linalg.solve_triangular(P[i0 : i0 + n, j0 : j0 + n], B["L"], lower=True)
+        with pytest.raises(ValueError, match="infs or NaNs"):
+            linalg.solve_triangular(P[i0 : i0 + n, j0 : j0 + n], B["L"], lower=False)
+        P[i0 + n - 1, j0 + n - 1] = 0.0
+        with pytest.raises(np.linalg.LinAlgError, match=rf"A\[{n - 1}, {n - 1}\] == 0"):
+            linalg.solve_triangular(P[i0 : i0 + n, j0 : j0 + n], B["L"], lower=True)
     np.testing.assert_array_equal(A.to_numpy(), a)
