@@ -431,7 +431,8 @@ def factor(
     check_dtype(a.dtype)
     # -- collective from here on (identical decisions on every rank) --
     in_place = overwrite_a and not a.is_view
-    w = a.resolve()
+    # a window view's copy is the working copy (no ViewCopyWarning: it is not an extra one)
+    w = a.copy() if a.is_window else a.resolve()
     mb = w.block[0]
     if w.block[1] != mb:
         w = ck.move(w, w.grid, (mb, mb), "a", op, f"a has non-square blocks {w.block}")
