@@ -59,10 +59,32 @@ def _norm_axis(axis: Any, what: str) -> int | None:
 
 
 def _unview(a: BlockCyclicArray, axis: int | None) -> tuple[BlockCyclicArray, int | None]:
-    """The stored matrix (conjugated locally if needed) and the axis over it."""
+    """The stored matrix (conjugated locally if needed) and the axis over it; a window view
+    stays one (reduced in its parent, :func:`_local_part`) unless it is conjugated."""
     if a._transposed and axis is not None:
         axis = 1 - axis
+    if a.is_window and not a._conjugated:
+        return BlockCyclicArray(None, a.layout, a.grid, window=a._window), axis
     return local_view(a), axis
+
+
+def _local_part(s: BlockCyclicArray) -> tuple[Any, Callable[[int], Any], Callable[[int], Any]]:
+    """This rank's elements of the stored ``s`` (or of the window view ``s``, a slice of its
+    parent's local matrix), and the global row / column indices a process row / column holds,
+    in local order (of the window, for a window view)."""
+    w = s._window
+    if w is None:
+        return s._data, s.layout.local_rows, s.layout.local_cols
+    lay = w.parent.layout
+
+    def inside(idx: np.ndarray, r: tuple[int, int]) -> np.ndarray:
+        return idx[(idx >= r[0]) & (idx < r[1])] - r[0]
+
+    return (
+        w.parent._data[w.local_slices()],
+        lambda p: inside(lay.local_rows(p), w.rows),
+        lambda q: inside(lay.local_cols(q), w.cols),
+    )
 
 
 def _reduce(
@@ -84,7 +106,7 @@ def _reduce(
         raise ValueError(f"{what}: zero-size array to reduction operation which has no identity")
     backend, g = a.backend, a.grid
     res_dt = np.asarray(local_fn(np.zeros((1, 1), a.dtype), axis)).dtype
-    local = a._data
+    local, rows_of, cols_of = _local_part(a)
     part = None
     if local.size:
         part = backend.asnumpy(local_fn(local, axis))
@@ -95,16 +117,13 @@ def _reduce(
             return res_dt.type(identity)
         return res_dt.type(functools.reduce(combine, valid))
     out = np.empty(a.shape[1 - axis], dtype=res_dt)
-    layout = a.layout
     if axis == 0:  # column results, combined down each process column
         groups = [
-            (layout.local_cols(c), [parts[g.rank_of(r, c)] for r in range(g.nprow)])
-            for c in range(g.npcol)
+            (cols_of(c), [parts[g.rank_of(r, c)] for r in range(g.nprow)]) for c in range(g.npcol)
         ]
     else:
         groups = [
-            (layout.local_rows(r), [parts[g.rank_of(r, c)] for c in range(g.npcol)])
-            for r in range(g.nprow)
+            (rows_of(r), [parts[g.rank_of(r, c)] for c in range(g.npcol)]) for r in range(g.nprow)
         ]
     for idx, group in groups:
         valid = [p for p in group if p is not None]
@@ -250,9 +269,9 @@ def _moment(
     if sax is None:
         center: Any = mean
     elif sax == 0:  # one mean per column: this process column's entries, as a row
-        center = xp.asarray(np.asarray(mean)[s.layout.local_cols(g.mycol)][None, :])
+        center = xp.asarray(np.asarray(mean)[_local_part(s)[2](g.mycol)][None, :])
     else:
-        center = xp.asarray(np.asarray(mean)[s.layout.local_rows(g.myrow)][:, None])
+        center = xp.asarray(np.asarray(mean)[_local_part(s)[1](g.myrow)][:, None])
 
     def local(x: Any, axis: int | None) -> Any:
         mod = np if isinstance(x, np.ndarray) else xp
@@ -332,9 +351,9 @@ def _arg(name: str, a: Any, axis: Any, out: Any, keepdims: bool) -> Any:
     if a.size == 0 or (ax is not None and a.shape[ax] == 0):
         raise ValueError(f"attempt to get {name} of an empty sequence")
     s, sax = _unview(a, ax)
-    backend, xp, g, lay = s.backend, s.backend.xp, s.grid, s.layout
-    rows, cols = lay.local_rows(g.myrow), lay.local_cols(g.mycol)
-    x = s._data
+    backend, xp, g = s.backend, s.backend.xp, s.grid
+    x, rows_of, cols_of = _local_part(s)
+    rows, cols = rows_of(g.myrow), cols_of(g.mycol)
     fn = getattr(np, name)
     part = None
     if x.size:
@@ -364,12 +383,12 @@ def _arg(name: str, a: Any, axis: Any, out: Any, keepdims: bool) -> Any:
     out_ = np.empty(s.shape[1 - sax], dtype=np.intp)
     if sax == 0:  # per column: candidates of each process row of this process column
         groups = [
-            (lay.local_cols(c), [parts[g.rank_of(r, c)] for r in range(g.nprow)])
+            (cols_of(c), [parts[g.rank_of(r, c)] for r in range(g.nprow)])
             for c in range(g.npcol)
         ]
     else:
         groups = [
-            (lay.local_rows(r), [parts[g.rank_of(r, c)] for c in range(g.npcol)])
+            (rows_of(r), [parts[g.rank_of(r, c)] for c in range(g.npcol)])
             for r in range(g.nprow)
         ]
     for gidx, group in groups:
@@ -446,7 +465,7 @@ def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> 
             "vector norms along an axis use np.sqrt(np.sum(np.abs(A)**2, axis=...))"
         )
     real_dt = np.empty(0, a.dtype).real.dtype
-    s = local_view(a)  # every supported norm is invariant under conjugation
+    s = _unview(a.conj() if a._conjugated else a, None)[0]  # norms ignore conjugation
     transposed = a._transposed
     if ord is None or ord == "fro":
         result = _frobenius(s)
@@ -475,8 +494,9 @@ def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> 
 def _frobenius(s: BlockCyclicArray) -> float:
     backend, xp = s.backend, s.backend.xp
     part = None
-    if s._data.size:
-        mag = xp.abs(s._data).astype(np.float64, copy=False)
+    local = _local_part(s)[0]
+    if local.size:
+        mag = xp.abs(local).astype(np.float64, copy=False)
         scale = float(xp.max(mag))
         ssq = 0.0
         if scale > 0 and np.isfinite(scale):

@@ -105,22 +105,32 @@ def test_reads_match_numpy(data):
     np.testing.assert_array_equal(V[:, j].to_numpy(), v[:, j : j + 1])
     assert len(V) == h and V.reshape(h, w) is V and V.shape == (h, w)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", bm.ViewCopyWarning)
-        absv = np.abs(v).astype(np.float64)
-        for axis in (None, 0, 1):
-            k = v.size if axis is None else v.shape[axis]
-            _sum_close(V.sum(axis=axis), v.sum(axis=axis), absv.sum(axis=axis), k, dtype)
-            _sum_close(V.mean(axis=axis), v.mean(axis=axis), absv.mean(axis=axis), k, dtype)
-            if dtype == np.float64:
-                np.testing.assert_array_equal(V.max(axis=axis), v.max(axis=axis))
-                np.testing.assert_array_equal(V.argmin(axis=axis), v.argmin(axis=axis))
-                np.testing.assert_array_equal(V.any(axis=axis), v.any(axis=axis))
-                np.testing.assert_array_equal((V > 0).all(axis=axis), (v > 0).all(axis=axis))
-        _sum_close(np.trace(V), np.trace(v), np.abs(np.diagonal(v)).sum(), min(h, w), dtype)
-        np.testing.assert_array_equal(np.diagonal(V), np.diagonal(v))
+        warnings.simplefilter("error", bm.RedistributionWarning)  # reduced in the parent
+        for X, x in ((V, v), (V.T, v.T)):
+            for axis in (None, 0, 1):
+                k = x.size if axis is None else x.shape[axis]
+                ax_abs = np.abs(x).astype(np.float64)
+                _sum_close(X.sum(axis=axis), x.sum(axis=axis), ax_abs.sum(axis=axis), k, dtype)
+                _sum_close(X.mean(axis=axis), x.mean(axis=axis), ax_abs.mean(axis=axis), k, dtype)
+                var_ref = x.var(axis=axis)
+                _sum_close(X.var(axis=axis), var_ref, 4 * (ax_abs**2).mean(axis=axis), k, dtype)
+                if dtype == np.float64:
+                    np.testing.assert_array_equal(X.max(axis=axis), x.max(axis=axis))
+                    np.testing.assert_array_equal(X.min(axis=axis), x.min(axis=axis))
+                    np.testing.assert_array_equal(X.any(axis=axis), x.any(axis=axis))
+                    np.testing.assert_array_equal(X.argmin(axis=axis), x.argmin(axis=axis))
+                    np.testing.assert_array_equal(X.argmax(axis=axis), x.argmax(axis=axis))
         for ord_ in ("fro", 1, np.inf):
             ref = np.linalg.norm(v, ord_)
             _sum_close(np.linalg.norm(V, ord_), ref, ref, v.size, dtype)
+            ref = np.linalg.norm(v.T, ord_)
+            _sum_close(np.linalg.norm(V.T, ord_), ref, ref, v.size, dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bm.ViewCopyWarning)
+        for axis in (None, 0, 1):
+            np.testing.assert_array_equal((V.real > 0).all(axis=axis), (v.real > 0).all(axis=axis))
+        _sum_close(np.trace(V), np.trace(v), np.abs(np.diagonal(v)).sum(), min(h, w), dtype)
+        np.testing.assert_array_equal(np.diagonal(V), np.diagonal(v))
         # elementwise: bitwise equal (one IEEE operation per element, same as NumPy's)
         np.testing.assert_array_equal((V * V + 1).to_numpy(), v * v + 1)
         np.testing.assert_array_equal((2 * V.T).to_numpy(), 2 * v.T)
@@ -313,12 +323,13 @@ def test_operators_that_copy_say_so(grid):
     if not V.is_window:
         pytest.skip("on a 1x1 grid every window is a view")
     with pytest.warns(bm.ViewCopyWarning, match=r"window \[1:11, 1:11\].*copied"):
-        V.sum()  # reductions work on stored local matrices
+        _ = V + 1  # elementwise operations work on stored local matrices
     with warnings.catch_warnings():
         warnings.simplefilter("error", bm.ViewCopyWarning)
         V.to_numpy()  # a gather is an explicit copy: no warning
         V.copy()
         np.linalg.det(V)  # the factorisations' working copy is the only copy
+        V.sum(axis=0), V.max(), np.linalg.norm(V)  # reductions read the parent
         _ = V @ A[1:11, 2:5]  # GEMM, SYRK and TRSM fold the window
         _ = V.T @ V
         _ = linalg.solve_triangular(V, A[1:11, 0:4], lower=True)
