@@ -155,7 +155,7 @@ def check_output(c: Any, op: str) -> BlockCyclicArray | None:
     if c is None:
         return None
     check_array(c, "C", op)
-    if c.is_view:
+    if c._transposed or c._conjugated:  # a window view is written in its parent
         raise ValueError(
             f"{op}: C must be a stored array, not a lazy view (A.T / A.conj()); "
             "pass C.copy() and use the result"
@@ -263,12 +263,17 @@ def store(target: BlockCyclicArray, value: BlockCyclicArray) -> None:
     """Copy ``value`` (``target``'s shape, on its grid and block) into ``target``'s storage.
 
     A local copy when the layouts agree; an exchange when only the source process differs
-    (``target`` a submatrix view ``C[i0:i1, j0:j1]``, whose layout starts at another process).
+    (``target`` a submatrix view ``C[i0:i1, j0:j1]``, whose layout starts at another process)
+    or ``target`` is a window view (into its parent).
     Collective in that case; every rank decides the same from the layouts.
     """
+    from .indexing import copy_window
+
+    w = target._window
+    if w is not None:  # a window view: into its parent's window
+        copy_window(value, (0, 0), w.parent, (w.rows[0], w.cols[0]), target.shape)
+        return
     if value.layout == target.layout and value.grid.same_as(target.grid):
         target._data[...] = value._data
         return
-    from .indexing import copy_window
-
     copy_window(value, (0, 0), target, (0, 0), target.shape)

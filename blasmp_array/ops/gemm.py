@@ -27,8 +27,15 @@ from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
 from . import _checks as ck
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
-from .indexing import written_back
-from .panels import PanelSpec, Source, compose_op, default_step_width, make_steps, run_pipeline
+from .panels import (
+    PanelSpec,
+    Source,
+    WindowTarget,
+    compose_op,
+    default_step_width,
+    make_steps,
+    run_pipeline,
+)
 
 __all__ = ["gemm", "summa_product", "scale_local"]
 
@@ -78,6 +85,16 @@ def _warm_scale(backend: Backend, xp: Any, dtype: np.dtype) -> None:
         _scale(local.copy(), beta, mask)
 
 
+def output_target(C: BlockCyclicArray) -> tuple[BlockCyclicLayout | WindowTarget, Any]:
+    """The target of a pipeline writing ``C`` and the local matrix it updates: ``C``'s layout
+    and local matrix, or, for a window view, a :class:`~.panels.WindowTarget` and the slice of
+    the parent's local matrix that holds this rank's part of the window."""
+    w = C._window
+    if w is None:
+        return C.layout, C._data
+    return WindowTarget(w.parent.layout, w.rows, w.cols), w.parent._data[w.local_slices()]
+
+
 def scale_local(backend: Backend, c: Any, beta: Any, mask: Any = None) -> None:
     """Enqueue ``c := beta c`` (on ``mask`` only if given) on the compute stream."""
     if beta == 1 or c.size == 0:
@@ -106,9 +123,9 @@ def summa_product(
     kdim, kb = row.shape[1], row.block[1]
     width = default_step_width(b) if step_width is None else step_width
     steps = make_steps(kdim, kb, width)
-    specs = [PanelSpec(row, C.layout, 0), PanelSpec(col, C.layout, 1)]
+    target, c_loc = output_target(C)
+    specs = [PanelSpec(row, target, 0), PanelSpec(col, target, 1)]
     locals_ = [row_x._data, col_x._data]
-    c_loc = C._data
     one = C.dtype.type(1)
 
     def update(k: int, panels: list[Any]) -> None:
@@ -130,7 +147,6 @@ def summa_product(
     run_pipeline(b, name, specs, locals_, steps, C.dtype, num_stages, grid.rank, update)
 
 
-@written_back("C")
 def gemm(
     A: BlockCyclicArray,
     B: BlockCyclicArray,
@@ -239,6 +255,8 @@ def gemm(
     Cw = C
     if C is not None and not C.grid.same_as(grid):
         Cw = ck.move(C, grid, C.block, "C", name, "C lives on another grid than A")
+    elif C is not None and C.is_window and (C.dtype != dtype or meth == "local"):
+        Cw = C.copy()  # a working copy, written back below
     XA, XB = ck.cast_storage(XA, dtype), ck.cast_storage(XB, dtype)
     if Cw is None:
         Cw = new_array(BlockCyclicLayout((m, n), (rowblk, colblk), grid.shape), grid, dtype)
@@ -250,7 +268,7 @@ def gemm(
         if meth == "local":
             _local_gemm(b, alpha, XA._data, opa, XB._data, opb, beta, Cw._data)
         else:
-            scale_local(b, Cw._data, beta)
+            scale_local(b, output_target(Cw)[1], beta)  # a window view: in its parent
             if k:
                 summa_product(
                     name,

@@ -219,10 +219,11 @@ def _write_back(target: BlockCyclicArray, value: BlockCyclicArray) -> None:
 
 
 def written_back(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorate an operator whose arguments ``names`` it may write into (``C``, ``B`` with
-    ``overwrite_b=True``): a window view passed there is replaced by a copy (copied in), the
-    operator runs on the copy, and what it wrote is copied back into the parent's window; the
-    operator then returns the window view where it would have returned the copy."""
+    """Decorate an operator whose output arguments ``names`` (``C``) it cannot update in place
+    when they are window views (SYRK/SYR2K: their triangle update plans in whole blocks of
+    ``C``): such a ``C`` is replaced by a copy (copied in), the operator runs on the copy, and
+    the result is copied back into the parent's window; the operator then returns the window
+    view where it would have returned the copy."""
 
     def decorator(op: Callable[..., Any]) -> Callable[..., Any]:
         sig = inspect.signature(op)
@@ -241,8 +242,6 @@ def written_back(*names: str) -> Callable[[Callable[..., Any]], Callable[..., An
                 if isinstance(v, BlockCyclicArray) and v.is_window:
                     if v._transposed or v._conjugated:
                         continue  # the operator refuses lazy T/conj outputs itself
-                    if name != "C" and not bound.arguments.get("overwrite_" + name.lower()):
-                        continue  # read only: the operator resolves it
                     views[name] = v
                     bound.arguments[name] = v.storage
             if not views:

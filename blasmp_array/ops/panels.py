@@ -128,6 +128,7 @@ __all__ = [
     "compose_op",
     "default_step_width",
     "Gather",
+    "WindowTarget",
     "window_gathers",
     "pack_pieces",
     "put_indexed",
@@ -230,6 +231,42 @@ class Source:
 
 
 @dataclass(frozen=True)
+class WindowTarget:
+    """The target ``C`` of a pipeline that is a window view: ``parent[rows, cols]`` at offsets
+    inside blocks. Duck-types what :func:`plan_panels` reads of a target layout (shape, grid,
+    each process's global rows/columns in local order, local shapes); its local matrix is the
+    slice :meth:`~blasmp_array.array.Window.local_slices` of the parent's. Every source of
+    such a target is planned with gathers."""
+
+    parent: BlockCyclicLayout
+    rows: tuple[int, int]
+    cols: tuple[int, int]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.rows[1] - self.rows[0], self.cols[1] - self.cols[0])
+
+    @property
+    def grid_shape(self) -> tuple[int, int]:
+        return self.parent.grid_shape
+
+    @property
+    def block(self) -> tuple[int, int]:
+        return self.parent.block
+
+    def local_rows(self, p: int) -> np.ndarray:
+        g = self.parent.local_rows(p)
+        return g[(g >= self.rows[0]) & (g < self.rows[1])] - self.rows[0]
+
+    def local_cols(self, q: int) -> np.ndarray:
+        g = self.parent.local_cols(q)
+        return g[(g >= self.cols[0]) & (g < self.cols[1])] - self.cols[0]
+
+    def local_shape(self, p: int, q: int) -> tuple[int, int]:
+        return (len(self.local_rows(p)), len(self.local_cols(q)))
+
+
+@dataclass(frozen=True)
 class PanelSpec:
     """One operand of an exchange: rows of ``source`` selected by ``target``'s ``axis``.
 
@@ -240,7 +277,7 @@ class PanelSpec:
     """
 
     source: Source
-    target: BlockCyclicLayout
+    target: BlockCyclicLayout | WindowTarget
     axis: int
 
 
@@ -560,7 +597,8 @@ def plan_panels(
     pr, pc = tgt.grid_shape
     if xl.grid_shape != tgt.grid_shape:
         raise ValueError(f"source grid {xl.grid_shape} differs from target grid {tgt.grid_shape}")
-    if (not src.windowed and src.block[0] != tgt.block[axis]) or src.shape[0] != tgt.shape[axis]:
+    gathered = src.windowed or isinstance(tgt, WindowTarget)
+    if (not gathered and src.block[0] != tgt.block[axis]) or src.shape[0] != tgt.shape[axis]:
         raise ValueError(
             f"panel rows of {src.shape} blocked {src.block} do not match the target dimension "
             f"{tgt.shape[axis]} blocked {tgt.block[axis]}"
@@ -584,13 +622,14 @@ def plan_panels(
         width = min(b1 * kb, kdim) - k0
         row = []
         for g in range(ngroups):
-            if src.windowed:
+            if gathered:
                 mrows = tgt.local_rows(g) if axis == 0 else tgt.local_cols(g)
                 if not len(mrows) or not receivers_of[g] or width <= 0:
                     row.append(GroupStep(0, 0, max(width, 0), (), (), (), False))
                 else:
                     row.append(_window_group_step(src, mrows, k0, width, receivers_of[g], pc))
                 continue
+            assert isinstance(tgt, BlockCyclicLayout)
             blocks = tgt.local_block_rows(g) if axis == 0 else tgt.local_block_cols(g)
             pieces: list[Piece] = []
             zeros: list[tuple[int, int, int, int]] = []

@@ -383,13 +383,11 @@ def _arg(name: str, a: Any, axis: Any, out: Any, keepdims: bool) -> Any:
     out_ = np.empty(s.shape[1 - sax], dtype=np.intp)
     if sax == 0:  # per column: candidates of each process row of this process column
         groups = [
-            (cols_of(c), [parts[g.rank_of(r, c)] for r in range(g.nprow)])
-            for c in range(g.npcol)
+            (cols_of(c), [parts[g.rank_of(r, c)] for r in range(g.nprow)]) for c in range(g.npcol)
         ]
     else:
         groups = [
-            (rows_of(r), [parts[g.rank_of(r, c)] for c in range(g.npcol)])
-            for r in range(g.nprow)
+            (rows_of(r), [parts[g.rank_of(r, c)] for c in range(g.npcol)]) for r in range(g.nprow)
         ]
     for gidx, group in groups:
         valid = [p for p in group if p is not None]

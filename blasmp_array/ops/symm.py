@@ -22,8 +22,7 @@ from ..layout import BlockCyclicLayout
 from . import _checks as ck
 from ._triangle import symmetric_from_triangle
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
-from .gemm import check_method, check_stages, scale_local, summa_product
-from .indexing import written_back
+from .gemm import check_method, check_stages, output_target, scale_local, summa_product
 from .panels import Source, compose_op
 
 __all__ = ["symm", "sym_source"]
@@ -45,7 +44,6 @@ def sym_source(
     return Source(XA.layout, "R" if conj else "N", "sym", stored_uplo, False, offset, extent)
 
 
-@written_back("C")
 def symm(
     A: BlockCyclicArray,
     B: BlockCyclicArray,
@@ -142,6 +140,8 @@ def symm(
     Cw = C
     if C is not None and not C.grid.same_as(grid):
         Cw = ck.move(C, grid, C.block, "C", name, "C lives on another grid than A")
+    elif C is not None and C.is_window and meth == "local":
+        Cw = C.copy()  # a working copy, written back below (never on a 1x1 grid in practice)
     if Cw is None:
         Cw = new_array(BlockCyclicLayout((m, n), blk_c, grid.shape), grid, dtype)
         beta = dtype.type(0)
@@ -159,7 +159,7 @@ def symm(
         else:
             b.gemm(alpha, xb, full, beta, Cw._data, tb, "N", b.compute)
     elif m and n:
-        scale_local(b, Cw._data, beta)
+        scale_local(b, output_target(Cw)[1], beta)  # a window view: in its parent
         if alpha != 0:
             sym = sym_source(XA, va, uplo, offa, exta)
             width = step_width if grid.size > 1 or method == "summa" else max(na, 1)

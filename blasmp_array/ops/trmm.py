@@ -22,13 +22,11 @@ from ..layout import BlockCyclicLayout
 from . import _checks as ck
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .gemm import check_method, check_stages, scale_local, summa_product
-from .indexing import written_back
 from .panels import Source, compose_op
 
 __all__ = ["trmm"]
 
 
-@written_back("B")
 def trmm(
     A: BlockCyclicArray,
     B: BlockCyclicArray,
@@ -87,7 +85,7 @@ def trmm(
         raise TypeError(f"trmm: unit_diagonal must be True or False, got {unit_diagonal!r}")
     if not isinstance(overwrite_b, bool):
         raise TypeError(f"trmm: overwrite_b must be True or False, got {overwrite_b!r}")
-    if overwrite_b and B.is_view:
+    if overwrite_b and (B._transposed or B._conjugated):
         raise ValueError("trmm: overwrite_b=True needs B to be a stored array, not a lazy view")
     stages = check_stages(num_stages, name)
     XA, va, offa, exta = ck.split_window(A)

@@ -113,7 +113,6 @@ from ..layout import numroc
 from . import _checks as ck
 from . import _exchange as engine
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
-from .indexing import written_back
 from .panels import Gather, Source, pack_pieces, put_indexed, window_gathers
 
 __all__ = ["trsm", "solve_triangular", "TrsmRedistributionWarning", "free_workspace"]
@@ -128,7 +127,6 @@ class TrsmRedistributionWarning(RedistributionWarning):
 
 
 # -- public API -------------------------------------------------------------------------------
-@written_back("B")
 def trsm(
     A: BlockCyclicArray,
     B: BlockCyclicArray,
@@ -427,6 +425,10 @@ def _trsm(
             _TrsmPipeline(spec, A, X).run()
     if X.layout != target.layout and not target.is_view:
         X = X.redistribute(block=target.block)
+    plain_window = target.is_window and not (target._transposed or target._conjugated)
+    if overwrite_b and plain_window and X.dtype == target.dtype:
+        ck.store(target, X)  # the solution into the parent's window
+        return target
     if (
         overwrite_b
         and not target.is_view

@@ -242,7 +242,7 @@ def test_gemm_reads_windows_in_place(data):
     Cv = C[1 : h + 1, 1 : wv.shape[1] + 1]
     Cv[...] = 1.0
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", bm.ViewCopyWarning)
+        warnings.simplefilter("error", bm.RedistributionWarning)  # C's window: in place too
         out = linalg.gemm(V, W, C=Cv, beta=-1.0)
     assert out is Cv
     c = C.to_numpy()
@@ -403,6 +403,46 @@ def test_symm_and_trmm_read_windows_in_place(data):
                         else (w @ t, np.abs(w) @ np.abs(t))
                     )
                     assert_within_bound(got, ref, sc, n, np.float64, f"trmm {side}{lower}{trans}")
+        # outputs at offsets inside blocks, written in place: SYMM's C, TRMM's and TRSM's B
+        C = bm.full((n + 2, k + 3), np.nan, block=(b, kb), grid=grid)
+        Cv = C[1 : n + 1, 2 : k + 2]
+        Cv[...] = 1.0
+        assert linalg.symm(V, BL, C=Cv, beta=2.0) is Cv
+        got = C.to_numpy()
+        s = np.tril(v) + np.tril(v, -1).T
+        assert_within_bound(
+            got[1 : n + 1, 2 : k + 2],
+            s @ wl + 2,
+            np.abs(s) @ np.abs(wl) + 2,
+            n,
+            np.float64,
+            "symm C=window",
+        )
+        mask = np.ones(got.shape, bool)
+        mask[1 : n + 1, 2 : k + 2] = False
+        assert np.isnan(got[mask]).all()
+        Cv[...] = wl
+        assert linalg.trmm(V, Cv, lower=True, overwrite_b=True) is Cv
+        t = np.tril(v)
+        got = C.to_numpy()
+        assert_within_bound(
+            got[1 : n + 1, 2 : k + 2],
+            t @ wl,
+            np.abs(t) @ np.abs(wl),
+            n,
+            np.float64,
+            "trmm B=window",
+        )
+        assert np.isnan(got[mask]).all()
+        tw = np.tril(v) + n * np.eye(n)
+        V[...] = tw
+        Cv[...] = wl
+        assert linalg.trsm(V, Cv, lower=True, overwrite_b=True) is Cv
+        got = C.to_numpy()
+        X = got[1 : n + 1, 2 : k + 2]
+        res = np.linalg.norm(tw @ X - wl) / (np.linalg.norm(tw) * np.linalg.norm(X) * n)
+        assert res <= 4 * eps(np.float64) and np.isnan(got[mask]).all()
+        V[...] = v
         # the transposed window as the symmetric operand: its lower triangle is V's upper one
         got = linalg.symm(V.T, BL, lower=True).to_numpy()
         s = np.tril(v.T) + np.tril(v.T, -1).T
