@@ -97,6 +97,7 @@ order, so every wait depends only on earlier messages.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -579,18 +580,15 @@ class _TrsmPipeline:
         group; a sender inside the group packs into its own slot); the messages are
         concatenated in sender-rank order in the slot. When that order is not the local order
         (interleaved senders, e.g. transposed pieces on a 2-D grid) the receiver unpacks the
-        slot into a stack buffer.
+        slot into a stack buffer. A window view ``A`` (an offset inside a block) is planned
+        by :meth:`_window_group`, the stored blocks of any other by :meth:`_block_group`.
         """
-        A = self.A
-        if A.is_window:
-            return self._window_panel_plan()
-        Alay, Agrid = A.layout, A.grid
+        group = self._window_group if self.A.is_window else self._block_group
         me = self.be.rank
         steps: list[tuple[engine.Message, ...]] = []
-        mine: list[Any] = []  # per step: (lo, rows, unpack map or None) of my group, or None
+        mine: list[Any] = []  # per step: (lo, rows, unpack or None) of my group, or None
         stage = 0
         for t, k in enumerate(self.order):
-            ek = self.ext(k)
             msgs: list[engine.Message] = []
             staged: dict[int, int] = {}  # sender -> elements it stages at this step
             my_stack = None
@@ -600,30 +598,9 @@ class _TrsmPipeline:
                 if not blocks or not self.active_other:
                     continue
                 receivers = tuple(self.rank_at(p, q) for q in self.active_other)
-                by_sender: dict[int, list[int]] = {}
-                for i in blocks:
-                    sender = Agrid.rank_of(*Alay.block_owner(*self.stored(i, k)))
-                    by_sender.setdefault(sender, []).append(i)
-                lo = self.loc_off(blocks[0])
-                rows = self.loc_off(blocks[-1]) + self.ext(blocks[-1]) - lo
-                unpack: list[tuple[int, int, int]] = []  # (slot row, stack row, rows)
-                pos = 0
-                for sender in sorted(by_sender):
-                    run = by_sender[sender]
-                    size = sum(self.ext(i) for i in run) * ek
-                    if sender not in receivers:
-                        staged[sender] = staged.get(sender, 0) + size
-                    if sender == me or me in receivers:
-                        packer = self._panel_packer(run, k) if sender == me else None
-                        msgs.append(
-                            engine.Message(sender, receivers, pos * ek, size, packer, in_slot=True)
-                        )
-                    for i in run:
-                        unpack.append((pos, self.loc_off(i) - lo, self.ext(i)))
-                        pos += self.ext(i)
+                stack = group(k, blocks, receivers, msgs, staged)
                 if me in receivers:
-                    in_order = all(a == b for a, b, _ in unpack)
-                    my_stack = (lo, rows, None if in_order else unpack)
+                    my_stack = stack
             stage = max(stage, *staged.values(), 0)
             steps.append(tuple(msgs))
             mine.append(my_stack)
@@ -631,60 +608,62 @@ class _TrsmPipeline:
         plan = engine.Plan("trsm a_panel", me, self.be.size, tuple(steps), slot, stage)
         return plan, mine
 
-    def _window_panel_plan(self) -> tuple[engine.Plan, list[Any]]:
-        """:meth:`_panel_plan` for a window view ``A`` (an offset inside a block): each sender's
-        part of a group's stack is one :class:`~.panels.Gather` from the parent's local matrix
-        (its rows and columns of the window), unpacked by one scatter on the receivers."""
+    def _block_group(
+        self,
+        k: int,
+        blocks: list[int],
+        receivers: tuple[int, ...],
+        msgs: list[engine.Message],
+        staged: dict[int, int],
+    ) -> tuple[int, int, Any]:
+        """One group's panel of a stored ``A``: the stored blocks ``A[i, k]`` (or ``A[k, i]``)
+        of ``blocks``, one message per sender; returns the group's stack description."""
+        Alay, Agrid, me, ek = self.A.layout, self.A.grid, self.be.rank, self.ext(k)
+        by_sender: dict[int, list[int]] = {}
+        for i in blocks:
+            sender = Agrid.rank_of(*Alay.block_owner(*self.stored(i, k)))
+            by_sender.setdefault(sender, []).append(i)
+        lo = self.loc_off(blocks[0])
+        rows = self.loc_off(blocks[-1]) + self.ext(blocks[-1]) - lo
+        unpack: list[tuple[int, int, int]] = []  # (slot row, stack row, rows)
+        pos = 0
+        for sender in sorted(by_sender):
+            run = by_sender[sender]
+            size = sum(self.ext(i) for i in run) * ek
+            pack = functools.partial(self._panel_packer, run, k)
+            _add_message(msgs, staged, me, sender, receivers, pos * ek, size, pack)
+            for i in run:
+                unpack.append((pos, self.loc_off(i) - lo, self.ext(i)))
+                pos += self.ext(i)
+        in_order = all(a == b for a, b, _ in unpack)
+        return lo, rows, None if in_order else unpack
+
+    def _window_group(
+        self,
+        k: int,
+        blocks: list[int],
+        receivers: tuple[int, ...],
+        msgs: list[engine.Message],
+        staged: dict[int, int],
+    ) -> tuple[int, int, Any]:
+        """One group's panel of a window view ``A``: each sender's part of the stack is one
+        :class:`~.panels.Gather` from the parent's local matrix (its rows and columns of the
+        window), unpacked by one scatter on the receivers."""
         w = self.A._window
         assert w is not None
-        parent, n = w.parent, w.rows[1] - w.rows[0]
-        src = Source(
-            parent.layout,
-            "T" if self.transposed else "N",
-            offset=(w.rows[0], w.cols[0]),
-            extent=(n, n),
-        )
-        me, xp = self.be.rank, self.be.xp
-        steps: list[tuple[engine.Message, ...]] = []
-        mine: list[Any] = []
-        stage = 0
-        for t, k in enumerate(self.order):
-            ek = self.ext(k)
-            kcols = np.arange(k * self.nb, k * self.nb + ek)
-            msgs: list[engine.Message] = []
-            staged: dict[int, int] = {}
-            my_stack = None
-            for p in range(self.P):
-                _lo, _hi, trail = self.trailing(t, p)
-                blocks = sorted([k, *trail]) if self.owner(k) == p else list(trail)
-                if not blocks or not self.active_other:
-                    continue
-                receivers = tuple(self.rank_at(p, q) for q in self.active_other)
-                mrows = np.concatenate(
-                    [np.arange(i * self.nb, i * self.nb + self.ext(i)) for i in blocks]
-                )
-                gathers = window_gathers(src, src.op, mrows, kcols, parent.grid.npcol)
-                pos, placed = 0, []
-                for g in sorted(gathers, key=lambda x: x.sender):
-                    g = replace(g, offset=pos, device={})
-                    if g.sender not in receivers:
-                        staged[g.sender] = staged.get(g.sender, 0) + g.size
-                    if g.sender == me or me in receivers:
-                        packer = _gather_packer(xp, parent, g) if g.sender == me else None
-                        msgs.append(
-                            engine.Message(g.sender, receivers, pos, g.size, packer, in_slot=True)
-                        )
-                    placed.append(g)
-                    pos += g.size
-                if me in receivers:
-                    lo = self.loc_off(blocks[0])
-                    my_stack = (lo, len(mrows), tuple(placed))
-            stage = max(stage, *staged.values(), 0)
-            steps.append(tuple(msgs))
-            mine.append(my_stack)
-        slot = max(self.loc_ext) * self.nb
-        plan = engine.Plan("trsm a_panel", me, self.be.size, tuple(steps), slot, stage)
-        return plan, mine
+        parent, n, me, nb = w.parent, w.rows[1] - w.rows[0], self.be.rank, self.nb
+        op = "T" if self.transposed else "N"
+        src = Source(parent.layout, op, offset=(w.rows[0], w.cols[0]), extent=(n, n))
+        mrows = np.concatenate([np.arange(i * nb, i * nb + self.ext(i)) for i in blocks])
+        kcols = np.arange(k * nb, k * nb + self.ext(k))
+        pos, placed = 0, []
+        for g in sorted(window_gathers(src, op, mrows, kcols, parent.grid.npcol), key=_sender):
+            g = replace(g, offset=pos, device={})
+            pack = functools.partial(_gather_packer, self.be.xp, parent, g)
+            _add_message(msgs, staged, me, g.sender, receivers, pos, g.size, pack)
+            placed.append(g)
+            pos += g.size
+        return self.loc_off(blocks[0]), len(mrows), tuple(placed)
 
     def _panel_packer(self, blocks: list[int], k: int) -> Any:
         """``pack(out)``: the pieces of ``blocks`` at step ``k``, stacked (transposed if the
@@ -884,6 +863,29 @@ class _TrsmPipeline:
             be.gemm(-1, a, xk, 1, self.xblock(lo, hi), spec.trans, "N", be.compute)
         else:
             be.gemm(-1, xk, a, 1, self.xblock(lo, hi), "N", spec.trans, be.compute)
+
+
+def _add_message(
+    msgs: list[engine.Message],
+    staged: dict[int, int],
+    me: int,
+    sender: int,
+    receivers: tuple[int, ...],
+    offset: int,
+    size: int,
+    packer: Any,
+) -> None:
+    """Count what ``sender`` stages (it is not a receiver) and, where this rank takes part,
+    add the in-slot message (with ``packer()``'s pack function when this rank sends it)."""
+    if sender not in receivers:
+        staged[sender] = staged.get(sender, 0) + size
+    if sender == me or me in receivers:
+        pack = packer() if sender == me else None
+        msgs.append(engine.Message(sender, receivers, offset, size, pack, in_slot=True))
+
+
+def _sender(g: Gather) -> int:
+    return g.sender
 
 
 def _gather_packer(xp: Any, parent: BlockCyclicArray, g: Gather) -> Any:

@@ -356,18 +356,24 @@ def test_bad_writes_through_windows_change_nothing(grid):
     np.testing.assert_array_equal(Z.to_numpy(), a)
 
 
-@PROPERTY
-@given(data=st.data())
-def test_symm_and_trmm_read_windows_in_place(data):
-    """Symmetric and triangular windows at any offsets (rows and columns offset differently,
-    inside blocks): their triangles are the window's own, gathered and masked in place."""
+def _square_window_case(data):
+    """A grid, a square block ``b``, a window order ``n`` and offsets ``(i0, j0)`` (rows inside
+    a block, columns anywhere), ``k`` right-hand sides blocked by ``kb``, and a generator."""
     gshape = data.draw(st.sampled_from(grid_shapes(MPI.COMM_WORLD.Get_size())))
-    grid = cached_grid(*gshape)
     b = data.draw(st.integers(2, 4))
     n = data.draw(st.integers(b + 1, 3 * b + 2))
     i0, j0 = data.draw(st.integers(1, b + 1)), data.draw(st.integers(0, b + 1))
     k, kb = data.draw(st.integers(1, 7)), data.draw(st.integers(1, 4))
     rng = np.random.default_rng(n * 100 + i0 * 10 + j0)
+    return cached_grid(*gshape), b, n, i0, j0, k, kb, rng
+
+
+@PROPERTY
+@given(data=st.data())
+def test_symm_and_trmm_read_windows_in_place(data):
+    """Symmetric and triangular windows at any offsets (rows and columns offset differently,
+    inside blocks): their triangles are the window's own, gathered and masked in place."""
+    grid, b, n, i0, j0, k, kb, rng = _square_window_case(data)
     a = rng.standard_normal((n + i0 + 1, n + j0 + 2))
     A = bm.from_numpy(a, block=b, grid=grid)
     V, v = A[i0 : i0 + n, j0 : j0 + n], a[i0 : i0 + n, j0 : j0 + n]
@@ -456,13 +462,7 @@ def test_trsm_reads_windows_in_place(data):
     """solve_triangular / trsm with a triangular window at offsets inside blocks (rows and
     columns offset differently), every side/uplo/trans/diagonal, the finite and zero-diagonal
     checks read in the parent: backward error within the bound, nothing copied."""
-    gshape = data.draw(st.sampled_from(grid_shapes(MPI.COMM_WORLD.Get_size())))
-    grid = cached_grid(*gshape)
-    b = data.draw(st.integers(2, 4))
-    n = data.draw(st.integers(b + 1, 3 * b + 2))
-    i0, j0 = data.draw(st.integers(1, b + 1)), data.draw(st.integers(0, b + 1))
-    k, kb = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 4))
-    rng = np.random.default_rng(n * 100 + i0 * 10 + j0 + 7)
+    grid, b, n, i0, j0, k, kb, rng = _square_window_case(data)
     a = rng.standard_normal((n + i0 + 1, n + j0 + 2))
     a[i0 : i0 + n, j0 : j0 + n] += n * np.eye(n)  # well conditioned triangles
     A = bm.from_numpy(a, block=b, grid=grid)
