@@ -9,10 +9,11 @@ Submatrix views ``A[i0:i1, j0:j1]`` need no flag when the window is block-cyclic
 block boundaries): the view is an ordinary array whose local matrix is a slice of ``A``'s and whose
 layout carries the shifted source process. Any other window is a third lazy kind, a *window
 view*: it keeps ``(parent, rows, cols)`` and no local matrix of its own. Reads and writes of
-elements and windows go to the parent; GEMM folds the offset into its panel plan (PBLAS's
-``IA, JA``); every other consumer gets a copy from :attr:`BlockCyclicArray.storage` /
-:meth:`~BlockCyclicArray.resolve` (collective, with a :class:`~blasmp_array.ViewCopyWarning`),
-and operators that write into a window view write back into the parent. ``_data`` of a window
+elements and windows go to the parent; the BLAS3 operators fold the offset into their panel
+plans (PBLAS's ``IA, JA``) and the reductions reduce the parent's local slices; every other
+consumer gets a copy from :attr:`BlockCyclicArray.storage` / :meth:`~BlockCyclicArray.resolve`
+(collective, with a :class:`~blasmp_array.ViewCopyWarning`), and operators that write into a
+window view write into the parent. ``_data`` of a window
 view raises, so a consumer that forgot to resolve fails loudly instead of reading the wrong
 elements (see :mod:`blasmp_array.ops.indexing`).
 

@@ -26,14 +26,17 @@ block-cyclic: its first block is partial (ScaLAPACK's ``IMB < MB``). It is then 
 
 * Elements, windows of it, assignment and ``fill`` go to ``A`` (composed offsets): they see and
   change ``A`` as NumPy's views do.
-* GEMM and SYRK/SYR2K (``V @ W``, ``V.T @ V``) fold the offsets into their panel plans,
-  PBLAS's ``IA, JA``: the panels are gathered straight from ``A``'s local matrix
-  (:class:`~.panels.Source`'s window, :class:`~.panels.Gather`), no copy of the operand.
+* The BLAS3 operators (GEMM, SYMM, SYRK, SYR2K, TRMM, TRSM) fold the offsets into their panel
+  plans, PBLAS's ``IA, JA``: the panels are gathered straight from ``A``'s local matrix
+  (:class:`~.panels.Source`'s window, :class:`~.panels.Gather`), no copy of the operand; GEMM
+  and SYMM update a window view ``C`` in place (:class:`~.panels.WindowTarget`). The
+  reductions reduce ``A``'s local slices.
 * Every other consumer calls :attr:`BlockCyclicArray.storage` / ``resolve()``, which copies the
   window into a new array with source ``(0, 0)`` by one exchange (:func:`copy_window`) with a
   :class:`~blasmp_array.ViewCopyWarning` -- at that moment, so the copy sees ``A``'s current
-  values. Writing operators (``C=``, ``out=``, ``overwrite_b=True``) given a window view compute
-  into such a copy and copy the result back into ``A``'s window (:func:`written_back`).
+  values. Other writing operators (SYRK/SYR2K ``C=``, ufuncs ``out=``) given a window view
+  compute into such a copy and copy the result back into ``A``'s window
+  (:func:`written_back`, or ``V[...] = result``).
 
 A window view has no local matrix of its own (its ``_data`` raises): a consumer that forgets to
 resolve it fails loudly rather than reading the wrong elements. Assignment

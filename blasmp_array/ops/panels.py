@@ -29,6 +29,14 @@ pieces*, filled by the receiver (leading/trailing zero rows are trimmed away: th
 masked -- ONCE per receiver, as one message. Every rank computes the same plan
 deterministically from layouts only; plans are cached.
 
+Window views (a source window ``X[i0:, j0:]`` at offsets inside blocks, or a target ``C`` that
+is one, :class:`WindowTarget`): a block of ``M`` then straddles up to four stored blocks, and
+the plan is made of :class:`Gather` s instead of pieces: a sender's part of a panel is always
+the product of the window rows and columns it owns, so it is one gather (index arrays, or
+slices for runs) packed from its local matrix and one scatter on the receiver. Symmetric and
+triangular windows mask the gathered block to the window's own triangle; a symmetric one adds
+its mirrored strict triangle as a second gather, added on unpack.
+
 Panel slots and the signal protocol
 -----------------------------------
 The panels travel on the one-sided exchange engine (``ops/_exchange.py``): :func:`summa_plan`
