@@ -15,13 +15,11 @@ import numpy as np
 
 from ..array import BlockCyclicArray
 from . import _checks as ck
-from .indexing import written_back
 from .syrk import rank_k
 
 __all__ = ["syr2k"]
 
 
-@written_back("C")
 def syr2k(
     A: BlockCyclicArray,
     B: BlockCyclicArray,

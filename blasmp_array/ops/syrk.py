@@ -30,17 +30,40 @@ from ..layout import BlockCyclicLayout
 from . import _checks as ck
 from ._triangle import scale_triangle, triangle_mask
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
-from .gemm import check_method, check_stages
-from .indexing import written_back
-from .panels import PanelSpec, Source, compose_op, default_step_width, make_steps, run_pipeline
+from .gemm import check_method, check_stages, output_target
+from .panels import (
+    PanelSpec,
+    Source,
+    WindowTarget,
+    compose_op,
+    default_step_width,
+    make_steps,
+    run_pipeline,
+)
 
 __all__ = ["syrk", "rank_k", "triangle_update"]
 
 
+def _local_indices(C: BlockCyclicArray) -> tuple[np.ndarray, np.ndarray]:
+    """The global (window, for a window view) row and column indices of C's local elements."""
+    g, w = C.grid, C._window
+    if w is not None:
+        target = WindowTarget(w.parent.layout, w.rows, w.cols)
+        return target.local_rows(g.myrow), target.local_cols(g.mycol)
+    return C.layout.local_rows(g.myrow), C.layout.local_cols(g.mycol)
+
+
+def _triangle_of(C: BlockCyclicArray, uplo: str) -> Any:
+    """Device mask of C's local elements inside its ``uplo`` triangle (a window's own)."""
+    if not C.is_window:
+        return triangle_mask(C.layout, C.grid, uplo)
+    rows, cols = (C.grid.backend.asarray(x) for x in _local_indices(C))
+    return _window_triangle(rows, cols, uplo)
+
+
 def _local_diagonal(C: BlockCyclicArray) -> tuple[Any, Any]:
     g = C.grid
-    rows = C.layout.local_rows(g.myrow)
-    cols = C.layout.local_cols(g.mycol)
+    rows, cols = _local_indices(C)
     common, ri, ci = np.intersect1d(rows, cols, assume_unique=True, return_indices=True)
     return g.backend.asarray(ri), g.backend.asarray(ci)
 
@@ -55,10 +78,21 @@ def _diag_add(xp: Any, c_blk: Any, t: Any, uplo: str) -> None:
     c_blk[i, j] += t[i, j]
 
 
+def _window_triangle(rows: Any, cols: Any, uplo: str) -> Any:
+    """Where window row ``rows[i]`` and column ``cols[j]`` lie in the ``uplo`` triangle."""
+    d = rows[:, None] - cols[None, :]
+    return d >= 0 if uplo == "L" else d <= 0
+
+
+def _masked_add(xp: Any, c_blk: Any, t: Any, rows: Any, cols: Any, uplo: str) -> None:
+    # only the part of the rectangle inside the window's triangle is added
+    c_blk += xp.where(_window_triangle(rows, cols, uplo), t, xp.zeros((), t.dtype))
+
+
 @warmup_kernels
 def _warm_diagonal(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     """:func:`_diag_add` into a strided and a contiguous block, both triangles; the zeroed
-    imaginary part of HERK's diagonal."""
+    imaginary part of HERK's diagonal; :func:`_masked_add` of a window's diagonal rectangle."""
     n = 6
     local = sample_matrix(xp, dtype, n)
     for uplo in ("L", "U"):
@@ -67,6 +101,8 @@ def _warm_diagonal(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     idx = xp.asarray(np.arange(3))
     if dtype.kind == "c":
         _zero_diag_imag(local.copy(), idx, idx)
+    for uplo in ("L", "U"):  # a window view C's diagonal rectangles
+        _masked_add(xp, local[1:4, 1:4], local[:3, :3].copy(), idx, idx[::-1].copy(), uplo)
 
 
 class _LocalTriangle:
@@ -77,6 +113,9 @@ class _LocalTriangle:
         g, lay = C.grid, C.layout
         b = lay.block[0]
         self.uplo = uplo
+        if C.is_window:
+            self._window_columns(C, uplo)
+            return
         ib = list(lay.local_block_rows(g.myrow))
         roff = [t * b for t in range(len(ib))] + [C._data.shape[0]]
         self.cols = []
@@ -91,6 +130,26 @@ class _LocalTriangle:
             else:
                 strict = (0, roff[pos])
             self.cols.append((c0, c1, strict, diag))
+
+    def _window_columns(self, C: BlockCyclicArray, uplo: str) -> None:
+        """The same for a window view ``C``: its local columns grouped by the parent's block
+        columns; the rows strictly inside the window's triangle for every column of a group,
+        and the rows that cross its diagonal there (a rectangle, masked when added)."""
+        w = C._window
+        assert w is not None
+        g, target = C.grid, WindowTarget(w.parent.layout, w.rows, w.cols)
+        wr, wc = target.local_rows(g.myrow), target.local_cols(g.mycol)
+        nb = w.parent.layout.block[1]
+        self.cols = []
+        if not len(wc):
+            return  # no columns of the window here
+        parent_block = (wc + w.cols[0]) // nb
+        starts = np.flatnonzero(np.r_[True, parent_block[1:] != parent_block[:-1]])
+        for c0, c1 in zip(starts, [*starts[1:], len(wc)], strict=True):
+            a, z = int(wc[c0]), int(wc[c1 - 1])  # window columns a..z of the group
+            d0, d1 = bisect.bisect_left(wr, a), bisect.bisect_right(wr, z)
+            strict = (d1, len(wr)) if uplo == "L" else (0, d0)
+            self.cols.append((int(c0), int(c1), strict, (d0, d1) if d1 > d0 else None))
 
     def chunks(self, width: int) -> list[tuple[int, int, tuple[int, int], list[Any]]]:
         """Consecutive block columns grouped to about ``width`` columns: ``(c0, c1, shared,
@@ -143,13 +202,20 @@ def triangle_update(
     kdim, kb = src0.shape[1], src0.block[1]
     width = default_step_width(b) if step_width is None else step_width
     steps = make_steps(kdim, kb, width)
-    specs = [PanelSpec(src, C.layout, axis) for src, _, axis in operands]
+    target, c_loc = output_target(C)  # a window view C: in its parent, with gathered panels
+    specs = [PanelSpec(src, target, axis) for src, _, axis in operands]
     locals_ = [x._data for _, x, _ in operands]
     tri = _LocalTriangle(C, uplo)
-    c_loc = C._data
     one, zero = C.dtype.type(1), C.dtype.type(0)
     bsz = C.layout.block[0]
     tmp = b.xp.empty((bsz, bsz), C.dtype)  # private scratch for diagonal blocks
+    # a window's diagonal crosses its local blocks: the diagonal rectangles are added through
+    # the window's triangle (its row and column indices), never with a square-block kernel
+    wr = wc = None
+    if isinstance(target, WindowTarget):
+        diag_kernel = None
+        wr = b.asarray(target.local_rows(grid.myrow))
+        wc = b.asarray(target.local_cols(grid.mycol))
 
     chunks = tri.chunks(default_step_width(b))  # wide GEMMs below the staircase
 
@@ -186,8 +252,7 @@ def triangle_update(
         if diag_kernel is not None:
             _diag_kernel(b, diag_kernel, terms, panels, c_loc, d0, d1, c0, c1, uplo)
             return
-        n_d = d1 - d0
-        t = tmp[:n_d, :n_d]
+        t = tmp[: d1 - d0, : c1 - c0]
         first = True
         for coef, li, ri in terms:
             left, right = panels[li], panels[ri]
@@ -207,8 +272,11 @@ def triangle_update(
                 b.compute,
             )
             first = False
-        if not first:
+        if not first and wr is None:
             b.launch(b.compute, _diag_add, b.xp, c_loc[d0:d1, c0:c1], t, uplo)
+        elif not first and wr is not None and wc is not None:
+            rows, cols = wr[d0:d1], wc[c0:c1]
+            b.launch(b.compute, _masked_add, b.xp, c_loc[d0:d1, c0:c1], t, rows, cols, uplo)
 
     run_pipeline(b, name, specs, locals_, steps, C.dtype, num_stages, grid.rank, update)
 
@@ -322,7 +390,9 @@ def rank_k(
         )
         XB = ck.cast_storage(XB, dtype)
     Cw = C
-    if C is not None and (C.block != (bsz, bsz) or not C.grid.same_as(grid)):
+    if C is not None and C.is_window and meth == "local":
+        Cw = C.copy()  # a working copy, stored back below
+    elif C is not None and (C.block != (bsz, bsz) or not C.grid.same_as(grid)):
         Cw = ck.move(
             C,
             grid,
@@ -342,7 +412,7 @@ def rank_k(
     begin_pipeline(b, dtype)
     if n:
         if not fresh and beta != 1:
-            scale_triangle(b, Cw._data, beta, triangle_mask(Cw.layout, grid, uplo))
+            scale_triangle(b, output_target(Cw)[1], beta, _triangle_of(Cw, uplo))
         if kdim and alpha != 0:
             o2 = compose_op(o1a, "C" if hermitian else "T")
             col_op = compose_op(o2, "T")
@@ -386,7 +456,7 @@ def rank_k(
                 triangle_update(name, operands, terms, Cw, uplo, stages, width, diag)
         if hermitian:
             ri, ci = _local_diagonal(Cw)
-            b.launch(b.compute, _zero_diag_imag, Cw._data, ri, ci)
+            b.launch(b.compute, _zero_diag_imag, output_target(Cw)[1], ri, ci)
     b.synchronize()
     if C is not None and Cw is not C:
         back = ck.move(Cw, C.grid, C.block, "C", name, "C's layout differs from the working one")
@@ -395,7 +465,6 @@ def rank_k(
     return Cw
 
 
-@written_back("C")
 def syrk(
     A: BlockCyclicArray,
     C: BlockCyclicArray | None = None,

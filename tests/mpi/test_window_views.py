@@ -449,6 +449,35 @@ def test_symm_and_trmm_read_windows_in_place(data):
         res = np.linalg.norm(tw @ X - wl) / (np.linalg.norm(tw) * np.linalg.norm(X) * n)
         assert res <= 4 * eps(np.float64) and np.isnan(got[mask]).all()
         V[...] = v
+        # SYRK/SYR2K into a window C (offsets inside blocks): only its triangle changes
+        S = bm.full((n + i0 + 1, n + 2), np.nan, block=b, grid=grid)
+        Sv = S[i0 : i0 + n, 2 : n + 2]
+        for lower in (True, False):
+            tri = np.tril if lower else np.triu
+            Sv[...] = 1.0
+            assert linalg.syrk(V, C=Sv, lower=lower, beta=2.0) is Sv
+            got = S.to_numpy()
+            sv = got[i0 : i0 + n, 2 : n + 2]
+            assert_within_bound(
+                tri(sv),
+                tri(v @ v.T + 2),
+                tri(np.abs(v) @ np.abs(v).T + 2),
+                n,
+                np.float64,
+                f"syrk C=window {lower}",
+            )
+            np.testing.assert_array_equal(sv[tri(np.ones((n, n))) == 0], 1.0)  # other triangle
+            mask = np.ones(got.shape, bool)
+            mask[i0 : i0 + n, 2 : n + 2] = False
+            assert np.isnan(got[mask]).all()
+        Sv[...] = 0.0
+        u = wl[:, :1] @ np.ones((1, n))
+        U = bm.from_numpy(u, block=b, grid=grid)
+        assert linalg.syr2k(V, U, C=Sv, lower=True) is Sv
+        got = S.to_numpy()[i0 : i0 + n, 2 : n + 2]
+        ref = v @ u.T + u @ v.T
+        sc = np.abs(v) @ np.abs(u).T + np.abs(u) @ np.abs(v).T
+        assert_within_bound(np.tril(got), np.tril(ref), np.tril(sc), 2 * n, np.float64, "syr2k")
         # the transposed window as the symmetric operand: its lower triangle is V's upper one
         got = linalg.symm(V.T, BL, lower=True).to_numpy()
         s = np.tril(v.T) + np.tril(v.T, -1).T
