@@ -28,15 +28,14 @@ block-cyclic: its first block is partial (ScaLAPACK's ``IMB < MB``). It is then 
   change ``A`` as NumPy's views do.
 * The BLAS3 operators (GEMM, SYMM, SYRK, SYR2K, TRMM, TRSM) fold the offsets into their panel
   plans, PBLAS's ``IA, JA``: the panels are gathered straight from ``A``'s local matrix
-  (:class:`~.panels.Source`'s window, :class:`~.panels.Gather`), no copy of the operand; GEMM
-  and SYMM update a window view ``C`` in place (:class:`~.panels.WindowTarget`). The
-  reductions reduce ``A``'s local slices.
+  (:class:`~.panels.Source`'s window, :class:`~.panels.Gather`), no copy of the operand; GEMM,
+  SYMM, SYRK and SYR2K update a window view ``C`` in place (:class:`~.panels.WindowTarget`).
+  The reductions reduce ``A``'s local slices.
 * Every other consumer calls :attr:`BlockCyclicArray.storage` / ``resolve()``, which copies the
   window into a new array with source ``(0, 0)`` by one exchange (:func:`copy_window`) with a
   :class:`~blasmp_array.ViewCopyWarning` -- at that moment, so the copy sees ``A``'s current
-  values. Other writing operators (SYRK/SYR2K ``C=``, ufuncs ``out=``) given a window view
-  compute into such a copy and copy the result back into ``A``'s window
-  (:func:`written_back`, or ``V[...] = result``).
+  values. Ufuncs with ``out=`` a window view compute a new array and assign it into ``A``'s
+  window (``V[...] = result``).
 
 A window view has no local matrix of its own (its ``_data`` raises): a consumer that forgets to
 resolve it fails loudly rather than reading the wrong elements. Assignment
@@ -62,10 +61,7 @@ stripes of window rows bounded by the same memory budget, plans cached per layou
 
 from __future__ import annotations
 
-import functools
-import inspect
 import warnings
-from collections.abc import Callable
 from numbers import Integral
 from typing import Any
 
@@ -87,7 +83,6 @@ __all__ = [
     "copy_window",
     "to_layout",
     "materialize_window",
-    "written_back",
 ]
 
 _SUPPORTED = (
@@ -211,55 +206,6 @@ def _warn_copy(w: Window) -> None:
         ViewCopyWarning,
         stacklevel=_user_stacklevel(),
     )
-
-
-def _write_back(target: BlockCyclicArray, value: BlockCyclicArray) -> None:
-    """Copy the stored ``value`` (``target.layout``, the working copy) into the window view
-    ``target``'s place in its parent. Collective."""
-    w = target._window
-    assert w is not None and value.layout == target.layout
-    copy_window(value, (0, 0), w.parent, (w.rows[0], w.cols[0]), value.shape)
-
-
-def written_back(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorate an operator whose output arguments ``names`` (``C``) it cannot update in place
-    when they are window views (SYRK/SYR2K: their triangle update plans in whole blocks of
-    ``C``): such a ``C`` is replaced by a copy (copied in), the operator runs on the copy, and
-    the result is copied back into the parent's window; the operator then returns the window
-    view where it would have returned the copy."""
-
-    def decorator(op: Callable[..., Any]) -> Callable[..., Any]:
-        sig = inspect.signature(op)
-
-        @functools.wraps(op)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            for x in (*args, *kwargs.values()):
-                if isinstance(x, BlockCyclicArray) and x._window is not None:
-                    break
-            else:
-                return op(*args, **kwargs)  # the common case: no binding, ~0.2 us
-            bound = sig.bind(*args, **kwargs)
-            views = {}
-            for name in names:
-                v = bound.arguments.get(name)
-                if isinstance(v, BlockCyclicArray) and v.is_window:
-                    if v._transposed or v._conjugated:
-                        continue  # the operator refuses lazy T/conj outputs itself
-                    views[name] = v
-                    bound.arguments[name] = v.storage
-            if not views:
-                return op(*args, **kwargs)
-            result = op(*bound.args, **bound.kwargs)
-            for name, v in views.items():
-                work = bound.arguments[name]
-                _write_back(v, work)
-                if result is work:
-                    result = v
-            return result
-
-        return wrapper
-
-    return decorator
 
 
 def _storage_ranges(a: BlockCyclicArray, rows: Range, cols: Range) -> tuple[Range, Range]:
