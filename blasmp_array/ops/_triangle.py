@@ -20,6 +20,7 @@ import numpy as np
 from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
 from ._warmup import sample_matrix, warmup_kernels
+from .panels import WindowTarget
 
 __all__ = [
     "local_index_vectors",
@@ -196,10 +197,9 @@ def window_flags(
     window's order) when ``zero_diagonal``."""
     parent, g = w.parent, w.parent.grid
     xp = g.backend.xp
-    rs, cs = w.local_slices()
-    a = parent._data[rs, cs]
-    rows_h = parent.layout.local_rows(g.myrow)[rs] - w.rows[0]
-    cols_h = parent.layout.local_cols(g.mycol)[cs] - w.cols[0]
+    a = parent._data[w.local_slices()]
+    target = WindowTarget.of(w)
+    rows_h, cols_h = target.local_rows(g.myrow), target.local_cols(g.mycol)
     bad = xp.zeros((), bool)
     if finite and a.size:
         if uplo is None:

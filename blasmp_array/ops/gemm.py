@@ -92,7 +92,7 @@ def output_target(C: BlockCyclicArray) -> tuple[BlockCyclicLayout | WindowTarget
     w = C._window
     if w is None:
         return C.layout, C._data
-    return WindowTarget(w.parent.layout, w.rows, w.cols), w.parent._data[w.local_slices()]
+    return WindowTarget.of(w), w.parent._data[w.local_slices()]
 
 
 def scale_local(backend: Backend, c: Any, beta: Any, mask: Any = None) -> None:

@@ -250,6 +250,11 @@ class WindowTarget:
     rows: tuple[int, int]
     cols: tuple[int, int]
 
+    @classmethod
+    def of(cls, w: Any) -> WindowTarget:
+        """The target of a window view's :class:`~blasmp_array.array.Window`."""
+        return cls(w.parent.layout, w.rows, w.cols)
+
     @property
     def shape(self) -> tuple[int, int]:
         return (self.rows[1] - self.rows[0], self.cols[1] - self.cols[0])
@@ -263,10 +268,12 @@ class WindowTarget:
         return self.parent.block
 
     def local_rows(self, p: int) -> np.ndarray:
+        """The window rows process row ``p`` holds, in local order (window indices)."""
         g = self.parent.local_rows(p)
         return g[(g >= self.rows[0]) & (g < self.rows[1])] - self.rows[0]
 
     def local_cols(self, q: int) -> np.ndarray:
+        """The window columns process column ``q`` holds, in local order (window indices)."""
         g = self.parent.local_cols(q)
         return g[(g >= self.cols[0]) & (g < self.cols[1])] - self.cols[0]
 

@@ -22,6 +22,7 @@ from .. import creation
 from .._dispatch import implements
 from ..array import BlockCyclicArray
 from .elementwise import _check_same_shape, _operand, aligned, local_view
+from .panels import WindowTarget
 
 __all__: list[str] = []
 
@@ -75,16 +76,8 @@ def _local_part(s: BlockCyclicArray) -> tuple[Any, Callable[[int], Any], Callabl
     w = s._window
     if w is None:
         return s._data, s.layout.local_rows, s.layout.local_cols
-    lay = w.parent.layout
-
-    def inside(idx: np.ndarray, r: tuple[int, int]) -> np.ndarray:
-        return idx[(idx >= r[0]) & (idx < r[1])] - r[0]
-
-    return (
-        w.parent._data[w.local_slices()],
-        lambda p: inside(lay.local_rows(p), w.rows),
-        lambda q: inside(lay.local_cols(q), w.cols),
-    )
+    target = WindowTarget.of(w)
+    return w.parent._data[w.local_slices()], target.local_rows, target.local_cols
 
 
 def _reduce(

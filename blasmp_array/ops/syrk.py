@@ -48,7 +48,7 @@ def _local_indices(C: BlockCyclicArray) -> tuple[np.ndarray, np.ndarray]:
     """The global (window, for a window view) row and column indices of C's local elements."""
     g, w = C.grid, C._window
     if w is not None:
-        target = WindowTarget(w.parent.layout, w.rows, w.cols)
+        target = WindowTarget.of(w)
         return target.local_rows(g.myrow), target.local_cols(g.mycol)
     return C.layout.local_rows(g.myrow), C.layout.local_cols(g.mycol)
 
@@ -137,7 +137,7 @@ class _LocalTriangle:
         and the rows that cross its diagonal there (a rectangle, masked when added)."""
         w = C._window
         assert w is not None
-        g, target = C.grid, WindowTarget(w.parent.layout, w.rows, w.cols)
+        g, target = C.grid, WindowTarget.of(w)
         wr, wc = target.local_rows(g.myrow), target.local_cols(g.mycol)
         nb = w.parent.layout.block[1]
         self.cols = []
