@@ -162,23 +162,14 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         mine = self._data if self._window is None else self._window.parent._data
         return mine is (other._data if other._window is None else other._window.parent._data)
 
-    def _flags_of(self, view: BlockCyclicArray) -> BlockCyclicArray:
-        """This stored array under ``view``'s transpose/conjugate flags."""
+    def _with_flags(self, transposed: bool, conjugated: bool) -> BlockCyclicArray:
+        """This array (its storage, or its window) under the given view flags."""
         return BlockCyclicArray(
             self._data,
             self.layout,
             self.grid,
-            transposed=view._transposed,
-            conjugated=view._conjugated,
-        )
-
-    def _flags(self, data: Any, layout: BlockCyclicLayout, **kw: Any) -> BlockCyclicArray:
-        return BlockCyclicArray(
-            data,
-            layout,
-            self.grid,
-            transposed=kw.get("transposed", self._transposed),
-            conjugated=kw.get("conjugated", self._conjugated),
+            transposed=transposed,
+            conjugated=conjugated,
             window=self._window,
         )
 
@@ -195,7 +186,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
     @property
     def T(self) -> BlockCyclicArray:
         """Lazy transpose (no data movement until an operation needs it)."""
-        return self._flags(self._data, self.layout, transposed=not self._transposed)
+        return self._with_flags(not self._transposed, self._conjugated)
 
     @property
     def mT(self) -> BlockCyclicArray:
@@ -210,7 +201,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         """Lazy complex conjugate (a no-op view for real dtypes)."""
         if self.dtype.kind != "c":
             return self
-        return self._flags(self._data, self.layout, conjugated=not self._conjugated)
+        return self._with_flags(self._transposed, not self._conjugated)
 
     conjugate = conj
 
@@ -244,7 +235,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         the copy is what was asked for)."""
         if self._window is not None:
             stored = _dispatch.method("materialize_window")(self, warn=False)
-            return stored._flags_of(self).resolve()
+            return stored._with_flags(self._transposed, self._conjugated).resolve()
         r = self.resolve()
         data = r._data.copy() if r is self else r._data
         return BlockCyclicArray(data, r.layout, r.grid)
