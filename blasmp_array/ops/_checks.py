@@ -25,7 +25,7 @@ __all__ = [
     "split_view",
     "split_window",
     "op_of",
-    "foldable",
+    "window_operand",
     "result_dtype",
     "cast_scalar",
     "cast_storage",
@@ -185,18 +185,26 @@ def split_window(
     )
 
 
-def foldable(
-    parent: BlockCyclicArray, grid: Any, block: tuple[int, int], dtype: np.dtype, meth: str
-) -> bool:
-    """Whether a panel pipeline can read a window of ``parent`` in place (the offset folded into
-    its plan): ``parent`` on ``grid``, in ``block`` and ``dtype`` already, and not the one local
-    BLAS call of a 1x1 grid; else the window (not the whole parent) is copied, then moved."""
-    return (
-        meth != "local"
-        and parent.grid.same_as(grid)
-        and tuple(parent.block) == tuple(block)
-        and parent.dtype == dtype
-    )
+def window_operand(
+    x: BlockCyclicArray,
+    stored: BlockCyclicArray,
+    offset: tuple[int, int],
+    extent: tuple[int, int] | None,
+    grid: Any,
+    block: tuple[int, int],
+    dtype: np.dtype,
+) -> tuple[BlockCyclicArray, tuple[int, int], tuple[int, int] | None]:
+    """``(stored, offset, extent)`` of the operand ``x`` (as :func:`split_window` gave them) for
+    a panel pipeline on ``grid`` that reads ``block``-blocked ``dtype`` data: unchanged where
+    ``x`` is no window view or its parent is already so (the pipeline reads the window in place,
+    its offset folded into the plan); else the window is copied (``x.storage``) and is then
+    moved like any operand. (A window view's parent never lies on a 1x1 grid, so this never
+    meets the one local BLAS call of a 1x1 grid.)"""
+    if extent is None or (
+        stored.grid.same_as(grid) and tuple(stored.block) == tuple(block) and stored.dtype == dtype
+    ):
+        return stored, offset, extent
+    return x.storage, (0, 0), None
 
 
 def op_of(x: BlockCyclicArray) -> str:

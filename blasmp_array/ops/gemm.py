@@ -231,10 +231,8 @@ def gemm(
     kblk = sa.block[1]
     # a window view is read in place (its offset folded into the plan) where its parent is
     # already where SUMMA reads it; else it is copied, then moved like any operand
-    if exta is not None and not ck.foldable(XA, grid, _stored((rowblk, kblk), opa), dtype, meth):
-        (XA, _), offa, exta = ck.split_view(A), (0, 0), None
-    if extb is not None and not ck.foldable(XB, grid, _stored((kblk, colblk), opb), dtype, meth):
-        (XB, _), offb, extb = ck.split_view(B), (0, 0), None
+    XA, offa, exta = ck.window_operand(A, XA, offa, exta, grid, _stored((rowblk, kblk), opa), dtype)
+    XB, offb, extb = ck.window_operand(B, XB, offb, extb, grid, _stored((kblk, colblk), opb), dtype)
     XA = ck.move(
         XA,
         grid,
@@ -255,8 +253,6 @@ def gemm(
     Cw = C
     if C is not None and not C.grid.same_as(grid):
         Cw = ck.move(C, grid, C.block, "C", name, "C lives on another grid than A")
-    elif C is not None and C.is_window and (C.dtype != dtype or meth == "local"):
-        Cw = C.copy()  # a working copy, written back below
     XA, XB = ck.cast_storage(XA, dtype), ck.cast_storage(XB, dtype)
     if Cw is None:
         Cw = new_array(BlockCyclicLayout((m, n), (rowblk, colblk), grid.shape), grid, dtype)

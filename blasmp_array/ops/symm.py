@@ -108,7 +108,6 @@ def symm(
     alpha = ck.cast_scalar(alpha, dtype, "alpha", name)
     beta = ck.cast_scalar(beta, dtype, "beta", name)
     grid = A.grid
-    meth = "local" if grid.size == 1 and method == "auto" else "summa"
     check_method(method, grid, name)
     sb = Source(XB.layout, vb, offset=offb, extent=extb)
 
@@ -121,10 +120,8 @@ def symm(
     a = blk_c[axis]
     want_b = blk_c[::-1] if sb.transposed else blk_c
     # window views are read in place where their parent is already where the panels read it
-    if exta is not None and not ck.foldable(XA, grid, (a, a), dtype, meth):
-        (XA, _), offa, exta = ck.split_view(A), (0, 0), None
-    if extb is not None and not ck.foldable(XB, grid, want_b, dtype, meth):
-        (XB, _), offb, extb = ck.split_view(B), (0, 0), None
+    XA, offa, exta = ck.window_operand(A, XA, offa, exta, grid, (a, a), dtype)
+    XB, offb, extb = ck.window_operand(B, XB, offb, extb, grid, want_b, dtype)
     XA = ck.move(
         XA, grid, (a, a), "A", name, f"A has blocks {A.block} but needs square {a}x{a} blocks"
     )
@@ -140,8 +137,6 @@ def symm(
     Cw = C
     if C is not None and not C.grid.same_as(grid):
         Cw = ck.move(C, grid, C.block, "C", name, "C lives on another grid than A")
-    elif C is not None and C.is_window and meth == "local":
-        Cw = C.copy()  # a working copy, written back below (never on a 1x1 grid in practice)
     if Cw is None:
         Cw = new_array(BlockCyclicLayout((m, n), blk_c, grid.shape), grid, dtype)
         beta = dtype.type(0)

@@ -365,11 +365,10 @@ def rank_k(
     kblk = sa.block[1]
     stored_blk = (kblk, bsz) if sa.transposed else (bsz, kblk)
     # window views are read in place where their parent is already where the panels read it
-    if exta is not None and not ck.foldable(XA, grid, stored_blk, dtype, meth):
-        (XA, _), offa, exta = ck.split_view(A), (0, 0), None
-        sa = Source(XA.layout, o1a)
-    if B is not None and extb is not None and not ck.foldable(XB, grid, stored_blk, dtype, meth):
-        (XB, _), offb, extb = ck.split_view(B), (0, 0), None
+    XA, offa, exta = ck.window_operand(A, XA, offa, exta, grid, stored_blk, dtype)
+    sa = Source(XA.layout, o1a, offset=offa, extent=exta)
+    if B is not None:
+        XB, offb, extb = ck.window_operand(B, XB, offb, extb, grid, stored_blk, dtype)
     XA = ck.move(
         XA,
         grid,
@@ -390,9 +389,7 @@ def rank_k(
         )
         XB = ck.cast_storage(XB, dtype)
     Cw = C
-    if C is not None and C.is_window and meth == "local":
-        Cw = C.copy()  # a working copy, stored back below
-    elif C is not None and (C.block != (bsz, bsz) or not C.grid.same_as(grid)):
+    if C is not None and (C.block != (bsz, bsz) or not C.grid.same_as(grid)):
         Cw = ck.move(
             C,
             grid,

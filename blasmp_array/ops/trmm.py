@@ -100,7 +100,6 @@ def trmm(
     dtype = ck.result_dtype(name, A, B, out=B if overwrite_b else None)
     alpha = ck.cast_scalar(alpha, dtype, "alpha", name)
     grid = A.grid
-    meth = "local" if grid.size == 1 and method == "auto" else "summa"
     check_method(method, grid, name)
     sb = Source(XB.layout, vb, offset=offb, extent=extb)
 
@@ -114,19 +113,16 @@ def trmm(
     a = blk_b[axis] if A.block[0] != A.block[1] else A.block[0]
     want_b: tuple[int, int] = (a, blk_b[1]) if axis == 0 else (blk_b[0], a)
     # window views are read in place where their parent is already where the panels read it
-    if exta is not None and not ck.foldable(XA, grid, (a, a), dtype, meth):
-        (XA, _), offa, exta = ck.split_view(A), (0, 0), None
-    if extb is not None and not ck.foldable(
-        XB, grid, want_b[::-1] if sb.transposed else want_b, dtype, meth
-    ):
-        (XB, _), offb, extb = ck.split_view(B), (0, 0), None
+    stored_b = want_b[::-1] if sb.transposed else want_b
+    XA, offa, exta = ck.window_operand(A, XA, offa, exta, grid, (a, a), dtype)
+    XB, offb, extb = ck.window_operand(B, XB, offb, extb, grid, stored_b, dtype)
     XA = ck.move(
         XA, grid, (a, a), "A", name, f"A has blocks {A.block} but needs square {a}x{a} blocks"
     )
     XB = ck.move(
         XB,
         grid,
-        want_b[::-1] if sb.transposed else want_b,
+        stored_b,
         "B",
         name,
         f"B has blocks {B.block} but A needs {want_b}",
