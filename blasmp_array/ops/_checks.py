@@ -101,7 +101,11 @@ def check_finite(
     if a.is_window:  # read in its parent, no copy (a window view of a stored matrix, no flags)
         w = a._window
         assert w is not None and not (a._transposed or a._conjugated)
-        bad, first = window_flags(w, uplo if finite else None, k, zero_diagonal, finite)
+        from .panels import WindowTarget
+
+        target, g = WindowTarget.of(w), a.grid
+        rows, cols = target.local_rows(g.myrow), target.local_cols(g.mycol)
+        bad, first = window_flags(w, rows, cols, uplo if finite else None, k, zero_diagonal, finite)
         if finite:
             flags += [bad, nonfinite_flag(xp, b._data) if b is not None else xp.zeros((), bool)]
         if zero_diagonal:

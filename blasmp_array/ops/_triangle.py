@@ -20,12 +20,12 @@ import numpy as np
 from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
 from ._warmup import sample_matrix, warmup_kernels
-from .panels import WindowTarget
 
 __all__ = [
     "local_index_vectors",
     "local_diagonal",
     "triangle_mask",
+    "index_triangle",
     "scale_triangle",
     "nonfinite_flag",
     "triangle_nonfinite_flag",
@@ -73,10 +73,12 @@ def triangle_mask(layout: BlockCyclicLayout, grid: Any, uplo: str, k: int = 0) -
     """Device boolean mask of the local elements ``(i, j)`` with ``j - i <= k`` (``uplo='L'``,
     NumPy's ``tril(., k)``) or ``j - i >= k`` (``'U'``, ``triu(., k)``)."""
     rows, cols = local_index_vectors(layout, grid)
-    return _mask(rows, cols, uplo, k)
+    return index_triangle(rows, cols, uplo, k)
 
 
-def _mask(rows: Any, cols: Any, uplo: str, k: int) -> Any:
+def index_triangle(rows: Any, cols: Any, uplo: str, k: int = 0) -> Any:
+    """Where row ``rows[i]`` and column ``cols[j]`` (any global indices, e.g. a window's) lie
+    in ``tril(., k)`` (``uplo='L'``: ``j - i <= k``) or ``triu(., k)`` (``'U'``: ``j - i >= k``)."""
     # one broadcast comparison straight to booleans (no m x n integer temporary)
     shifted = (rows + k)[:, None]
     return cols[None, :] <= shifted if uplo == "L" else cols[None, :] >= shifted
@@ -188,24 +190,29 @@ def _column_panels(
 
 
 def window_flags(
-    w: Any, uplo: str | None, k: int, zero_diagonal: bool, finite: bool = True
+    w: Any,
+    rows_h: np.ndarray,
+    cols_h: np.ndarray,
+    uplo: str | None,
+    k: int,
+    zero_diagonal: bool,
+    finite: bool = True,
 ) -> tuple[Any, Any]:
     """For the window ``w`` (an :class:`~blasmp_array.array.Window`) of a stored matrix, read in
     the parent's local matrix: a 0-d device boolean, whether this rank's elements of the
     window (its ``tril(., k)``/``triu(., k)`` when ``uplo`` is given) hold a NaN or an infinity,
     and a 0-d device int, the smallest window index ``i`` with ``w[i, i] == 0`` here (or the
-    window's order) when ``zero_diagonal``."""
+    window's order) when ``zero_diagonal``. ``rows_h``/``cols_h``: the window indices of this
+    rank's rows and columns of it (:meth:`~.panels.WindowTarget.local_rows`)."""
     parent, g = w.parent, w.parent.grid
     xp = g.backend.xp
     a = parent._data[w.local_slices()]
-    target = WindowTarget.of(w)
-    rows_h, cols_h = target.local_rows(g.myrow), target.local_cols(g.mycol)
     bad = xp.zeros((), bool)
     if finite and a.size:
         if uplo is None:
             bad = nonfinite_flag(xp, a)
         else:
-            mask = _mask(g.backend.asarray(rows_h), g.backend.asarray(cols_h), uplo, k)
+            mask = index_triangle(g.backend.asarray(rows_h), g.backend.asarray(cols_h), uplo, k)
             bad = nonfinite_flag(xp, a, mask)
     n = w.rows[1] - w.rows[0]
     first = xp.asarray(n, dtype=np.int64)
@@ -238,7 +245,7 @@ def triangle_nonfinite_flag(
             flags.append(_host_nonfinite(a[i0:i1, c0:c1]))
         if x1 > x0:
             bad = ~xp.isfinite(a[x0:x1, c0:c1])
-            bad &= _mask(rows[x0:x1], cols[c0:c1], uplo, k)
+            bad &= index_triangle(rows[x0:x1], cols[c0:c1], uplo, k)
             flags.append(bad.any())
     return xp.stack(flags).any() if flags else xp.zeros((), dtype=bool)
 
@@ -256,7 +263,9 @@ def zero_triangle(
         if i1 > i0:
             a[i0:i1, c0:c1] = zero
         if x1 > x0:
-            xp.copyto(a[x0:x1, c0:c1], zero, where=_mask(rows[x0:x1], cols[c0:c1], uplo, k))
+            xp.copyto(
+                a[x0:x1, c0:c1], zero, where=index_triangle(rows[x0:x1], cols[c0:c1], uplo, k)
+            )
 
 
 def mirror_triangle(xp: Any, c: Any, uplo: str, conjugate: bool, panel: int | None = None) -> None:

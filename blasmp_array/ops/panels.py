@@ -121,6 +121,7 @@ import numpy as np
 from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
 from . import _exchange
+from ._triangle import index_triangle
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 
 __all__ = [
@@ -357,17 +358,6 @@ def make_steps(k: int, kb: int, width: int | None = None) -> tuple[tuple[int, in
     return tuple((b, min(b + g, nk)) for b in range(0, nk, g))
 
 
-def _split(start: int, stop: int, b: int) -> list[tuple[int, int, int]]:
-    """``[start, stop)`` cut at multiples of ``b``: ``(block, first index, length)`` pieces."""
-    out = []
-    g = start
-    while g < stop:
-        e = min(stop, (g // b + 1) * b)
-        out.append((g // b, g, e - g))
-        g = e
-    return out
-
-
 @dataclass(frozen=True, eq=False)  # identity: index arrays are not hashed
 class Gather:
     """A segment of a windowed source (:attr:`Source.offset`): the sender's elements of the
@@ -441,28 +431,26 @@ def _take2(xp: Any, a: Any, rows: Any, cols: Any) -> Any:
     return a[rows[:, None], cols[None, :]]
 
 
-def put_indexed(a: Any, rows: Any, cols: Any, value: Any) -> None:
-    """``a[rows][:, cols] = value`` for slices and/or index arrays."""
-    if isinstance(rows, slice) or isinstance(cols, slice):
-        a[rows, cols] = value
+def put_indexed(a: Any, rows: Any, cols: Any, value: Any, add: bool = False) -> None:
+    """``a[rows][:, cols] = value`` (``+=`` with ``add``; indices never repeat) for slices
+    and/or index arrays."""
+    at = (rows, cols) if isinstance(rows, slice) or isinstance(cols, slice) else None
+    if at is None:
+        at = (rows[:, None], cols[None, :])
+    if add:
+        a[at] += value
     else:
-        a[rows[:, None], cols[None, :]] = value
+        a[at] = value
 
 
-def _add2(a: Any, rows: Any, cols: Any, value: Any) -> None:
-    """``a[rows][:, cols] += value`` (no repeated indices)."""
-    if isinstance(rows, slice) or isinstance(cols, slice):
-        a[rows, cols] += value
-    else:
-        a[rows[:, None], cols[None, :]] += value
+#: the diagonal offset ``k`` of :func:`~._triangle.index_triangle` for each ``Gather.keep``
+_KEEP_K = {"L": 0, "U": 0, "Ls": -1, "Us": 1}
 
 
 def _keep(xp: Any, blk: Any, wr: Any, wc: Any, keep: str, unit: bool) -> Any:
     """``blk`` masked to the ``keep`` triangle of the window (see :class:`Gather`)."""
-    d = wr[:, None] - wc[None, :]
-    inside = {"L": d >= 0, "U": d <= 0, "Ls": d > 0, "Us": d < 0}[keep]
-    blk = xp.where(inside, blk, 0)
-    return xp.where(d == 0, 1, blk) if unit else blk
+    blk = xp.where(index_triangle(wr, wc, keep[0], _KEEP_K[keep]), blk, 0)
+    return xp.where(wr[:, None] == wc[None, :], 1, blk) if unit else blk
 
 
 def _owners(g: np.ndarray, b: int, nprocs: int, src: int) -> tuple[np.ndarray, np.ndarray]:
@@ -771,7 +759,7 @@ def _unpack(xp: Any, slot: Any, gs: GroupStep, panel: Any) -> None:
                 panel[p.dr : p.dr + p.nr, p.dc : p.dc + p.nc] = data.reshape(p.nr, p.nc)
     for p, data in added:
         _, _, dr, dc, _, _ = p.on(xp)
-        _add2(panel, dr, dc, data.reshape(p.shape))
+        put_indexed(panel, dr, dc, data.reshape(p.shape), add=True)
     for dr, dc, nr, nc in gs.zeros:
         panel[dr : dr + nr, dc : dc + nc] = 0
 

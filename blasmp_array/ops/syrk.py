@@ -28,7 +28,7 @@ from ..array import BlockCyclicArray
 from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
 from . import _checks as ck
-from ._triangle import scale_triangle, triangle_mask
+from ._triangle import index_triangle, scale_triangle, triangle_mask
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .gemm import check_method, check_stages, output_target
 from .panels import (
@@ -58,7 +58,7 @@ def _triangle_of(C: BlockCyclicArray, uplo: str) -> Any:
     if not C.is_window:
         return triangle_mask(C.layout, C.grid, uplo)
     rows, cols = (C.grid.backend.asarray(x) for x in _local_indices(C))
-    return _window_triangle(rows, cols, uplo)
+    return index_triangle(rows, cols, uplo)
 
 
 def _local_diagonal(C: BlockCyclicArray) -> tuple[Any, Any]:
@@ -78,15 +78,9 @@ def _diag_add(xp: Any, c_blk: Any, t: Any, uplo: str) -> None:
     c_blk[i, j] += t[i, j]
 
 
-def _window_triangle(rows: Any, cols: Any, uplo: str) -> Any:
-    """Where window row ``rows[i]`` and column ``cols[j]`` lie in the ``uplo`` triangle."""
-    d = rows[:, None] - cols[None, :]
-    return d >= 0 if uplo == "L" else d <= 0
-
-
 def _masked_add(xp: Any, c_blk: Any, t: Any, rows: Any, cols: Any, uplo: str) -> None:
     # only the part of the rectangle inside the window's triangle is added
-    c_blk += xp.where(_window_triangle(rows, cols, uplo), t, xp.zeros((), t.dtype))
+    c_blk += xp.where(index_triangle(rows, cols, uplo), t, xp.zeros((), t.dtype))
 
 
 @warmup_kernels
