@@ -65,7 +65,7 @@ def _unview(a: BlockCyclicArray, axis: int | None) -> tuple[BlockCyclicArray, in
     if a._transposed and axis is not None:
         axis = 1 - axis
     if a.is_window and not a._conjugated:
-        return BlockCyclicArray(None, a.layout, a.grid, window=a._window), axis
+        return a._with_flags(False, False), axis
     return local_view(a), axis
 
 

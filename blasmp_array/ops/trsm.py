@@ -335,9 +335,7 @@ def _fold_view(A: BlockCyclicArray, lower: bool, trans: str) -> tuple[BlockCycli
         return A, lower, trans  # stored, or a window view the panel plan reads in place
     if A.op in ("T", "C"):
         view = A.op
-        stored = (
-            BlockCyclicArray(None, A.layout, A.grid, window=A._window) if A.is_window else A.storage
-        )
+        stored = A._with_flags(False, False) if A.is_window else A.storage
         if trans == "N":
             return stored, not lower, view
         if trans == view:
@@ -419,7 +417,7 @@ def _trsm(
         X = new_array(Bw.layout, Bw.grid, Bw.dtype, fill=0)
     else:
         # B itself with overwrite_b, or already a copy of our own (a resolved view, a cast)
-        X = Bw if (overwrite_b and Bw is B) or Bw is not B else Bw.copy()
+        X = Bw if overwrite_b or Bw is not B else Bw.copy()
         if X.size and _local_kernel_wins(A):
             _local_trsm(spec, A, X)
         elif X.size:
