@@ -172,6 +172,13 @@ class Backend(abc.ABC):
     def wait_event(self, stream: Stream, event: Event) -> None:
         """Make later work on ``stream`` wait for ``event``."""
 
+    def host_wait(self, event: Event) -> None:
+        """Block the host until ``event`` is reached, without draining the streams' later work
+        (e.g. read a result one stream produced while another keeps computing). Errors stay
+        with their stream and are raised by :meth:`synchronize`. The default drains both
+        streams (correct, without the overlap)."""
+        self.synchronize()
+
     @abc.abstractmethod
     def launch(self, stream: Stream, fn: Callable[..., Any], *args: Any) -> None:
         """Enqueue ``fn(*args)`` (local array work, e.g. a pack or an xp expression)."""

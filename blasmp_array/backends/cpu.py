@@ -316,6 +316,15 @@ class CPUBackend(HostCollectives, Backend):
             if time.monotonic() > deadline:
                 raise SignalTimeoutError(f"rank {self.rank}: wait_event did not complete")
 
+    def host_wait(self, event: Event) -> None:
+        assert isinstance(event, CPUEvent)
+        # markers run even on a failed stream, so the event is set once the stream reaches it;
+        # bounded all the same (a stream stuck in a signal wait times out by itself)
+        deadline = time.monotonic() + max(self.signal_timeout, 1.0) * 2
+        while not event.wait(0.05):
+            if time.monotonic() > deadline:
+                raise SignalTimeoutError(f"rank {self.rank}: host_wait did not complete")
+
     def launch(self, stream: Stream, fn: Callable[..., Any], *args: Any) -> None:
         assert isinstance(stream, CPUStream)
         stream.enqueue(fn, *args)

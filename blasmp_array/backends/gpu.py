@@ -118,9 +118,9 @@ class _Wait:
 class GPUStream(Stream):
     """A non-blocking CUDA stream plus the host-side state the backend keeps for it."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, priority: int | None = None) -> None:
         self.name = name
-        self.cupy = cupy.cuda.Stream(non_blocking=True)
+        self.cupy = cupy.cuda.Stream(non_blocking=True, priority=priority)
         self.ptr = int(self.cupy.ptr)
         self.error: tuple[int, BaseException] | None = None
         self.waits: collections.deque[_Wait] = collections.deque()
@@ -217,7 +217,10 @@ class GPUBackend(HostCollectives, Backend):
         self.auto_order = True
         self.device_id = self._rt.device_id
         self.compute = GPUStream("compute")
-        self.comm_stream = GPUStream("comm")
+        # the comm stream at the device's highest priority (CUDA clamps a lower number to it):
+        # its packs and puts (and LU's panel factorisation) are on the critical path, the
+        # compute stream's GEMMs fill in around them
+        self.comm_stream = GPUStream("comm", priority=-1000)
         self._streams = (self.compute, self.comm_stream)
         self._side = cupy.cuda.Stream(non_blocking=True)  # reads/releases signals on timeout
         self._blas = CublasKernels()
@@ -427,6 +430,24 @@ class GPUBackend(HostCollectives, Backend):
     def wait_event(self, stream: Stream, event: Event) -> None:
         assert isinstance(stream, GPUStream) and isinstance(event, GPUEvent)
         stream.cupy.wait_event(event.event)
+
+    def host_wait(self, event: Event) -> None:
+        """As :meth:`_drain`, for one event: block in ``cudaEventSynchronize`` unless a signal
+        wait is pending, else poll and time a stuck wait out (recorded on its stream, raised by
+        :meth:`synchronize`)."""
+        assert isinstance(event, GPUEvent)
+        ev, pause = event.event, 2e-5
+        while not ev.done:
+            if not self._waits_pending():
+                ev.synchronize()
+                return
+            busy = [s for s in self._streams if not s.cupy.done]
+            stuck = self._stuck_wait(busy, time.monotonic())
+            if stuck is not None:
+                self._time_out(*stuck)
+                return
+            time.sleep(pause)
+            pause = min(2 * pause, 2e-4)
 
     def launch(self, stream: Stream, fn: Callable[..., Any], *args: Any) -> None:
         self._enqueue(stream, fn, *args)

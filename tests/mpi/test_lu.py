@@ -120,6 +120,22 @@ def test_lu_factor_full(grid, dtype, case):
     run_case(grid, dtype, *case)
 
 
+@pytest.mark.parametrize("dtype,n,nb", [(np.float64, 61, 13), (np.complex128, 40, 9)])
+def test_u_row_block_solved_recursively(grid, dtype, n, nb, monkeypatch):
+    """Step 5's TRSM split into halves (GEMMs between them) down to a leaf smaller than the
+    block, odd sizes included: LAPACK's pivots and a bounded backward error as before."""
+    monkeypatch.setattr(lu_module, "_TRSM_LEAF", 2)
+    calls = []
+    trsm = grid.backend.trsm
+    monkeypatch.setattr(
+        grid.backend, "trsm", lambda *a, **k: (calls.append(a[1].shape[0]), trsm(*a, **k))[1]
+    )
+    run_case(grid, dtype, n, nb)
+    assert all(e <= 2 for e in calls), f"a triangle above the leaf reached trsm: {max(calls)}"
+    if grid.size > 1:
+        assert calls, "the U row block was not solved"
+
+
 # (m, n, block): tall and wide, ragged, a last block narrower than the pivots and vice versa
 RECTANGULAR = [(37, 23, 5), (23, 37, 5), (9, 30, 4), (30, 9, 4), (17, 5, 3), (5, 17, 3)]
 
