@@ -710,6 +710,7 @@ class _LUPipeline:
         self.rows = lay.local_rows(self.myrow)  # global rows of my local rows
         self._pending: tuple[Any, ...] = ()  # buffers of enqueued work (see _update_next_panel)
         self.leader = self.grid.rank  # set by run(): the rank factoring this device's panels
+        self.leaders: tuple[int, ...] = ()  # set by run(): the leaders of all devices
         self.shared: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     def ext(self, k: int) -> int:
@@ -736,9 +737,11 @@ class _LUPipeline:
         be, m, nb = self.be, self.m, self.nb
         piv = np.empty(min(m, self.n), dtype=np.int32)
         zero = -1
-        self.leader, leaders, self.shared = _device_groups(be)
-        panel = self._gather_panel(0, None, leaders)
+        self.leader, self.leaders, self.shared = _device_groups(be)
+        panel = self._gather_panel(self._gather_setup(0), None)
         factored = self._factor(0, panel)
+        gather = self._gather_setup(1) if self.K > 1 else None
+        rows = self._update_rows(0)
         for k in range(self.K):
             k0 = k * nb
             p, inf = self._pivots(*factored)
@@ -747,13 +750,16 @@ class _LUPipeline:
                 zero = k0 + inf - 1
             top, moved, mine = self._swap(k, panel, _row_map(p + k0, k0, m))
             self._pending = ()  # the swap exchange drained the streams: last step's buffers
-            ready, rest = self._update_next_panel(k, panel, top, moved, mine)
+            ready, rest = self._update_next_panel(k, panel, top, moved, mine, rows)
             nxt = panel
-            if k + 1 < self.K:  # look-ahead: panel k + 1 factored beside the rest of step k
-                nxt = self._gather_panel(k + 1, ready, leaders)
+            if gather is not None:  # look-ahead: panel k + 1 factored beside the rest of step k
+                nxt = self._gather_panel(gather, ready)
                 factored = self._factor(k + 1, nxt)
             rest()
             panel = nxt
+            # while panel k + 1 is factored: the host work that needs no pivots, done ahead
+            gather = self._gather_setup(k + 2) if k + 2 < self.K else None
+            rows = self._update_rows(k + 1) if k + 1 < self.K else rows
         be.synchronize()
         self._pending = ()
         return piv, zero
@@ -798,12 +804,12 @@ class _LUPipeline:
         inf = int(be.asnumpy(info)[0])
         return be.asnumpy(ipiv).astype(np.int32), (inf - 1 if inf > 0 else -1)
 
-    def _gather_panel(self, k: int, after: Any, leaders: tuple[int, ...]) -> Any:
-        """``# A[k0:, block column k] -> the leaders`` (step 1): the ``m x e`` panel on every
-        rank that factors it (the other ranks get their rows of the factored panel in the next
-        swap exchange); its packing waits for the event ``after`` (the update of block column
-        ``k``). Returns the panel buffer (column-major: LAPACK's and cuSOLVER's getrf factor it
-        in place, without copies), on every rank."""
+    def _gather_setup(self, k: int) -> tuple[int, Plan, Any, _RowKernels]:
+        """The plan of ``# A[k0:, block column k] -> the leaders`` (step 1), its panel buffer
+        (on every rank; column-major: LAPACK's and cuSOLVER's getrf factor it in place, without
+        copies) and kernels: the panel goes to every rank that factors it, the other ranks get
+        their rows of the factored panel in the next swap exchange. Needs no pivots: built
+        while the previous panel is factored."""
         be, lay, grid = self.be, self.lay, self.grid
         k0, e = k * self.nb, self.ext(k)
         c = (k + lay.src[1]) % self.pc
@@ -813,13 +819,19 @@ class _LUPipeline:
             if lr0 < nr:
                 g = lay.local_rows(r)[lr0:]
                 moves.append(
-                    _Move(grid.rank_of(r, c), leaders, np.arange(lr0, nr), _PANEL, g - k0, e)
+                    _Move(grid.rank_of(r, c), self.leaders, np.arange(lr0, nr), _PANEL, g - k0, e)
                 )
+        plan = _build_plan(f"lu panel step {k}", moves, grid.rank, grid.size, be.xp)
         panel = be.xp.empty((self.m - k0, e), self.w.dtype, order="F")
         c0 = lay.local_offset(k, k)[1]
         data = self.w._data[:, c0 : c0 + e] if self.mycol == c else self.w._data[:, :0]
-        kern = _RowKernels([data], [panel, None, None])
-        _run(be, f"lu panel step {k}", moves, self.w.dtype, kern, grid.rank, grid.size, after)
+        return k, plan, panel, _RowKernels([data], [panel, None, None])
+
+    def _gather_panel(self, setup: tuple[int, Plan, Any, _RowKernels], after: Any) -> Any:
+        """Run the gather of :meth:`_gather_setup` (collective); its packing waits for the event
+        ``after`` (the update of the panel's block column). Returns the panel."""
+        _, plan, panel, kern = setup
+        run_plan(self.be, plan, self.w.dtype, kern, 1, after=after)
         return panel
 
     def _panel_shares(self, k: int) -> list[_Move]:
@@ -882,8 +894,22 @@ class _LUPipeline:
         _run(be, f"lu swap step {k}", moves, dtype, kern, grid.rank, grid.size, after)
         return top, moved, mine
 
+    def _update_rows(self, k: int) -> tuple[Any, Any]:
+        """``(panel_rows, low_rows)`` of step ``k``: the panel's rows this process stores (it
+        owns block column ``k``; else None) and its rows of ``L`` below block row ``k`` (None
+        without a trailing update here), as device indices (slices when one run). Needs no
+        pivots: prepared while the previous panel is factored."""
+        xp, lay, k0 = self.be.xp, self.lay, k * self.nb
+        lr0 = self.before(k, self.myrow, 0)
+        lr1 = self.before(k + 1, self.myrow, 0)
+        owns_panel = self.mycol == (k + lay.src[1]) % self.pc and lr0 < self.nrow
+        panel_rows = positions_index(self.rows[lr0:] - k0, xp) if owns_panel else None
+        update = lr1 < self.nrow and self.before(k + 1, self.mycol, 1) < self.ncol
+        low_rows = positions_index(self.rows[lr1:] - k0, xp) if update else None
+        return panel_rows, low_rows
+
     def _update_next_panel(
-        self, k: int, panel: Any, top: Any, moved: Any, mine: np.ndarray
+        self, k: int, panel: Any, top: Any, moved: Any, mine: np.ndarray, rows: tuple[Any, Any]
     ) -> tuple[Any, Any]:
         """Steps 5-6 of step ``k`` for block column ``k + 1`` (the next panel), enqueued on the
         compute stream without waiting: the moved rows into the matrix, ``U`` and the update
@@ -893,7 +919,7 @@ class _LUPipeline:
         panel's factorisation is enqueued so that the two overlap (look-ahead)."""
         be, lay, xp = self.be, self.lay, self.be.xp
         comp = be.compute
-        k0, e = k * self.nb, self.pivots(k)
+        e = self.pivots(k)
         pw = self.ext(k)  # the panel's columns (= e but at the last step of a wide matrix)
         dtype = self.w.dtype
         # device index arrays and buffers first (host thread, current CuPy stream), then
@@ -903,10 +929,8 @@ class _LUPipeline:
         lr0 = self.before(k, self.myrow, 0)
         lr1 = self.before(k + 1, self.myrow, 0)
         mine_rows = positions_index(_local_rows(lay, mine), xp) if mine.size else None
-        owns_panel = self.mycol == (k + lay.src[1]) % self.pc and lr0 < self.nrow
-        panel_rows = positions_index(self.rows[lr0:] - k0, xp) if owns_panel else None
-        update = lr1 < self.nrow and cn < self.ncol
-        low_rows = positions_index(self.rows[lr1:] - k0, xp) if update else None
+        panel_rows, low_rows = rows
+        update = low_rows is not None
         gather_low = update and not isinstance(low_rows, slice)
         # my rows of L below block row k: a view of the panel when they are one run of it
         low = xp.empty((self.nrow - lr1, e), dtype) if gather_low else None
@@ -945,7 +969,7 @@ class _LUPipeline:
 
 
 #: The largest triangle :func:`_solve_unit_lower` hands to the backend's ``trsm`` in one call.
-_TRSM_LEAF = 256
+_TRSM_LEAF = 512
 
 
 def _solve_unit_lower(be: Backend, lo: Any, b: Any, stream: Any) -> None:
