@@ -137,6 +137,11 @@ class Backend(abc.ABC):
     #: waits for the device (CuPy): operators then warm them before a pipeline starts
     #: (``ops/_warmup.py``)
     jit_kernels: bool = False
+    #: True where work enqueued on the comm stream runs beside the compute stream's without
+    #: taking its resources (a GPU: a few SMs beside a GEMM); False where both streams are host
+    #: threads sharing the cores with the BLAS (the CPU backend). Operators that could put
+    #: computation on the comm stream (LU's panel factorisation) keep it on compute otherwise.
+    concurrent_streams: bool = False
 
     # -- memory ---------------------------------------------------------------------------
     @abc.abstractmethod

@@ -190,6 +190,7 @@ class GPUBackend(HostCollectives, Backend):
     name = "gpu"
     xp = cupy
     jit_kernels = True
+    concurrent_streams = True
 
     def __init__(self, comm: Any) -> None:
         from mpi4py import MPI

@@ -23,56 +23,69 @@ Algorithm (right-looking, blocked, look-ahead of one block column)
 Blocks are square ``nb x nb`` (``K = ceil(n / nb)`` steps, the last one ragged). Step ``k``
 (``k0 = k nb``, ``e`` the width of block column ``k``, ``m = n - k0``):
 
-1. *Panel gather*: ``# A[k0:, block column k] -> every process``. The processes of the grid
+1. *Panel gather*: ``# A[k0:, block column k] -> the leaders``. The processes of the grid
    column owning block column ``k`` send their rows of it (blocks ``>= k``, ``e`` columns) to
-   every process: one message per process row, packed once and put to every rank.
-2. *Panel factorisation*: every device factors the same ``m x e`` panel redundantly with the
-   backend's ``getrf`` (LAPACK on the CPU, cuSOLVER on the GPU: the pivot search and the row
-   swaps inside the panel stay on the device, in the library). This gives LAPACK's pivots
-   exactly (the panel *is* LAPACK's panel, gathered) and, on every process, ``L_kk``, ``U_kk``
-   and ``L[i > k, k]``: no separate broadcast of ``L`` along the process rows is needed.
-   Processes that share a device (``backend.device_key()``: several ranks on one GPU under
-   MPS) factor it once: the lowest rank on the device runs ``getrf`` and, after step 3, puts
-   the factored panel to the others (one more exchange per step, a device-to-device copy).
-   Four concurrent copies of a 16384 x 2048 ``getrf`` on one H200 took 34 ms each against
-   11.5 ms alone; the 4-rank LU at n = 16384, block 2048 went from 278-291 ms to 206-210 ms.
-3. *Pivots to the host*: one synchronisation and one host broadcast of the ``e`` pivots (and
-   INFO) from rank 0 per block step (small metadata; every rank factored the same panel with the
-   same library, the broadcast only guarantees that every rank builds the same plans). The
-   interchanges are composed into a row map ``src`` on ``[k0, n)``: the new row ``j`` is the old
-   row ``src[j]``.
+   every process that factors panels (below): one message per process row, packed once.
+2. *Panel factorisation*: every device factors the same ``m x e`` panel with the backend's
+   ``getrf`` (LAPACK on the CPU, cuSOLVER on the GPU: the pivot search and the row swaps
+   inside the panel stay on the device, in the library). This gives LAPACK's pivots exactly
+   (the panel *is* LAPACK's panel, gathered) and ``L_kk``, ``U_kk`` and ``L[i > k, k]``: no
+   broadcast of ``L`` along the process rows is needed. Processes that share a device
+   (``backend.device_key()``: several ranks on one GPU under MPS) factor it once: the lowest
+   rank on the device (its *leader*) gathers and factors the panel, and the others receive
+   the rows of the factored panel they read (``L_kk`` and the rows of their grid row) in step
+   4's exchange. Four concurrent copies of a 16384 x 2048 ``getrf`` on one H200 took 34 ms
+   each against 11.5 ms alone; the 4-rank LU at n = 16384, block 2048 went from 278-291 ms to
+   206-210 ms with one factorisation per device. ``getrf`` runs on the *comm* stream (idle
+   between the exchanges) so that it overlaps the compute stream's update (look-ahead below).
+3. *Pivots to the host*: rank 0 (a leader) waits for its ``getrf`` only
+   (``backend.host_wait``), then one host broadcast of the ``e`` pivots (and INFO) per block
+   step (small metadata; every leader factored the same panel with the same library, the
+   broadcast only guarantees that every rank builds the same plans). The interchanges are
+   composed into a row map ``src`` on ``[k0, n)``: the new row ``j`` is the old row ``src[j]``.
 4. *Row interchanges* (``pxlaswp``, on all local columns, left and right of the panel): one
    exchange whose plan is built from ``src`` on every rank: per grid column, the new rows of
    block row ``k`` go from their owners to *every* process of the grid column (the U row block
-   is needed by all of them below), and every other moved row ``j`` (an old row of block row
-   ``k``) from its owner to the owner of ``j``. Receivers unpack into buffers (``top``,
-   ``moved``), never into the matrix, so a process that both sends and receives rows cannot
-   overwrite a row before its comm stream packed it; the buffers are written into the matrix
-   after the exchange.
+   is needed by all of them below), every other moved row ``j`` (an old row of block row ``k``)
+   from its owner to the owner of ``j``, and the factored panel's shares from each leader to
+   the other ranks of its device. Its packing waits for the compute stream (the rest of step
+   ``k - 1``'s update). Receivers unpack into buffers (``top``, ``moved``, the panel), never
+   into the matrix, so a process that both sends and receives rows cannot overwrite a row
+   before its comm stream packed it; the buffers are written into the matrix after it.
 5. *U row block*: every process of a grid column solves ``U[k, j > k] = L_kk^{-1} top`` for its
-   local columns (one local TRSM, unit lower, redundant down the grid column instead of a
-   broadcast); the owners of block row ``k`` store ``top`` (U, and the swapped L of earlier
-   steps on the left); the owners of block column ``k`` store the factored panel.
+   local columns (redundant down the grid column instead of a broadcast), by a TRSM split
+   recursively into halves with GEMMs between them (:func:`_solve_unit_lower`: cuBLAS's
+   one-call TRSM of a 2048 triangle took more device time than the whole trailing update); the
+   owners of block row ``k`` store ``top`` (U, and the swapped L of earlier steps on the left);
+   the owners of block column ``k`` store the factored panel.
 6. *Trailing update*: ``A[i > k, j > k] -= L[i, k] U[k, j]``: one local GEMM per process with
-   its rows of ``L`` taken from the gathered panel and ``U`` from ``top``.
+   its rows of ``L`` taken from the panel and ``U`` from ``top``.
 
-Look-ahead: step 6 first updates block column ``k + 1`` (the next panel) and records an event,
-then the rest of the trailing matrix; the host does not wait for it. The gather of panel
-``k + 1`` packs after that event, so it travels while the rest of step ``k``'s update runs (on
-2 ranks x 1 thread, n = 4096, the waits for the panel went from 27-66 ms to 5-10 ms per rank).
-Step 4 of step ``k + 1`` then finds the streams drained by the gather.
+Look-ahead: steps 5-6 first solve and update block column ``k + 1`` (the next panel) and record
+an event; the gather of panel ``k + 1`` packs after it, its leader enqueues ``getrf`` of it on
+the comm stream, and only then the rest of step ``k``'s U row block and update is enqueued on
+the compute stream: the panel of step ``k + 1`` is factored while the rest of step ``k``'s
+update runs, and the host, idle until rank 0's ``getrf`` ends, prepares what needs no pivots
+(the next gather's plan, the next update's rows). On one H200, 4 ranks (2x2, MPS), n = 16384,
+block 2048, this and the changes beside it (the gather to the leaders only, the shares trimmed
+to the rows read, the recursive TRSM, the comm stream at the device's highest priority) took the
+factorisation from 0.210 to 0.176 s (docs/performance.md, "Session 12"). The critical path is
+now the chain of ``getrf`` (slowed about 1.5x by the concurrent update) and, between two of
+them, about 9-12 ms per step of pivot broadcast, the interchange exchange, block column ``k +
+1``'s update and the gather, each exchange ending in a host synchronisation.
 
-Streams and events per process: packs and puts on ``comm``, the ready waits, unpacks, getrf,
-trsm and gemm on ``compute`` (see ``ops/_exchange.py``); the buffers of a step's update are
-kept until the next exchange drained both streams; step 3 reads the pivots on the host: a host
-round trip per *block* step (not per column).
+Streams and events per process: packs, puts and ``getrf`` on ``comm``; the ready waits,
+unpacks, trsm and gemm on ``compute`` (see ``ops/_exchange.py``); the buffers of a step's update
+are kept until the next step's interchange exchange drained both streams.
 
 Measured and not kept: a panel gathered only to its grid column, factored there (the other
 columns' getrf saved) and broadcast along the grid rows, with the rest of the previous update
 enqueued after that getrf: on this project's 2-core VM (2 ranks, 1x2, n = 4096, block 256,
 five interleaved pairs of bench runs) 0.68-0.75 s against 0.62-0.72 s for the redundant panel:
 on one grid row the owner's getrf is on the critical path either way and the extra exchange
-(its synchronisation and host allgather) costs more than the other rank's getrf.
+(its synchronisation and host allgather) costs more than the other rank's getrf. Block 1024
+instead of 2048 on the 4-rank GPU run: 0.240 s against 0.205 s (more steps, each paying the
+exchanges' synchronisations).
 
 Signal protocol
 ---------------
@@ -100,9 +113,9 @@ One process (a ``1 x 1`` grid) skips the pipeline: one ``getrf`` of the whole lo
 
 What remains (issue 17)
 -----------------------
-Device-resident pivots driving the swaps without the per-step host round trip (then a deeper
-look-ahead: the panel factored on a second stream while the update runs, which needs idle
-cores or SMs to gain); with them, the shared panel could travel in the exchange of the rows.
+The per-step host synchronisations of the two exchanges and the pivot broadcast (device-resident
+pivots driving the swaps; exchanges finished without draining the compute stream), and the
+interchange exchange split so that only block column ``k + 1``'s rows are on the critical path.
 On one process a recursive LU (cuSOLVER's getrf on column halves, TRSM and GEMM between them)
 was measured and dropped: 0.83-1.04x cuSOLVER's one call at n = 16384 on one H200 (commit
 3968a04 and its revert).
@@ -620,10 +633,43 @@ def _build_plan(name: str, moves: Sequence[_Move], me: int, nranks: int, xp: Any
                 fill[q] = off + size
             stage[mv.sender] += size
         if size and (mv.sender == me or me in mv.receivers):
-            pack = (mv.source, positions_index(mv.src, xp)) if mv.sender == me else None
-            unpack = (mv.buf, positions_index(mv.dst, xp)) if me in mv.receivers else None
-            mine.append(Message(mv.sender, mv.receivers, off, size, pack, unpack))
-    return Plan(name, me, nranks, (tuple(mine),), max(fill), max(stage))
+            mine.append((mv, off, size))
+    rows = _device_positions(
+        [mv.src if mv.sender == me else None for mv, _, _ in mine]
+        + [mv.dst if me in mv.receivers else None for mv, _, _ in mine],
+        xp,
+    )
+    msgs = tuple(
+        Message(
+            mv.sender,
+            mv.receivers,
+            off,
+            size,
+            None if rows[i] is None else (mv.source, rows[i]),
+            None if rows[len(mine) + i] is None else (mv.buf, rows[len(mine) + i]),
+        )
+        for i, (mv, off, size) in enumerate(mine)
+    )
+    return Plan(name, me, nranks, (msgs,), max(fill), max(stage))
+
+
+def _device_positions(positions: Sequence[np.ndarray | None], xp: Any) -> list[Any]:
+    """:func:`~blasmp_array.ops._exchange.positions_index` of each array (None stays None),
+    with the arrays that are not one run uploaded in ONE host-to-device copy and sliced (about
+    twenty copies per interchange plan, ~0.1 ms each on the GPU node, were on the critical path
+    of every step)."""
+    out: list[Any] = [None if p is None else positions_index(p, np) for p in positions]
+    if xp is np:
+        return out
+    upload = [i for i, idx in enumerate(out) if isinstance(idx, np.ndarray)]
+    if upload:
+        flat = xp.asarray(np.concatenate([out[i] for i in upload]))
+        start = 0
+        for i in upload:
+            size = int(out[i].size)
+            out[i] = flat[start : start + size]
+            start += size
+    return out
 
 
 def _run(
@@ -752,10 +798,13 @@ class _LUPipeline:
             self._pending = ()  # the swap exchange drained the streams: last step's buffers
             ready, rest = self._update_next_panel(k, panel, top, moved, mine, rows)
             nxt = panel
+            if not be.concurrent_streams:
+                rest()  # the gather travels under the rest of the update (getrf waits for it)
             if gather is not None:  # look-ahead: panel k + 1 factored beside the rest of step k
                 nxt = self._gather_panel(gather, ready)
                 factored = self._factor(k + 1, nxt)
-            rest()
+            if be.concurrent_streams:
+                rest()
             panel = nxt
             # while panel k + 1 is factored: the host work that needs no pivots, done ahead
             gather = self._gather_setup(k + 2) if k + 2 < self.K else None
@@ -765,18 +814,24 @@ class _LUPipeline:
         return piv, zero
 
     def _factor(self, k: int, panel: Any) -> tuple[Any, Any, Any]:
-        """Enqueue the factorisation of panel ``k`` (step 2) on the comm stream, idle between
-        the exchanges, so that it runs beside the rest of step ``k - 1``'s update on the
-        compute stream; only each device's leader factors. Returns ``(ipiv, info, event)``
-        (``event`` None on the other ranks)."""
+        """Enqueue the factorisation of panel ``k`` (step 2): on the comm stream, idle between
+        the exchanges, where the streams run concurrently (``backend.concurrent_streams``, the
+        GPU), before the rest of step ``k - 1``'s update, so that both run at once; else on the
+        compute stream after that update, whose gather overlaps it (the CPU backend's stream
+        threads share the cores with the BLAS: 2 ranks x 1 thread on 2 cores, n = 4096, block 256,
+        medians of 3 interleaved with the tree before this change: 0.85-1.03 s with getrf on the
+        comm thread, 0.85-0.92 s with it on compute ahead of the update (the gather then not
+        overlapped), 0.76-0.78 s this way, against 0.73-0.83 s before). Only each device's
+        leader factors. Returns ``(ipiv, info, event)`` (``event`` None on the other ranks)."""
         be = self.be
         ipiv = be.xp.zeros(self.pivots(k), dtype=np.int32)
         info = be.xp.zeros(1, dtype=np.int32)
         if be.rank != self.leader:
             return ipiv, info, None
+        stream = be.comm_stream if be.concurrent_streams else be.compute
         be.begin()
-        be.getrf(panel, ipiv, info, be.comm_stream)
-        return ipiv, info, be.record_event(be.comm_stream)
+        be.getrf(panel, ipiv, info, stream)
+        return ipiv, info, be.record_event(stream)
 
     def _pivots(self, ipiv: Any, info: Any, done: Any) -> tuple[np.ndarray, int]:
         """Step 3: the pivots and INFO of a factored panel from rank 0 (a leader) to every
