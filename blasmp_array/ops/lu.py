@@ -36,8 +36,11 @@ Blocks are square ``nb x nb`` (``K = ceil(n / nb)`` steps, the last one ragged).
    the rows of the factored panel they read (``L_kk`` and the rows of their grid row) in step
    4's exchange. Four concurrent copies of a 16384 x 2048 ``getrf`` on one H200 took 34 ms
    each against 11.5 ms alone; the 4-rank LU at n = 16384, block 2048 went from 278-291 ms to
-   206-210 ms with one factorisation per device. ``getrf`` runs on the *comm* stream (idle
-   between the exchanges) so that it overlaps the compute stream's update (look-ahead below).
+   206-210 ms with one factorisation per device. Where the streams run concurrently
+   (``backend.concurrent_streams``: the GPU) ``getrf`` runs on the *comm* stream (idle between
+   the exchanges) so that it overlaps the compute stream's update (look-ahead below); the CPU
+   backend's stream threads share the cores with the BLAS, so there it runs on the compute
+   stream after the update.
 3. *Pivots to the host*: rank 0 (a leader) waits for its ``getrf`` only
    (``backend.host_wait``), then one host broadcast of the ``e`` pivots (and INFO) per block
    step (small metadata; every leader factored the same panel with the same library, the
@@ -62,11 +65,14 @@ Blocks are square ``nb x nb`` (``K = ceil(n / nb)`` steps, the last one ragged).
    its rows of ``L`` taken from the panel and ``U`` from ``top``.
 
 Look-ahead: steps 5-6 first solve and update block column ``k + 1`` (the next panel) and record
-an event; the gather of panel ``k + 1`` packs after it, its leader enqueues ``getrf`` of it on
-the comm stream, and only then the rest of step ``k``'s U row block and update is enqueued on
-the compute stream: the panel of step ``k + 1`` is factored while the rest of step ``k``'s
-update runs, and the host, idle until rank 0's ``getrf`` ends, prepares what needs no pivots
-(the next gather's plan, the next update's rows). On one H200, 4 ranks (2x2, MPS), n = 16384,
+an event; the gather of panel ``k + 1`` packs after it. On the GPU its leader then enqueues
+``getrf`` of it on the comm stream, and only then the rest of step ``k``'s U row block and
+update is enqueued on the compute stream: the panel of step ``k + 1`` is factored while the rest
+of step ``k``'s update runs. On the CPU the rest of the update is enqueued before the gather,
+which travels under it, and ``getrf`` follows on the compute stream (2 ranks x 1 thread,
+n = 4096: the panel waits went from 27-66 ms to 5-10 ms per rank with this). Either way the
+host, idle until rank 0's ``getrf`` ends, prepares what needs no pivots meanwhile (the next
+gather's plan, the next update's rows). On one H200, 4 ranks (2x2, MPS), n = 16384,
 block 2048, this and the changes beside it (the gather to the leaders only, the shares trimmed
 to the rows read, the recursive TRSM, the comm stream at the device's highest priority) took the
 factorisation from 0.210 to 0.176 s (docs/performance.md, "Session 12"). The critical path is
@@ -74,9 +80,11 @@ now the chain of ``getrf`` (slowed about 1.5x by the concurrent update) and, bet
 them, about 9-12 ms per step of pivot broadcast, the interchange exchange, block column ``k +
 1``'s update and the gather, each exchange ending in a host synchronisation.
 
-Streams and events per process: packs, puts and ``getrf`` on ``comm``; the ready waits,
-unpacks, trsm and gemm on ``compute`` (see ``ops/_exchange.py``); the buffers of a step's update
-are kept until the next step's interchange exchange drained both streams.
+Streams and events per process: packs and puts (and, on the GPU, ``getrf``) on ``comm``; the
+ready waits, unpacks, trsm and gemm on ``compute`` (see ``ops/_exchange.py``); the buffers of a
+step's update are kept until the next step's interchange exchange drained both streams.
+``getrf`` on the comm stream is enqueued after the gather's ``finish()`` and before the next
+exchange's packs, so stream order alone separates it from both.
 
 Measured and not kept: a panel gathered only to its grid column, factored there (the other
 columns' getrf saved) and broadcast along the grid rows, with the rest of the previous update
