@@ -26,7 +26,7 @@
 #                (default block, as face4), Cholesky and LU (block $BLOCK4); the per-step profile of
 #                the 4-rank misses (summarise with tools/trace_summary.py)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
-#           prof1 puts4 (default: gemm1 trsm1 gemm4 trace4)
+#           prof1 puts4 proflu4 (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
 # Results: $OUT/perf-<phase>.json (the bench command's records), .log next to them; a summary last.
