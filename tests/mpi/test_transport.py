@@ -208,6 +208,31 @@ def test_event_orders_compute_before_comm(backend):
     be.free(sig)
 
 
+def test_host_wait_returns_after_the_event_not_after_the_stream(backend):
+    """``host_wait(event)``: the work before the event has run when it returns, while work
+    enqueued after the event on the same stream may still be pending (LU's rank 0 reads the
+    pivots while the update keeps running)."""
+    be = backend
+    gate = threading.Event()
+    out = be.xp.zeros(4)
+
+    def produce():
+        time.sleep(0.05)  # without the wait the host would read zeros
+        out[...] = 7.0
+
+    be.launch(be.comm_stream, produce)
+    ev = be.record_event(be.comm_stream)
+    if not getattr(be.comm_stream, "inline", False):  # (one CPU process runs streams inline)
+        be.launch(be.comm_stream, gate.wait, 10)  # held until the host opens it
+    t = time.perf_counter()
+    be.host_wait(ev)
+    waited = time.perf_counter() - t
+    np.testing.assert_array_equal(be.asnumpy(out), np.full(4, 7.0))
+    gate.set()
+    be.synchronize()
+    assert waited < 5, f"host_wait waited {waited:.1f} s: for the work after the event too"
+
+
 def test_streams_run_in_order(backend):
     be = backend
     order: list[int] = []
