@@ -142,8 +142,11 @@ RECTANGULAR = [(37, 23, 5), (23, 37, 5), (9, 30, 4), (30, 9, 4), (17, 5, 3), (5,
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex64])
 @pytest.mark.parametrize("case", RECTANGULAR, ids=[f"{m}x{n}-b{b}" for m, n, b in RECTANGULAR])
-def test_lu_factor_rectangular(grid, dtype, case):
-    """``m x n`` matrices, as ``scipy.linalg.lu_factor`` takes them: ``min(m, n)`` pivots."""
+@pytest.mark.parametrize("concurrent", [False, True], ids=["cpu-order", "gpu-order"])
+def test_lu_factor_rectangular(grid, dtype, case, concurrent, monkeypatch):
+    """``m x n`` matrices, as ``scipy.linalg.lu_factor`` takes them: ``min(m, n)`` pivots;
+    in both step orders (``backend.concurrent_streams``: the GPU's getrf on the comm stream)."""
+    monkeypatch.setattr(grid.backend, "concurrent_streams", concurrent)
     m, n, nb = case
     a = random_matrix(np.random.default_rng(m * 100 + n), (m, n), dtype)
     A = bm.from_numpy(a, block=(nb, nb), grid=grid)
