@@ -830,12 +830,13 @@ class _LUPipeline:
         medians of 3 interleaved with the tree before this change: 0.85-1.03 s with getrf on the
         comm thread, 0.85-0.92 s with it on compute ahead of the update (the gather then not
         overlapped), 0.76-0.78 s this way, against 0.73-0.83 s before). Only each device's
-        leader factors. Returns ``(ipiv, info, event)`` (``event`` None on the other ranks)."""
+        leader factors. Returns ``(ipiv, info, event)`` (all None on the other ranks: only rank
+        0, a leader, reads them)."""
         be = self.be
+        if be.rank != self.leader:
+            return None, None, None
         ipiv = be.xp.zeros(self.pivots(k), dtype=np.int32)
         info = be.xp.zeros(1, dtype=np.int32)
-        if be.rank != self.leader:
-            return ipiv, info, None
         stream = be.comm_stream if be.concurrent_streams else be.compute
         be.begin()
         be.getrf(panel, ipiv, info, stream)
