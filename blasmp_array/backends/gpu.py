@@ -8,7 +8,9 @@ over mpi4py. When the ranks of a node outnumber its GPUs, CUDA MPS must run (NVS
 
 Streams and ordering
 --------------------
-``compute`` and ``comm_stream`` are non-blocking CUDA streams. Every stream-ordered method
+``compute`` and ``comm_stream`` are non-blocking CUDA streams, ``comm_stream`` at the device's
+highest priority (its packs, puts and LU's panel factorisation are on the critical path; within
+this process its kernels get free SMs before the compute stream's). Every stream-ordered method
 enqueues on its stream and returns; puts, signals and waits are NVSHMEM's ``*_on_stream``
 host API (``putmem[_signal]_on_stream``, ``signal_op_on_stream``,
 ``signal_wait_until_on_stream`` with ``>=``, ``quiet_on_stream``); local BLAS3 is cuBLAS with the
