@@ -307,23 +307,24 @@ class CPUBackend(HostCollectives, Backend):
         stream.enqueue(self._wait_event, event)
 
     def _wait_event(self, event: CPUEvent) -> None:
-        # events are always set eventually (markers run even on a failed stream), but bound
-        # the wait so that a bug cannot hang the job
-        deadline = time.monotonic() + max(self.signal_timeout, 1.0) * 2
-        while not event.wait(0.05):
-            if self._failed.is_set():
-                raise StreamError("wait_event cancelled: another stream failed")
-            if time.monotonic() > deadline:
-                raise SignalTimeoutError(f"rank {self.rank}: wait_event did not complete")
+        self._bounded_wait(event, "wait_event", cancel=True)
 
     def host_wait(self, event: Event) -> None:
         assert isinstance(event, CPUEvent)
-        # markers run even on a failed stream, so the event is set once the stream reaches it;
-        # bounded all the same (a stream stuck in a signal wait times out by itself)
+        # not cancelled by another stream's failure: that error stays with its stream, for
+        # synchronize() (raising here on one rank would leave the others in a collective)
+        self._bounded_wait(event, "host_wait", cancel=False)
+
+    def _bounded_wait(self, event: CPUEvent, what: str, cancel: bool) -> None:
+        """Wait for ``event`` (on a stream thread, or the host). Events are always set
+        eventually (markers run even on a failed stream), but the wait is bounded so that a bug
+        cannot hang the job; ``cancel``: give up as soon as another stream failed."""
         deadline = time.monotonic() + max(self.signal_timeout, 1.0) * 2
         while not event.wait(0.05):
+            if cancel and self._failed.is_set():
+                raise StreamError(f"{what} cancelled: another stream failed")
             if time.monotonic() > deadline:
-                raise SignalTimeoutError(f"rank {self.rank}: host_wait did not complete")
+                raise SignalTimeoutError(f"rank {self.rank}: {what} did not complete")
 
     def launch(self, stream: Stream, fn: Callable[..., Any], *args: Any) -> None:
         assert isinstance(stream, CPUStream)
