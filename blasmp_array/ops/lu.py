@@ -733,9 +733,11 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     _put_panel(dst[:2, :2], src[:, :2], idx)
     _put_rows(src, slice(1, 3), dst[:2])  # the same with row runs (slices)
     _put_panel(dst[:2, :2], src[:, :2], slice(0, 2))
-    panel = xp.zeros((4, 3), dtype, order="F")  # the shared panel: packed and unpacked whole
+    panel = xp.zeros((4, 3), dtype, order="F")  # the column-major panel: the gather's unpack
+    panel[slice(0, 2)] = out.reshape(-1, 3)  # and the shares' rows, runs or index arrays
     out.reshape(-1, 3)[...] = panel[slice(0, 2)]
-    panel[slice(0, 2)] = out.reshape(-1, 3)
+    panel[idx] = out.reshape(-1, 3)
+    out.reshape(-1, 3)[...] = panel[idx]
 
 
 def _put_rows(dst: Any, idx: Any, rows: Any) -> None:
@@ -868,7 +870,7 @@ class _LUPipeline:
         inf = int(be.asnumpy(info)[0])
         return be.asnumpy(ipiv).astype(np.int32), (inf - 1 if inf > 0 else -1)
 
-    def _gather_setup(self, k: int) -> tuple[int, Plan, Any, _RowKernels]:
+    def _gather_setup(self, k: int) -> tuple[Plan, Any, _RowKernels]:
         """The plan of ``# A[k0:, block column k] -> the leaders`` (step 1), its panel buffer
         (on every rank; column-major: LAPACK's and cuSOLVER's getrf factor it in place, without
         copies) and kernels: the panel goes to every rank that factors it, the other ranks get
@@ -889,12 +891,12 @@ class _LUPipeline:
         panel = be.xp.empty((self.m - k0, e), self.w.dtype, order="F")
         c0 = lay.local_offset(k, k)[1]
         data = self.w._data[:, c0 : c0 + e] if self.mycol == c else self.w._data[:, :0]
-        return k, plan, panel, _RowKernels([data], [panel, None, None])
+        return plan, panel, _RowKernels([data], [panel, None, None])
 
-    def _gather_panel(self, setup: tuple[int, Plan, Any, _RowKernels], after: Any) -> Any:
+    def _gather_panel(self, setup: tuple[Plan, Any, _RowKernels], after: Any) -> Any:
         """Run the gather of :meth:`_gather_setup` (collective); its packing waits for the event
         ``after`` (the update of the panel's block column). Returns the panel."""
-        _, plan, panel, kern = setup
+        plan, panel, kern = setup
         run_plan(self.be, plan, self.w.dtype, kern, 1, after=after)
         return panel
 
