@@ -21,12 +21,14 @@
 #                the windows, A @ B and sum(axis=0) on 4 ranks (2x2, MPS), n=$N, default block
 #   prof1        tools/profile_face.py at n=$NSMALL: per-call host profile of the face (issue 14)
 #   puts4        tools/put_bandwidth.py on 4 ranks (MPS): the NVSHMEM put limit beside redist4
+#   lupanel1     tools/getrf_panel_sweep.py at n=$NSMALL and $N: the one-rank LU's panel width
 #   proflu4      tools/profile_lu.py on 4 ranks (2x2, MPS), n=$N, block $BLOCK4: rank 0's host profile
+#   tracelu1     one traced LU call on 1 rank, n=$N (the look-ahead's timeline)
 #   tracest4 / tracechol4 / tracelu4  one traced call on 4 ranks (2x2, MPS), n=$N: solve_triangular
 #                (default block, as face4), Cholesky and LU (block $BLOCK4); the per-step profile of
 #                the 4-rank misses (summarise with tools/trace_summary.py)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
-#           prof1 puts4 proflu4 (default: gemm1 trsm1 gemm4 trace4)
+#           prof1 puts4 lupanel1 proflu4 (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
 # Results: $OUT/perf-<phase>.json (the bench command's records), .log next to them; a summary last.
@@ -62,6 +64,9 @@ for p in "${phases[@]}"; do
     prof1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/profile_face.py \
              --n "$nsmall" > "$out/perf-prof1.log" 2>&1
            summary+=("prof1 (np=1: tools/profile_face.py --n $nsmall): rc=$?") ;;
+    lupanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/getrf_panel_sweep.py \
+                --n "$nsmall" "$n" --panel 512 768 1024 1536 2048 0 --repeat "$repeat" > "$out/perf-lupanel1.log" 2>&1
+              summary+=("lupanel1 (np=1: tools/getrf_panel_sweep.py --n $nsmall $n): rc=$?") ;;
     proflu4) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 4 python3 tools/profile_lu.py \
                --n "$n" --block "$block4" --grid 2x2 > "$out/perf-proflu4.log" 2>&1
              summary+=("proflu4 (np=4: tools/profile_lu.py --n $n --block $block4): rc=$?") ;;
@@ -74,6 +79,7 @@ for p in "${phases[@]}"; do
                 --trace "$out/perf-tracest4.trace.json" ;;
     tracechol4) bench tracechol4 4 cholesky --n "$n" --block "$block4" --grid 2x2 --repeat 1 \
                   --trace "$out/perf-tracechol4.trace.json" ;;
+    tracelu1) bench tracelu1 1 lu --n "$n" --repeat 1 --trace "$out/perf-tracelu1.trace.json" ;;
     tracelu4) bench tracelu4 4 lu --n "$n" --block "$block4" --grid 2x2 --repeat 1 \
                 --trace "$out/perf-tracelu4.trace.json" ;;
     face1) bench face1 1 "$face" --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
@@ -82,7 +88,7 @@ for p in "${phases[@]}"; do
     face4) bench face4 4 matmul_ata,solve_triangular --n "$n" --grid 2x2 --repeat "$repeat" ;;
     redist4) bench redist4 4 transpose,redistribute --n "$n" --block 2048 --grid 2x2 \
                --to-grid 2x2 --to-block 1024 --repeat "$repeat" --check --profile ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 proflu4 tracest4 tracechol4 tracelu4)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 proflu4 tracelu1 tracest4 tracechol4 tracelu4)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"

@@ -57,7 +57,7 @@ Blocks are square ``nb x nb`` (``K = ceil(n / nb)`` steps, the last one ragged).
    before its comm stream packed it; the buffers are written into the matrix after it.
 5. *U row block*: every process of a grid column solves ``U[k, j > k] = L_kk^{-1} top`` for its
    local columns (redundant down the grid column instead of a broadcast), by a TRSM split
-   recursively into halves with GEMMs between them (:func:`_solve_unit_lower`: cuBLAS's
+   recursively into halves with GEMMs between them (``_lu_local.solve_unit_lower``: cuBLAS's
    one-call TRSM of a 2048 triangle took more device time than the whole trailing update); the
    owners of block row ``k`` store ``top`` (U, and the swapped L of earlier steps on the left);
    the owners of block column ``k`` store the factored panel.
@@ -116,8 +116,10 @@ zero pivot's column (from the broadcast INFO of each step) raises
 ``det``/``slogdet`` return 0 / ``(0, -inf)`` as NumPy does. The input is untouched unless
 ``overwrite_a``.
 
-One process (a ``1 x 1`` grid) skips the pipeline: one ``getrf`` of the whole local matrix
-(:meth:`_LUPipeline._run_one_process`), as cuSOLVER/LAPACK alone would do it.
+One process (a ``1 x 1`` grid) skips the pipeline and its exchanges
+(:meth:`_LUPipeline._run_one_process`): on a GPU the blocked LU of ``ops/_lu_local.py`` (the
+panel factored on the comm stream beside the update), on the CPU one ``getrf`` of the whole
+local matrix, as LAPACK alone would do it.
 
 What remains (issue 17)
 -----------------------
@@ -139,10 +141,13 @@ from typing import Any
 import numpy as np
 
 from .._dispatch import implements
+from .._interchanges import row_map
 from ..array import BlockCyclicArray, check_dtype
 from ..backends.base import Backend
 from . import _checks as ck
+from . import _lu_local
 from ._exchange import Message, Plan, positions_index, run_plan
+from ._lu_local import getrf_lookahead, minus_product, solve_unit_lower
 from ._warmup import warmup_kernels
 
 __all__ = ["lu_factor", "lu_solve", "solve", "factor", "permute_rows"]
@@ -266,7 +271,7 @@ def lu_solve(
         )
     if ck.check_flag(check_finite, "check_finite"):
         ck.check_finite(lu.resolve(), b.resolve(), "lu_solve")
-    src = _row_map(piv, 0, n)  # (swaps) b: new row j is old row src[j]
+    src = row_map(piv, 0, n)  # (swaps) b: new row j is old row src[j]
     if trans == 0:
         y = permute_rows(b, src, overwrite=overwrite_b)
         y = trsm(lu, y, side="left", lower=True, trans="N", unit_diagonal=True, overwrite_b=True)
@@ -466,27 +471,6 @@ def factor(
         return w, np.zeros(0, dtype=np.int32), -1
     piv, zero = _LUPipeline(w).run()
     return w, piv, zero
-
-
-def _row_map(piv: np.ndarray, k0: int, n: int) -> np.ndarray:
-    """The interchanges ``piv`` (0-based global rows) applied in order to rows ``k0 ..``: the
-    new row ``j`` is the old row ``src[j]`` (identity outside ``[k0, n)``)."""
-    src = np.arange(n)
-    piv = np.asarray(piv, dtype=np.int64)
-    if piv.size == 0:
-        return src
-    # sequential by nature: run on Python ints over the (at most 2 e) rows it touches, numbered
-    # compactly (a loop over NumPy scalars took 1.4 ms per 2048 pivots on the GPU node, on the
-    # critical path of every LU step)
-    both = np.concatenate([np.arange(k0, k0 + piv.size), piv])
-    touched = np.sort(both)
-    touched = touched[np.r_[True, touched[1:] != touched[:-1]]]
-    where = np.searchsorted(touched, both).tolist()
-    val = touched.tolist()
-    for i, p in zip(where[: piv.size], where[piv.size :], strict=True):
-        val[i], val[p] = val[p], val[i]
-    src[touched] = val
-    return src
 
 
 def _identity_like(a: BlockCyclicArray) -> BlockCyclicArray:
@@ -804,7 +788,7 @@ class _LUPipeline:
             piv[k0 : k0 + p.size] = p + k0
             if inf > 0 and zero < 0:
                 zero = k0 + inf - 1
-            top, moved, mine = self._swap(k, panel, _row_map(p + k0, k0, m))
+            top, moved, mine = self._swap(k, panel, row_map(p + k0, k0, m))
             self._pending = ()  # the swap exchange drained the streams: last step's buffers
             ready, rest = self._update_next_panel(k, panel, top, moved, mine, rows)
             nxt = panel
@@ -823,7 +807,7 @@ class _LUPipeline:
         self._pending = ()
         return piv, zero
 
-    def _factor(self, k: int, panel: Any) -> tuple[Any, Any, Any]:
+    def _factor(self, k: int, panel: Any) -> tuple[Any, Any]:
         """Enqueue the factorisation of panel ``k`` (step 2): on the comm stream, idle between
         the exchanges, where the streams run concurrently (``backend.concurrent_streams``, the
         GPU), before the rest of step ``k - 1``'s update, so that both run at once; else on the
@@ -832,19 +816,19 @@ class _LUPipeline:
         medians of 3 interleaved with the tree before this change: 0.85-1.03 s with getrf on the
         comm thread, 0.85-0.92 s with it on compute ahead of the update (the gather then not
         overlapped), 0.76-0.78 s this way, against 0.73-0.83 s before). Only each device's
-        leader factors. Returns ``(ipiv, info, event)`` (all None on the other ranks: only rank
-        0, a leader, reads them)."""
+        leader factors. Returns ``(pivots and INFO, event)`` (both None on the other ranks: only
+        rank 0, a leader, reads them)."""
         be = self.be
         if be.rank != self.leader:
-            return None, None, None
-        ipiv = be.xp.zeros(self.pivots(k), dtype=np.int32)
-        info = be.xp.zeros(1, dtype=np.int32)
+            return None, None
+        e = self.pivots(k)
+        out = be.xp.zeros(e + 1, dtype=np.int32)  # the pivots, then INFO: one copy to the host
         stream = be.comm_stream if be.concurrent_streams else be.compute
         be.begin()
-        be.getrf(panel, ipiv, info, stream)
-        return ipiv, info, be.record_event(stream)
+        be.getrf(panel, out[:e], out[e:], stream)
+        return out, be.record_event(stream)
 
-    def _pivots(self, ipiv: Any, info: Any, done: Any) -> tuple[np.ndarray, int]:
+    def _pivots(self, out: Any, done: Any) -> tuple[np.ndarray, int]:
         """Step 3: the pivots and INFO of a factored panel from rank 0 (a leader) to every
         rank (host, small metadata; every leader factored the same panel with the same library:
         the broadcast only guarantees that every rank builds the same plans). Rank 0 waits
@@ -852,16 +836,20 @@ class _LUPipeline:
         be = self.be
         if be.rank == 0:
             be.host_wait(done)
-            out = (be.asnumpy(ipiv).astype(np.int64), int(be.asnumpy(info)[0]))
+            got = be.asnumpy(out).astype(np.int64)
+            res = (got[:-1], int(got[-1]))
         else:
-            out = None
-        return be.bcast(out)
+            res = None
+        return be.bcast(res)
 
     def _run_one_process(self) -> tuple[np.ndarray, int]:
-        """One process holds the whole matrix: one ``getrf`` of it (LAPACK or cuSOLVER, which
-        block and pivot as they see fit; the same pivots as the pipeline, LAPACK's). The
-        pipeline's steps would only add panel copies and a host round trip per block."""
+        """One process holds the whole matrix. Where the streams run concurrently (a GPU) and
+        the matrix is wider than one panel: the blocked LU with the panel factored on the comm
+        stream beside the update (:func:`ops._lu_local.getrf_lookahead`); else one ``getrf``
+        of it (LAPACK blocks and threads it itself). Both give LAPACK's pivots."""
         be = self.be
+        if be.concurrent_streams and min(self.m, self.n) >= max(_lu_local.LOOKAHEAD_MIN, 2):
+            return getrf_lookahead(be, self.w._data)
         ipiv = be.xp.zeros(min(self.m, self.n), dtype=np.int32)
         info = be.xp.zeros(1, dtype=np.int32)
         be.begin()
@@ -1010,16 +998,16 @@ class _LUPipeline:
         if mine_rows is not None:  # moved rows -> the matrix
             be.launch(comp, _put_rows, data, mine_rows, moved)
         if split > cn:  # U[k, k + 1] = L_kk^{-1} top (step 5)
-            _solve_unit_lower(be, panel[:e, :e], top[:, cn:split], comp)
+            solve_unit_lower(be, panel[:e, :e], top[:, cn:split], comp)
         if update and gather_low:
             be.launch(comp, _take_rows, low, panel, low_rows)
         if update and split > cn:  # A[i > k, k + 1] -= L[i, k] U[k, k + 1] (step 6)
-            _minus_product(be, low, top[:, cn:split], data[lr1:, cn:split], comp)
+            minus_product(be, low, top[:, cn:split], data[lr1:, cn:split], comp)
         ready = be.record_event(comp)
 
         def rest() -> None:
             if split < self.ncol:  # U[k, j > k + 1]
-                _solve_unit_lower(be, panel[:e, :e], top[:, split:], comp)
+                solve_unit_lower(be, panel[:e, :e], top[:, split:], comp)
             if self.myrow == (k + lay.src[0]) % self.pr:  # the new block row k
                 r0 = lay.local_offset(k, k)[0]
                 be.launch(comp, _put_block, data, r0, top)
@@ -1027,41 +1015,11 @@ class _LUPipeline:
                 c0 = lay.local_offset(k, k)[1]
                 be.launch(comp, _put_panel, data[lr0:, c0 : c0 + pw], panel, panel_rows)
             if update and split < self.ncol:
-                _minus_product(be, low, top[:, split:], data[lr1:, split:], comp)
+                minus_product(be, low, top[:, split:], data[lr1:, split:], comp)
             # kept alive until the streams are drained (by the next swap or the end of run())
             self._pending = (top, moved, low, mine_rows, panel_rows, low_rows, panel)
 
         return ready, rest
-
-
-#: The largest triangle :func:`_solve_unit_lower` hands to the backend's ``trsm`` in one call.
-_TRSM_LEAF = 512
-
-
-def _solve_unit_lower(be: Backend, lo: Any, b: Any, stream: Any) -> None:
-    """``b := lo^{-1} b`` for the unit lower triangle of ``lo`` (a square view of the
-    column-major panel; step 5), split recursively into halves down to :data:`_TRSM_LEAF`:
-    ``x1 = lo11^{-1} b1``, ``b2 -= lo21 x1``, ``x2 = lo22^{-1} b2``. Nearly all its flops become
-    GEMMs: in one traced 4-rank call on one H200 (n = 16384, block 2048), cuBLAS's one-call
-    TRSM of the 2048 triangle took more device time than the whole trailing update. ``lo`` is
-    passed as its transpose (row-major for cuBLAS, no copy): ``lo = (lo^T)^T``, unit upper."""
-    e = lo.shape[0]
-    if e <= _TRSM_LEAF or b.shape[1] == 0:
-        be.trsm(1, lo.T, b, "L", "U", "T", "U", stream)
-        return
-    h = e // 2
-    _solve_unit_lower(be, lo[:h, :h], b[:h], stream)
-    _minus_product(be, lo[h:, :h], b[:h], b[h:], stream)
-    _solve_unit_lower(be, lo[h:, h:], b[h:], stream)
-
-
-def _minus_product(be: Backend, lo: Any, u: Any, c: Any, stream: Any) -> None:
-    """``c -= lo @ u`` (GEMM); a column-major ``lo`` (a view of the panel) is passed as its
-    transpose, so that cuBLAS reads it in place instead of a row-major copy of it per call."""
-    if lo.ndim == 2 and lo.shape[1] > 1 and lo.strides[0] == lo.itemsize:
-        be.gemm(-1, lo.T, u, 1, c, "T", "N", stream)
-    else:
-        be.gemm(-1, lo, u, 1, c, "N", "N", stream)
 
 
 def _put_block(data: Any, r0: int, top: Any) -> None:

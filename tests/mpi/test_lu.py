@@ -32,6 +32,7 @@ import scipy.linalg as sla
 from mpi4py import MPI
 
 import blasmp_array as bm
+from blasmp_array.ops import _lu_local
 from blasmp_array.ops import lu as lu_module
 from blasmp_array.ops.lu import lu_factor, lu_solve, solve
 
@@ -124,7 +125,7 @@ def test_lu_factor_full(grid, dtype, case):
 def test_u_row_block_solved_recursively(grid, dtype, n, nb, monkeypatch):
     """Step 5's TRSM split into halves (GEMMs between them) down to a leaf smaller than the
     block, odd sizes included: LAPACK's pivots and a bounded backward error as before."""
-    monkeypatch.setattr(lu_module, "_TRSM_LEAF", 2)
+    monkeypatch.setattr(_lu_local, "TRSM_LEAF", 2)
     calls = []
     trsm = grid.backend.trsm
     monkeypatch.setattr(
@@ -453,3 +454,72 @@ def test_backend_getrf(grid, dtype):
     be.getrf(be.asarray(a), ipiv[:k], info[:1], be.compute)
     be.synchronize()
     assert int(be.asnumpy(info)[0]) == 3
+
+
+# -- one process: the blocked LU with the panel on the comm stream (ops/_lu_local.py) --------
+# (m, n, panel, first panel): square, tall, wide, ragged, a narrow first panel, one panel
+LOCAL = [
+    (37, 37, 5, 0),
+    (40, 40, 8, 3),
+    (41, 23, 6, 0),
+    (23, 41, 6, 2),
+    (16, 16, 4, 0),
+    (9, 30, 4, 1),
+    (30, 9, 4, 5),
+    (12, 12, 16, 0),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", LOCAL, ids=[f"{m}x{n}-p{p}-f{f}" for m, n, p, f in LOCAL])
+def test_getrf_lookahead(grid, dtype, case, monkeypatch):
+    """Each rank on its own matrix (no communication; on several ranks the CPU backend's
+    streams are threads, so the events' order is exercised): LAPACK's pivots, a bounded
+    backward error, every entry written (the matrix is not poisoned: it is the input; the
+    panel buffers are, so a panel not written back would show NaN)."""
+    m, n, nb, first = case
+    be = grid.backend
+    monkeypatch.setattr(_lu_local, "TRSM_LEAF", 2)  # leaves below the panel width
+    a = random_matrix(np.random.default_rng(grid.rank + 10 * m + n), (m, n), dtype)
+    dev = be.asarray(a.copy())
+    piv, zero = _lu_local.getrf_lookahead(be, dev, nb, first)
+    lu = be.asnumpy(dev)
+    ref_lu, ref_piv = sla.lu_factor(a)
+    np.testing.assert_array_equal(piv, ref_piv, err_msg="pivots differ from LAPACK's")
+    assert piv.dtype == np.int32 and zero == -1
+    assert np.isfinite(lu).all()
+    ok, worst = factor_ok(a, lu, piv, dtype)
+    assert ok, f"backward error {worst:.3g} x bound ({m}x{n}, panel {nb})"
+
+
+@pytest.mark.parametrize("where", [0, 9, 17, 29])
+def test_getrf_lookahead_singular(grid, where):
+    """A zero column in the first, a middle (first column of a panel and inside one) and the
+    last panel: INFO's column, and the factorisation completed past it as LAPACK's."""
+    n, nb = 30, 8
+    a = random_matrix(np.random.default_rng(5), (n, n), np.float64)
+    a[:, where] = 0.0
+    lu_ref, piv_ref, info = sla.lapack.dgetrf(a)
+    assert info == where + 1
+    dev = grid.backend.asarray(a.copy())
+    piv, zero = _lu_local.getrf_lookahead(grid.backend, dev, nb)
+    assert zero == where
+    np.testing.assert_array_equal(piv, piv_ref)
+    assert factor_ok(a, grid.backend.asnumpy(dev), piv, np.float64)[0]
+
+
+@pytest.mark.parametrize("case", [(37, 5), (40, 8), (23, 1)])
+def test_one_process_uses_the_lookahead_where_streams_are_concurrent(grid, case, monkeypatch):
+    """Through ``lu_factor``: one process with ``backend.concurrent_streams`` (the GPU) runs
+    the blocked LU with look-ahead from ``LOOKAHEAD_MIN`` columns on; the pipeline on several."""
+    n, _ = case
+    monkeypatch.setattr(grid.backend, "concurrent_streams", True)
+    monkeypatch.setattr(_lu_local, "PANEL", 6)
+    monkeypatch.setattr(_lu_local, "LOOKAHEAD_MIN", 7)
+    calls = []
+    real = lu_module.getrf_lookahead
+    monkeypatch.setattr(
+        lu_module, "getrf_lookahead", lambda *a, **k: (calls.append(1), real(*a, **k))[1]
+    )
+    run_case(grid, np.float64, *case)
+    assert len(calls) == (1 if grid.size == 1 and n >= 7 else 0)
