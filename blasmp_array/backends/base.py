@@ -132,10 +132,6 @@ class Backend(abc.ABC):
     size: int
     compute: Stream
     comm_stream: Stream
-    #: a third stream for work that runs beside both others and outlasts an exchange (LU's panel
-    #: factorisation on the GPU): :meth:`synchronize_exchange` does not wait for it,
-    #: :meth:`synchronize` does
-    panel_stream: Stream
     signal_timeout: float = DEFAULT_SIGNAL_TIMEOUT
     #: True where element-wise kernels are compiled and loaded on first use, and loading one
     #: waits for the device (CuPy): operators then warm them before a pipeline starts
@@ -181,12 +177,6 @@ class Backend(abc.ABC):
     def wait_event(self, stream: Stream, event: Event) -> None:
         """Make later work on ``stream`` wait for ``event``."""
 
-    def synchronize_exchange(self) -> None:
-        """As :meth:`synchronize` for the compute and comm streams only: what an exchange's
-        ``finish`` waits for; work on :attr:`panel_stream` goes on (its errors are raised by
-        :meth:`synchronize`). The default drains every stream."""
-        self.synchronize()
-
     def host_wait(self, event: Event) -> None:
         """Block the host until ``event`` is reached, without draining the streams' later work
         (e.g. read a result one stream produced while another keeps computing). Errors stay
@@ -200,7 +190,7 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def synchronize(self) -> None:
-        """Block until every stream is drained; re-raise the first error a stream hit."""
+        """Block until both streams are drained; re-raise the first error a stream hit."""
 
     def begin(self) -> None:  # noqa: B027 (optional hook, no-op by default)
         """Order both streams after host/default-stream work done before an operator."""

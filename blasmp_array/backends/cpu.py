@@ -192,7 +192,6 @@ class CPUBackend(HostCollectives, Backend):
     xp = np
     compute: CPUStream
     comm_stream: CPUStream
-    panel_stream: CPUStream
 
     def __init__(self, comm: Any) -> None:
         from mpi4py import MPI
@@ -222,7 +221,6 @@ class CPUBackend(HostCollectives, Backend):
         inline = self.size == 1 and not threads
         self.compute = CPUStream("compute", self._failed.set, inline)
         self.comm_stream = CPUStream("comm", self._failed.set, inline)
-        self.panel_stream = CPUStream("panel", self._failed.set, inline)
         self._live: dict[int, SymmetricBuffer | SignalSet] = {}
         self._names = itertools.count()
         # release the windows before mpi4py finalizes MPI (atexit runs last-registered first);
@@ -333,12 +331,7 @@ class CPUBackend(HostCollectives, Backend):
         stream.enqueue(fn, *args)
 
     def synchronize(self) -> None:
-        self._synchronize((self.compute, self.comm_stream, self.panel_stream))
-
-    def synchronize_exchange(self) -> None:
-        self._synchronize((self.compute, self.comm_stream))
-
-    def _synchronize(self, streams: tuple[CPUStream, ...]) -> None:
+        streams = (self.compute, self.comm_stream)
         me = threading.current_thread()
         if any(s._thread is me for s in streams):
             raise RuntimeError(
@@ -350,8 +343,7 @@ class CPUBackend(HostCollectives, Backend):
         errors = [s.error for s in streams if s.error is not None]
         for s in streams:
             s.error = None
-        if all(s.error is None for s in (self.compute, self.comm_stream, self.panel_stream)):
-            self._failed.clear()
+        self._failed.clear()
         if errors:
             first = min(errors, key=lambda e: e[0])[1]
             raise first

@@ -224,10 +224,7 @@ class GPUBackend(HostCollectives, Backend):
         # its packs and puts (and LU's panel factorisation) are on the critical path, the
         # compute stream's GEMMs fill in around them
         self.comm_stream = GPUStream("comm", priority=-1000)
-        # LU's panel factorisation beside the exchanges and the update (not drained by an
-        # exchange's finish: synchronize_exchange)
-        self.panel_stream = GPUStream("panel", priority=-1000)
-        self._streams = (self.compute, self.comm_stream, self.panel_stream)
+        self._streams = (self.compute, self.comm_stream)
         self._side = cupy.cuda.Stream(non_blocking=True)  # reads/releases signals on timeout
         self._blas = CublasKernels()
         for s in self._streams:  # handles and workspaces now, not inside a pipeline
@@ -580,18 +577,12 @@ class GPUBackend(HostCollectives, Backend):
         return exc
 
     def synchronize(self) -> None:
-        self._synchronize(self._streams)
-
-    def synchronize_exchange(self) -> None:
-        self._synchronize(self._streams[:2])  # compute and comm
-
-    def _synchronize(self, streams: Sequence[GPUStream]) -> None:
-        self._drain(streams)
+        self._drain(self._streams)
         cur = cupy.cuda.get_current_stream()
         if self._stream_of(cur) is None:
             cur.synchronize()
-        errors = [s.error for s in streams if s.error is not None]
-        for s in streams:
+        errors = [s.error for s in self._streams if s.error is not None]
+        for s in self._streams:
             s.error = None
             s.keep.clear()
         if errors:

@@ -548,7 +548,7 @@ def finish(exchanges: Iterable[Exchange]) -> None:
         ex._finished = True
     error: BaseException | None = None
     try:
-        b.synchronize_exchange()
+        b.synchronize()
     except Exception as exc:  # noqa: BLE001 - re-raised below, on every rank
         error = exc
     mine = None if error is None else (type(error).__name__, str(error))

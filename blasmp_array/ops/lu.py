@@ -37,9 +37,10 @@ Blocks are square ``nb x nb`` (``K = ceil(n / nb)`` steps, the last one ragged).
    4's exchange. Four concurrent copies of a 16384 x 2048 ``getrf`` on one H200 took 34 ms
    each against 11.5 ms alone; the 4-rank LU at n = 16384, block 2048 went from 278-291 ms to
    206-210 ms with one factorisation per device. Where the streams run concurrently
-   (``backend.concurrent_streams``: the GPU) ``getrf`` runs on the *panel* stream, beside the
-   exchanges and the update (the leaders' look-ahead below); the CPU backend's stream threads
-   share the cores with the BLAS, so there it runs on the compute stream after the update.
+   (``backend.concurrent_streams``: the GPU) ``getrf`` runs on the *comm* stream (idle between
+   the exchanges) so that it overlaps the compute stream's update (look-ahead below); the CPU
+   backend's stream threads share the cores with the BLAS, so there it runs on the compute
+   stream after the update.
 3. *Pivots to the host*: rank 0 (a leader) waits for its ``getrf`` only
    (``backend.host_wait``), then one host broadcast of the ``e`` pivots (and INFO) per block
    step (small metadata; every leader factored the same panel with the same library, the
@@ -63,38 +64,27 @@ Blocks are square ``nb x nb`` (``K = ceil(n / nb)`` steps, the last one ragged).
 6. *Trailing update*: ``A[i > k, j > k] -= L[i, k] U[k, j]``: one local GEMM per process with
    its rows of ``L`` taken from the panel and ``U`` from ``top``.
 
-Look-ahead on the CPU (``backend.concurrent_streams`` False): steps 5-6 first solve and update
-block column ``k + 1`` (the next panel) and record an event; the gather of panel ``k + 1`` packs
-after it, travelling under the rest of step ``k``'s update, enqueued before it; ``getrf``
-follows on the compute stream (2 ranks x 1 thread, n = 4096: the panel waits went from 27-66 ms
-to 5-10 ms per rank with this).
+Look-ahead: steps 5-6 first solve and update block column ``k + 1`` (the next panel) and record
+an event; the gather of panel ``k + 1`` packs after it. On the GPU its leader then enqueues
+``getrf`` of it on the comm stream, and only then the rest of step ``k``'s U row block and
+update is enqueued on the compute stream: the panel of step ``k + 1`` is factored while the rest
+of step ``k``'s update runs. On the CPU the rest of the update is enqueued before the gather,
+which travels under it, and ``getrf`` follows on the compute stream (2 ranks x 1 thread,
+n = 4096: the panel waits went from 27-66 ms to 5-10 ms per rank with this). Either way the
+host, idle until rank 0's ``getrf`` ends, prepares what needs no pivots meanwhile (the next
+gather's plan, the next update's rows). On one H200, 4 ranks (2x2, MPS), n = 16384,
+block 2048, this and the changes beside it (the gather to the leaders only, the shares trimmed
+to the rows read, the recursive TRSM, the comm stream at the device's highest priority) took the
+factorisation from 0.210 to 0.176 s (docs/performance.md, "Session 12"). The critical path is
+now the chain of ``getrf`` (slowed about 1.5x by the concurrent update) and, between two of
+them, about 9-12 ms per step of pivot broadcast, the interchange exchange, block column ``k +
+1``'s update and the gather, each exchange ending in a host synchronisation.
 
-The leaders' look-ahead on the GPU (:meth:`_LUPipeline._run_leaders_ahead`): the exchanges are
-taken off the chain of panels. Each leader also receives block column ``k + 1`` as it stands
-after step ``k - 1`` (rows from block ``k``: gathered during step ``k - 1``, below). As soon as
-the pivots of step ``k`` are known it applies step ``k`` to it itself, on the panel stream
-(:meth:`_LUPipeline._apply_step`: the interchanges inside the buffer, ``U = L_kk^{-1} top``,
-``low -= L U`` from its own factored panel ``k``), and factors ``low``, panel ``k + 1``, at
-once. Beside that ``getrf``: the interchange exchange of step ``k``, the update of block column
-``k + 2`` first, its gather to the leaders (rows from block ``k + 1``), and the rest of the
-update. So between two ``getrf`` s there is the pivots' broadcast and one block column's local
-update, not two exchanges and their host synchronisations (session 12's order: 9-12 ms per step
-on one H200 with 4 ranks). The owners still update block column ``k + 1`` for the matrix (its
-``U`` rows are stored; the rows below are overwritten by the factored panel at step ``k + 1``).
-Either way the host, idle until rank 0's ``getrf`` ends, prepares what needs no pivots
-meanwhile (the next gather's plan, the next update's rows).
-
-Streams and events per process: packs and puts on ``comm``; the ready waits, unpacks, trsm and
-gemm of the update on ``compute`` (see ``ops/_exchange.py``); on the GPU the leaders' step
-applied to the next panel and ``getrf`` on ``panel``, which an exchange's ``finish()`` does not
-drain (``backend.synchronize_exchange``). The panel stream waits for the gather's unpack of its
-block column (an event on compute); comm and compute wait for ``getrf(k)`` (an event) before
-the interchange exchange of step ``k`` packs the factored panel's shares or the update reads
-it. Nothing the panel stream waits for is enqueued after a wait for the panel stream, so the
-waits form no cycle. The buffers of a step's update are kept until the next step's
-interchange exchange drained compute and comm; the leaders' next-panel buffers for two more
-steps (by then their ``getrf`` has ended: the compute stream waited for it before that
-exchange's ``finish``).
+Streams and events per process: packs and puts (and, on the GPU, ``getrf``) on ``comm``; the
+ready waits, unpacks, trsm and gemm on ``compute`` (see ``ops/_exchange.py``); the buffers of a
+step's update are kept until the next step's interchange exchange drained both streams.
+``getrf`` on the comm stream is enqueued after the gather's ``finish()`` and before the next
+exchange's packs, so stream order alone separates it from both.
 
 Measured and not kept: a panel gathered only to its grid column, factored there (the other
 columns' getrf saved) and broadcast along the grid rows, with the rest of the previous update
@@ -730,9 +720,6 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     _put_panel(dst[:2, :2], src[:, :2], idx)
     _put_rows(src, slice(1, 3), dst[:2])  # the same with row runs (slices)
     _put_panel(dst[:2, :2], src[:, :2], slice(0, 2))
-    raw = xp.zeros((4, 3), dtype, order="F")  # the leaders' next panel (GPU order)
-    _move_rows(raw, idx, idx[::-1].copy())
-    _take_rows(xp.empty((2, 3), dtype), raw, slice(0, 2))
     panel = xp.zeros((4, 3), dtype, order="F")  # the column-major panel: the gather's unpack
     panel[slice(0, 2)] = out.reshape(-1, 3)  # and the shares' rows, runs or index arrays
     out.reshape(-1, 3)[...] = panel[slice(0, 2)]
@@ -790,8 +777,6 @@ class _LUPipeline:
         """Factor; return ``(piv, zero)`` (collective)."""
         if self.grid.size == 1:
             return self._run_one_process()
-        if self.be.concurrent_streams:
-            return self._run_leaders_ahead()
         be, m, nb = self.be, self.m, self.nb
         piv = np.empty(min(m, self.n), dtype=np.int32)
         zero = -1
@@ -809,10 +794,15 @@ class _LUPipeline:
             top, moved, mine = self._swap(k, panel, row_map(p + k0, k0, m))
             self._pending = ()  # the swap exchange drained the streams: last step's buffers
             ready, rest = self._update_next_panel(k, panel, top, moved, mine, rows)
-            rest()  # the gather travels under the rest of the update (getrf waits for it)
-            if gather is not None:  # look-ahead: panel k + 1 gathered under the update
-                panel = self._gather_panel(gather, ready)
-                factored = self._factor(k + 1, panel)
+            nxt = panel
+            if not be.concurrent_streams:
+                rest()  # the gather travels under the rest of the update (getrf waits for it)
+            if gather is not None:  # look-ahead: panel k + 1 factored beside the rest of step k
+                nxt = self._gather_panel(gather, ready)
+                factored = self._factor(k + 1, nxt)
+            if be.concurrent_streams:
+                rest()
+            panel = nxt
             # while panel k + 1 is factored: the host work that needs no pivots, done ahead
             gather = self._gather_setup(k + 2) if k + 2 < self.K else None
             rows = self._update_rows(k + 1) if k + 1 < self.K else rows
@@ -820,96 +810,24 @@ class _LUPipeline:
         self._pending = ()
         return piv, zero
 
-    def _run_leaders_ahead(self) -> tuple[np.ndarray, int]:
-        """The GPU's order (``backend.concurrent_streams``; module docstring, "The leaders'
-        look-ahead"): each device's leader applies step ``k`` to block column ``k + 1`` itself
-        (gathered as it stood after step ``k - 1``) and factors it on the panel stream at once;
-        the interchange exchange and the gather of block column ``k + 2`` travel beside."""
-        be, m, nb, K = self.be, self.m, self.nb, self.K
-        piv = np.empty(min(m, self.n), dtype=np.int32)
-        zero = -1
-        self.leader, self.leaders, self.shared = _device_groups(be)
-        lead = be.rank == self.leader
-        panel = self._gather_panel(self._gather_setup(0), None)
-        factored = self._factor(0, panel, be.panel_stream, be.record_event(be.compute))
-        raw, raw_ready = None, None
-        if K > 1:  # block column 1 as it stands (rows from block 0): the leaders' next panel
-            raw = self._gather_panel(self._gather_setup(0, 1), None)
-            raw_ready = be.record_event(be.compute)
-        rows = self._update_rows(0)
-        held: list[tuple[Any, ...]] = []  # what the panel stream reads, for two more steps
-        for k in range(K):
-            k0 = k * nb
-            p, inf = self._pivots(*factored)
-            piv[k0 : k0 + p.size] = p + k0
-            if inf > 0 and zero < 0:
-                zero = k0 + inf - 1
-            src = row_map(p + k0, k0, m)
-            done = factored[1]
-            nxt = None
-            if k + 1 < K:
-                if lead:
-                    nxt, factored, bufs = self._apply_step(k, panel, raw, raw_ready, src, p.size)
-                    held.append(bufs)
-                else:  # receives its rows of the factored panel in the next swap exchange
-                    shape = (m - k0 - p.size, self.ext(k + 1))
-                    nxt, factored = be.xp.empty(shape, self.w.dtype, order="F"), (None, None)
-            top, moved, mine = self._swap(k, panel, src, done)
-            self._pending = ()  # the swap exchange drained compute and comm: last step's buffers
-            held = held[-2:]
-            ahead = k + 2 if k + 2 < K else None
-            ready, rest = self._update_next_panel(k, panel, top, moved, mine, rows, ahead)
-            if ahead is not None:  # block column k + 2 after step k -> the leaders
-                raw = self._gather_panel(self._gather_setup(k + 1, ahead), ready)
-                raw_ready = be.record_event(be.compute)
-            rest()
-            if nxt is not None:
-                panel = nxt
-            rows = self._update_rows(k + 1) if k + 1 < K else rows
-        be.synchronize()
-        self._pending = ()
-        return piv, zero
-
-    def _apply_step(
-        self, k: int, panel: Any, raw: Any, raw_ready: Any, src: np.ndarray, e: int
-    ) -> tuple[Any, tuple[Any, Any], tuple[Any, ...]]:
-        """On a leader, panel stream: step ``k`` applied to ``raw`` (block column ``k + 1``,
-        rows from ``k0``, as it stood after step ``k - 1``): the interchanges, ``U = L_kk^{-1}
-        top``, ``low -= L U``; then ``getrf`` of ``low``, panel ``k + 1``. Returns that panel (a
-        view of ``raw``), its ``(pivots and INFO, event)`` and the buffers to keep alive."""
-        be, xp = self.be, self.be.xp
-        ps, k0 = be.panel_stream, k * self.nb
-        rel = np.flatnonzero(src[k0:] != np.arange(k0, self.m))
-        moves = xp.asarray(np.stack([rel, src[k0:][rel] - k0])) if rel.size else None
-        top = xp.empty((e, raw.shape[1]), raw.dtype)  # row-major: U for the GEMM without copies
-        be.begin()
-        be.wait_event(ps, raw_ready)
-        if moves is not None:
-            be.launch(ps, _move_rows, raw, moves[0], moves[1])
-        be.launch(ps, _take_rows, top, raw, slice(0, e))
-        solve_unit_lower(be, panel[:e, :e], top, ps)
-        low = raw[e:]
-        if low.shape[0]:  # low^T -= U^T L^T: the column-major views as row-major ones
-            be.gemm(-1, top, panel[e:].T, 1, low.T, "T", "N", ps)
-        return low, self._factor(k + 1, low, ps), (raw, moves, top)
-
-    def _factor(self, k: int, panel: Any, stream: Any = None, after: Any = None) -> tuple[Any, Any]:
-        """Enqueue the factorisation of panel ``k`` (step 2) on ``stream`` (default: compute,
-        the CPU's order: after the update, whose gather overlaps it; the CPU backend's stream
-        threads share the cores with the BLAS: 2 ranks x 1 thread on 2 cores, n = 4096, block
-        256, medians of 3: 0.85-1.03 s with getrf on the comm thread, 0.76-0.78 s this way),
-        after the event ``after`` if given. Only each device's leader factors. Returns
-        ``(pivots and INFO, event)`` (both None on the other ranks: only rank 0, a leader,
-        reads them)."""
+    def _factor(self, k: int, panel: Any) -> tuple[Any, Any]:
+        """Enqueue the factorisation of panel ``k`` (step 2): on the comm stream, idle between
+        the exchanges, where the streams run concurrently (``backend.concurrent_streams``, the
+        GPU), before the rest of step ``k - 1``'s update, so that both run at once; else on the
+        compute stream after that update, whose gather overlaps it (the CPU backend's stream
+        threads share the cores with the BLAS: 2 ranks x 1 thread on 2 cores, n = 4096, block 256,
+        medians of 3 interleaved with the tree before this change: 0.85-1.03 s with getrf on the
+        comm thread, 0.85-0.92 s with it on compute ahead of the update (the gather then not
+        overlapped), 0.76-0.78 s this way, against 0.73-0.83 s before). Only each device's
+        leader factors. Returns ``(pivots and INFO, event)`` (both None on the other ranks: only
+        rank 0, a leader, reads them)."""
         be = self.be
         if be.rank != self.leader:
             return None, None
         e = self.pivots(k)
         out = be.xp.zeros(e + 1, dtype=np.int32)  # the pivots, then INFO: one copy to the host
-        stream = be.compute if stream is None else stream
+        stream = be.comm_stream if be.concurrent_streams else be.compute
         be.begin()
-        if after is not None:
-            be.wait_event(stream, after)
         be.getrf(panel, out[:e], out[e:], stream)
         return out, be.record_event(stream)
 
@@ -943,16 +861,15 @@ class _LUPipeline:
         inf = int(be.asnumpy(info)[0])
         return be.asnumpy(ipiv).astype(np.int32), (inf - 1 if inf > 0 else -1)
 
-    def _gather_setup(self, k: int, col: int | None = None) -> tuple[Plan, Any, _RowKernels]:
-        """The plan of ``# A[k0:, block column col] -> the leaders`` (step 1; ``col`` defaults
-        to ``k``), its panel buffer (on every rank; column-major: LAPACK's and cuSOLVER's getrf
-        factor it in place, without copies) and kernels: the panel goes to every rank that
-        factors it, the other ranks get their rows of the factored panel in the next swap
-        exchange. Needs no pivots: built while the previous panel is factored."""
+    def _gather_setup(self, k: int) -> tuple[Plan, Any, _RowKernels]:
+        """The plan of ``# A[k0:, block column k] -> the leaders`` (step 1), its panel buffer
+        (on every rank; column-major: LAPACK's and cuSOLVER's getrf factor it in place, without
+        copies) and kernels: the panel goes to every rank that factors it, the other ranks get
+        their rows of the factored panel in the next swap exchange. Needs no pivots: built
+        while the previous panel is factored."""
         be, lay, grid = self.be, self.lay, self.grid
-        col = k if col is None else col
-        k0, e = k * self.nb, self.ext(col)
-        c = (col + lay.src[1]) % self.pc
+        k0, e = k * self.nb, self.ext(k)
+        c = (k + lay.src[1]) % self.pc
         moves = []
         for r in range(self.pr):
             lr0, nr = self.before(k, r, 0), lay.local_shape(r, c)[0]
@@ -961,9 +878,9 @@ class _LUPipeline:
                 moves.append(
                     _Move(grid.rank_of(r, c), self.leaders, np.arange(lr0, nr), _PANEL, g - k0, e)
                 )
-        plan = _build_plan(f"lu panel {col} step {k}", moves, grid.rank, grid.size, be.xp)
+        plan = _build_plan(f"lu panel step {k}", moves, grid.rank, grid.size, be.xp)
         panel = be.xp.empty((self.m - k0, e), self.w.dtype, order="F")
-        c0 = lay.local_offset(k, col)[1]
+        c0 = lay.local_offset(k, k)[1]
         data = self.w._data[:, c0 : c0 + e] if self.mycol == c else self.w._data[:, :0]
         return plan, panel, _RowKernels([data], [panel, None, None])
 
@@ -992,9 +909,7 @@ class _LUPipeline:
                 moves.append(_Move(lead, tuple(qs), rows, _PANEL, rows, pw, source=1))
         return moves
 
-    def _swap(
-        self, k: int, panel: Any, src: np.ndarray, factored: Any = None
-    ) -> tuple[Any, Any, np.ndarray]:
+    def _swap(self, k: int, panel: Any, src: np.ndarray) -> tuple[Any, Any, np.ndarray]:
         """Step 4 of step ``k`` (``src``: the composed interchanges of this step), with the
         factored panel's shares (:meth:`_panel_shares`) in the same exchange; its packing waits
         for the compute stream (the rest of step ``k - 1``'s update). Returns ``(top, moved,
@@ -1032,9 +947,6 @@ class _LUPipeline:
         top = xp.empty((e, self.ncol), dtype)
         moved = xp.empty((mine.size, self.ncol), dtype)
         kern = _RowKernels([self.w._data, panel], [panel, top, moved])
-        if factored is not None:  # getrf on the panel stream: the shares' packs and the
-            be.wait_event(be.comm_stream, factored)  # update read the factored panel
-            be.wait_event(be.compute, factored)
         after = be.record_event(be.compute)
         _run(be, f"lu swap step {k}", moves, dtype, kern, grid.rank, grid.size, after)
         return top, moved, mine
@@ -1054,23 +966,14 @@ class _LUPipeline:
         return panel_rows, low_rows
 
     def _update_next_panel(
-        self,
-        k: int,
-        panel: Any,
-        top: Any,
-        moved: Any,
-        mine: np.ndarray,
-        rows: tuple[Any, Any],
-        ahead: int | None = None,
+        self, k: int, panel: Any, top: Any, moved: Any, mine: np.ndarray, rows: tuple[Any, Any]
     ) -> tuple[Any, Any]:
         """Steps 5-6 of step ``k`` for block column ``k + 1`` (the next panel), enqueued on the
         compute stream without waiting: the moved rows into the matrix, ``U`` and the update
-        of that block column (``ahead``: block column ``k + 2`` instead, whose gather the GPU's
-        order sends to the leaders; None: block column ``k + 1``). Returns the event after it
-        (the gather waits for it) and ``rest()``, which enqueues the rest of the step (``U`` and
-        the update of the other columns, the new block row and the factored panel into the
-        matrix), run after the next panel's factorisation is enqueued so that the two overlap
-        (look-ahead)."""
+        of that block column. Returns the event after it (the next panel's gather waits for it)
+        and ``rest()``, which enqueues the rest of the step (``U`` and the update of the other
+        columns, the new block row and the factored panel into the matrix), run after the next
+        panel's factorisation is enqueued so that the two overlap (look-ahead)."""
         be, lay, xp = self.be, self.lay, self.be.xp
         comp = be.compute
         e = self.pivots(k)
@@ -1090,44 +993,36 @@ class _LUPipeline:
         low = xp.empty((self.nrow - lr1, e), dtype) if gather_low else None
         if update and not gather_low:
             low = panel[low_rows]
-        # the block column updated first (k + 1, or k + 2): its owners' local columns [f0, f1)
-        j = k + 1 if ahead is None else ahead
-        f0 = f1 = cn
-        if self.mycol == (j + lay.src[1]) % self.pc and j < self.K:
-            f0 = self.before(j, self.mycol, 1)
-            f1 = min(self.ncol, f0 + self.ext(j))
+        # block column k + 1: its owners' first local columns from cn
+        split = cn
+        if self.mycol == (k + 1 + lay.src[1]) % self.pc and k + 1 < self.K:
+            split = min(self.ncol, cn + self.ext(k + 1))
         be.begin()
         if mine_rows is not None:  # moved rows -> the matrix
             be.launch(comp, _put_rows, data, mine_rows, moved)
-        if f1 > f0:  # U[k, j] = L_kk^{-1} top (step 5)
-            solve_unit_lower(be, panel[:e, :e], top[:, f0:f1], comp)
+        if split > cn:  # U[k, k + 1] = L_kk^{-1} top (step 5)
+            solve_unit_lower(be, panel[:e, :e], top[:, cn:split], comp)
         if update and gather_low:
             be.launch(comp, _take_rows, low, panel, low_rows)
-        if update and f1 > f0:  # A[i > k, j] -= L[i, k] U[k, j] (step 6)
-            minus_product(be, low, top[:, f0:f1], data[lr1:, f0:f1], comp)
+        if update and split > cn:  # A[i > k, k + 1] -= L[i, k] U[k, k + 1] (step 6)
+            minus_product(be, low, top[:, cn:split], data[lr1:, cn:split], comp)
         ready = be.record_event(comp)
 
         def rest() -> None:
-            for c0, c1 in ((cn, f0), (f1, self.ncol)):  # U[k, other j > k]
-                if c1 > c0:
-                    solve_unit_lower(be, panel[:e, :e], top[:, c0:c1], comp)
+            if split < self.ncol:  # U[k, j > k + 1]
+                solve_unit_lower(be, panel[:e, :e], top[:, split:], comp)
             if self.myrow == (k + lay.src[0]) % self.pr:  # the new block row k
                 r0 = lay.local_offset(k, k)[0]
                 be.launch(comp, _put_block, data, r0, top)
             if panel_rows is not None:  # the factored panel -> the matrix
                 c0 = lay.local_offset(k, k)[1]
                 be.launch(comp, _put_panel, data[lr0:, c0 : c0 + pw], panel, panel_rows)
-            for c0, c1 in ((cn, f0), (f1, self.ncol)):
-                if update and c1 > c0:
-                    minus_product(be, low, top[:, c0:c1], data[lr1:, c0:c1], comp)
+            if update and split < self.ncol:
+                minus_product(be, low, top[:, split:], data[lr1:, split:], comp)
             # kept alive until the streams are drained (by the next swap or the end of run())
             self._pending = (top, moved, low, mine_rows, panel_rows, low_rows, panel)
 
         return ready, rest
-
-
-def _move_rows(a: Any, dst: Any, src: Any) -> None:
-    a[dst] = a[src]  # the right side is gathered into a temporary first
 
 
 def _put_block(data: Any, r0: int, top: Any) -> None:

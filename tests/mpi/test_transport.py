@@ -233,39 +233,6 @@ def test_host_wait_returns_after_the_event_not_after_the_stream(backend):
     assert waited < 5, f"host_wait waited {waited:.1f} s: for the work after the event too"
 
 
-def test_synchronize_exchange_leaves_the_panel_stream_running(backend):
-    """``synchronize_exchange`` (an exchange's ``finish``) drains compute and comm only: LU's
-    getrf on the panel stream goes on beside it; ``synchronize`` drains the panel stream too and
-    raises its errors, which ``synchronize_exchange`` leaves for it."""
-    be = backend
-    gate = threading.Event()
-    done = threading.Event()
-    threads = be.name == "cpu" and not be.panel_stream.inline  # streams that are host threads
-    if threads:
-        be.launch(be.panel_stream, gate.wait, 10)  # held until the host opens it
-    be.launch(be.panel_stream, done.set)
-    be.launch(be.compute, lambda: None)
-    t = time.perf_counter()
-    be.synchronize_exchange()
-    waited = time.perf_counter() - t
-    if threads:
-        assert not done.is_set(), "synchronize_exchange drained the panel stream"
-        assert waited < 5, f"synchronize_exchange waited {waited:.1f} s for the panel stream"
-    gate.set()
-    be.synchronize()
-    assert done.is_set(), "synchronize left work on the panel stream"
-
-    def fail():
-        raise ZeroDivisionError("boom on the panel stream")
-
-    be.launch(be.panel_stream, fail)
-    if threads:  # (GPU and inline streams record the error at enqueue time)
-        be.synchronize_exchange()  # not its error
-    with pytest.raises(ZeroDivisionError, match="panel stream"):
-        be.synchronize()
-    be.synchronize()  # the error was collected once
-
-
 def test_streams_run_in_order(backend):
     be = backend
     order: list[int] = []
