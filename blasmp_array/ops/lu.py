@@ -124,11 +124,11 @@ local matrix, as LAPACK alone would do it.
 What remains (issue 17)
 -----------------------
 The exchanges between two ``getrf`` s (the interchanges, the next panel's gather, each ending in
-a host synchronisation): on the critical path, 9-12 ms per step on one H200 with 4 ranks. Designed
-and not built (docs/lu.md): the leader receives block column ``k + 1`` as it stands after step
-``k - 1`` while ``getrf(k)`` runs, applies step ``k`` to it itself and factors it at once, the
-exchanges travelling beside; it needs a third stream, as the exchanges' packs would otherwise
-wait behind ``getrf`` on the comm stream. On one process a recursive LU (cuSOLVER's getrf on
+a host synchronisation): on the critical path, 9-12 ms per step on one H200 with 4 ranks. Built
+and reverted in session 13 (commit ba93450, docs/lu.md): the leader applying step ``k`` to block
+column ``k + 1`` itself, on a third stream, so that the exchanges travel beside ``getrf``: 0.192 s
+against 0.171 s on one GPU shared by four ranks (the leader's extra update competes with theirs).
+On one process a recursive LU (cuSOLVER's getrf on
 column halves, TRSM and GEMM between them) was measured and dropped: 0.83-1.04x cuSOLVER's one
 call at n = 16384 on one H200 (commit 3968a04 and its revert); the look-ahead of
 ``ops/_lu_local.py`` reaches 1.10-1.15x, bounded by cuSOLVER's per-column panel cost.
