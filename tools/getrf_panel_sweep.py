@@ -17,20 +17,12 @@ bench's ``lu`` row is).
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import numpy as np
+from _sweep_timing import synchronizer, timed  # (tools/, run as a script)
 
 import blasmp_array as bm
-from blasmp_array.bench.compare import _time
 from blasmp_array.ops import _lu_local
-
-
-def timed(fn, sync, repeat: int) -> tuple[float, float, float]:
-    """Median, min and max of ``repeat`` synchronised calls after one warm-up (the bench's
-    timing loop)."""
-    ts = _time(fn, 1, repeat, sync)
-    return statistics.median(ts), min(ts), max(ts)
 
 
 def main() -> None:
@@ -65,10 +57,7 @@ def time_getrf(m: int, w: int, repeat: int) -> None:
         panel[...] = a
         be.getrf(panel, out[:w], out[w:], be.compute)
 
-    def sync() -> None:
-        be.synchronize()
-        if xp is not np:
-            xp.cuda.get_current_stream().synchronize()
+    sync = synchronizer(be)
 
     t = timed(run, sync, repeat)
     print(
@@ -87,10 +76,7 @@ def sweep(n: int, args: argparse.Namespace) -> None:
     else:
         from cupyx.scipy.linalg import lu_factor
 
-    def sync() -> None:
-        be.synchronize()
-        if xp is not np:
-            xp.cuda.get_current_stream().synchronize()
+    sync = synchronizer(be)
 
     flops = 2 * n**3 / 3
     ref = timed(lambda: lu_factor(a, check_finite=False), sync, args.repeat)

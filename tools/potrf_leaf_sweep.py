@@ -14,20 +14,11 @@ $BLASMP_BACKEND. A tuning tool, not a benchmark (the bench's ``cholesky`` row is
 from __future__ import annotations
 
 import argparse
-import statistics
 
-import numpy as np
+from _sweep_timing import synchronizer, timed  # (tools/, run as a script)
 
 import blasmp_array as bm
-from blasmp_array.bench.compare import _time
 from blasmp_array.ops import cholesky as chol
-
-
-def timed(fn, sync, repeat: int) -> tuple[float, float, float]:
-    """Median, min and max of ``repeat`` synchronised calls after one warm-up (the bench's
-    timing loop)."""
-    ts = _time(fn, 1, repeat, sync)
-    return statistics.median(ts), min(ts), max(ts)
 
 
 def main() -> None:
@@ -48,10 +39,7 @@ def sweep(n: int, args: argparse.Namespace) -> None:
     xp = be.xp
     s = xp.asarray(S._data)
 
-    def sync() -> None:
-        be.synchronize()
-        if xp is not np:
-            xp.cuda.get_current_stream().synchronize()
+    sync = synchronizer(be)
 
     flops = n**3 / 3
     ref = timed(lambda: xp.linalg.cholesky(s), sync, args.repeat)
