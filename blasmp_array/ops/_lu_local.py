@@ -63,7 +63,6 @@ FIRST_PANEL = 0
 #: ``getrf`` of the whole matrix was as fast or faster, see docs/lu.md).
 LOOKAHEAD_MIN = 16384
 
-
 #: The largest triangle :func:`solve_unit_lower` hands to the backend's ``trsm`` in one call.
 TRSM_LEAF = 512
 

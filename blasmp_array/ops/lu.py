@@ -128,10 +128,10 @@ a host synchronisation): on the critical path, 9-12 ms per step on one H200 with
 and reverted in session 13 (commit ba93450, docs/lu.md): the leader applying step ``k`` to block
 column ``k + 1`` itself, on a third stream, so that the exchanges travel beside ``getrf``: 0.192 s
 against 0.171 s on one GPU shared by four ranks (the leader's extra update competes with theirs).
-On one process a recursive LU (cuSOLVER's getrf on
-column halves, TRSM and GEMM between them) was measured and dropped: 0.83-1.04x cuSOLVER's one
-call at n = 16384 on one H200 (commit 3968a04 and its revert); the look-ahead of
-``ops/_lu_local.py`` reaches 1.10-1.15x, bounded by cuSOLVER's per-column panel cost.
+On one process a recursive LU (cuSOLVER's getrf on column halves, TRSM and GEMM between them)
+was measured and dropped: 0.83-1.04x cuSOLVER's one call at n = 16384 on one H200 (commit
+3968a04 and its revert); the look-ahead of ``ops/_lu_local.py`` reaches 1.10-1.15x, bounded by
+cuSOLVER's per-column panel cost.
 """
 
 from __future__ import annotations
