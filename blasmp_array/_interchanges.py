@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg.lapack import dlaswp
 
 __all__ = ["row_map"]
 
@@ -19,6 +18,8 @@ def row_map(piv: np.ndarray, k0: int, n: int) -> np.ndarray:
     # sequential by nature: LAPACK's own xlaswp applied to the row numbers (exact in float64);
     # a Python loop over the swaps took 0.3-0.6 ms per 2048 pivots, on the critical path of
     # every LU step (a loop over NumPy scalars 1.4 ms)
+    from scipy.linalg.lapack import dlaswp  # (here: `import blasmp_array` stays light)
+
     rows = np.arange(k0, n, dtype=np.float64)[:, None]
     rows = dlaswp(rows, (piv - k0).astype(np.int32), overwrite_a=1)
     src[k0:] = rows[:, 0].astype(np.int64)
