@@ -99,7 +99,7 @@ def getrf_lookahead(be: Backend, a: Any, nb: int = 0, first: int = -1) -> tuple[
     factored = _factor_after(be, panel, be.record_event(comp), keep)
     for k in range(steps):
         k0, k1 = edges[k], edges[k + 1]
-        k2 = edges[k + 2] if k + 1 < steps else n  # block column k + 1: [k1, k2)
+        k2 = edges[k + 2] if k + 1 < steps else k1  # block column k + 1: [k1, k2), or none
         out, done = factored
         be.host_wait(done)
         got = be.asnumpy(out).astype(np.int64)
@@ -116,7 +116,7 @@ def getrf_lookahead(be: Backend, a: Any, nb: int = 0, first: int = -1) -> tuple[
             keep.append(both)
         be.begin()  # the uploads (host thread's stream) before the kernels that read them
         be.wait_event(comp, done)
-        if rows is not None:  # block column k + 1's rows first: the next panel waits for them
+        if rows is not None and k2 > k1:  # block column k + 1's rows first: its panel waits
             be.launch(comp, _move_rows, a[:, k1:k2], *rows)
         if k + 1 < steps:  # look-ahead: block column k + 1, then its getrf beside the rest
             _row_and_update(be, a, panel, k0, k1, k2)
@@ -126,15 +126,14 @@ def getrf_lookahead(be: Backend, a: Any, nb: int = 0, first: int = -1) -> tuple[
         # the rest of step k: the other columns' interchanges, the panel into the matrix, U and
         # the update right of block column k + 1
         if rows is not None:
-            be.launch(comp, _move_rows, a[:, k2:], *rows)
+            if k2 < n:
+                be.launch(comp, _move_rows, a[:, k2:], *rows)
             if k0 > 0:
                 be.launch(comp, _move_rows, a[:, :k0], *rows)
         be.launch(comp, _copy, a[k0:, k0:k1], panel)
+        _row_and_update(be, a, panel, k0, k2, n)
         if k + 1 < steps:
-            _row_and_update(be, a, panel, k0, k2, n)
             panel = nxt
-        else:
-            _row_and_update(be, a, panel, k0, k1, n)
     be.synchronize()  # (keep's arrays are released after it)
     return piv, zero
 

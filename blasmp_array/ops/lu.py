@@ -847,11 +847,11 @@ class _LUPipeline:
 
     def _run_one_process(self) -> tuple[np.ndarray, int]:
         """One process holds the whole matrix. Where the streams run concurrently (a GPU) and
-        the matrix is wider than one panel: the blocked LU with the panel factored on the comm
-        stream beside the update (:func:`ops._lu_local.getrf_lookahead`); else one ``getrf``
-        of it (LAPACK blocks and threads it itself). Both give LAPACK's pivots."""
+        ``min(m, n) >= _lu_local.LOOKAHEAD_MIN``: the blocked LU with the panel factored on the
+        comm stream beside the update (:func:`ops._lu_local.getrf_lookahead`); else one
+        ``getrf`` of it (LAPACK blocks and threads it itself). Both give LAPACK's pivots."""
         be = self.be
-        if be.concurrent_streams and min(self.m, self.n) >= max(_lu_local.LOOKAHEAD_MIN, 2):
+        if be.concurrent_streams and min(self.m, self.n) >= _lu_local.LOOKAHEAD_MIN:
             return getrf_lookahead(be, self.w._data)
         ipiv = be.xp.zeros(min(self.m, self.n), dtype=np.int32)
         info = be.xp.zeros(1, dtype=np.int32)
