@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tool_module import load_tool
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load_tool() -> Any:
-    spec = importlib.util.spec_from_file_location("perf_tables", ROOT / "tools" / "perf_tables.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["perf_tables"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-perf_tables = _load_tool()
+perf_tables = load_tool("perf_tables")
 
 
 def test_committed_page_is_regenerated_from_its_records() -> None:
