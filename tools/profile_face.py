@@ -10,7 +10,7 @@ For each call it prints the median wall time of the call (device synchronised af
 median time for the call to return (host) and until it enqueued its first BLAS/LAPACK kernel,
 the same for the CuPy/NumPy equivalent in the same run, then the functions with the most own
 time under cProfile: what the host does per call. Backend from $BLASMP_BACKEND (gpu if usable).
-A diagnosis tool for issue 14's per-call costs, not a benchmark (the bench command is).
+A diagnosis tool for the per-call costs of docs/blas3.md, not a benchmark (the bench command is).
 """
 
 from __future__ import annotations

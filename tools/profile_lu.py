@@ -1,5 +1,5 @@
 """Where the host time of the distributed LU goes: cProfile of repeated ``lu_factor`` calls on
-every rank, rank 0's profile printed (issue 17's per-step gaps).
+every rank, rank 0's profile printed (the per-step gaps of docs/lu.md).
 
 Usage: mpiexec -n 4 python tools/profile_lu.py [--n 16384] [--block 2048] [--grid 2x2]
                                               [--repeat 3] [--top 25]

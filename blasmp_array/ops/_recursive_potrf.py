@@ -5,10 +5,11 @@ Why: a library ``potrf`` is tuned for the whole range of sizes; on one H200 cuSO
 ``dpotrf`` runs at 23.7 TFLOP/s at n = 16384, under half of the same GPU's DGEMM rate. Halving
 the matrix puts most of the ``n^3 / 3`` flops into two large kernels per level, a TRSM and a
 SYRK (HERK) of size ``n / 2``; the library ``potrf`` only factors the leaves. Measured there
-(docs/performance.md "Session 8"): DSYRK runs at 45 TFLOP/s at n/2 = 8192 but DTRSM only at 31,
-so the gain is small: at n = 16384 ``bm.linalg.cholesky`` took 0.064 s with leaves of 4096
-against 0.066 s with one cuSOLVER call for the whole matrix (0.061 against 0.064 once the
-finite check got faster; ``cupy.linalg.cholesky`` 0.061 s in the same runs).
+(docs/cholesky.md, "Why the recursion gains so little"): DSYRK runs at 45 TFLOP/s at
+n/2 = 8192 but DTRSM only at 31, so the gain is small: at n = 16384 ``bm.linalg.cholesky``
+took 0.064 s with leaves of 4096 against 0.066 s with one cuSOLVER call for the whole matrix
+(0.061 against 0.064 once the finite check got faster; ``cupy.linalg.cholesky`` 0.061 s in
+the same runs).
 
 Written for ``lower`` (``upper`` is the mirror image, ``A = U^H U``)::
 

@@ -285,13 +285,13 @@ def symmetric_from_triangle(
     places (``out[i, j] = x[i, j]`` inside the triangle, ``x[j, i]`` outside; indices from
     broadcast ``arange`` vectors, no mask): the panel loop of the host path launched ~30
     kernels at n = 4096, whose host time delayed the GEMM that followed (SYMM 1.3 ms over
-    CuPy's ``s @ b``, session-7 profile).
+    CuPy's ``s @ b`` in tools/profile_face.py; commit d58a92b, docs/blas3.md).
 
     On the host, panel by panel (transposing copies of ``panel`` columns; the diagonal blocks
     through cached index pairs instead of ``tril`` masks): default panel 64 (NumPy's ``tril`` of
     a large diagonal block costs more than the transposing copies: 1.1 ms of a 256 x 256
     mirror with one 256-panel; with index pairs a 256 x 256 mirror went from 0.22 to 0.15 ms,
-    1024 x 1024 from 2.8 to 2.4 ms; medians of 7, CI machine, session 7).
+    1024 x 1024 from 2.8 to 2.4 ms; medians of 7 on the 2-core CI machine, commit 38791cb).
     """
     conjugate = conjugate and np.dtype(x.dtype).kind == "c"
     if xp is not np:

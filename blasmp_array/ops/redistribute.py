@@ -38,7 +38,7 @@ on the GPU); kept as the conservative reference and selectable with ``transport=
 
 Why one-sided on the CPU too (measured 2026-12-03 on the 2-core CI machine, shared with other
 jobs (load 6-11), 2 ranks, n = 4096, float64, 1x2 grid, block 256; median over 3 runs of the
-median of 5 calls; public API timed between barriers, ``/tmp/redist-bench.py`` of that session:
+median of 5 calls; public API timed between barriers by a throwaway script:
 ``A.redistribute(block=128)``, ``A.redistribute(grid=2x1)``, ``A.T.resolve()``):
 
 =================================  ==========  ===================  ======================

@@ -29,7 +29,7 @@ _GRIDS: dict[tuple[int, int], bm.ProcessGrid] = {}
 
 
 def cached_grid(nprow: int, npcol: int) -> bm.ProcessGrid:
-    """One ProcessGrid per shape for the whole session: each grid opens two communicators and
+    """One ProcessGrid per shape for the whole test run: each grid opens two communicators and
     MPICH runs out of communicators after about 2000 per process."""
     if (nprow, npcol) not in _GRIDS:
         backend = os.environ.get("BLASMP_BACKEND", "cpu")

@@ -42,7 +42,7 @@ _SELF: list[bm.ProcessGrid] = []
 
 
 def self_grid() -> bm.ProcessGrid:
-    """A 1x1 grid of this process alone (one per session)."""
+    """A 1x1 grid of this process alone (one per test run)."""
     if not _SELF:
         _SELF.append(bm.ProcessGrid(1, 1, comm=MPI.COMM_SELF, backend="cpu"))
     return _SELF[0]

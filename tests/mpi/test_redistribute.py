@@ -511,7 +511,7 @@ def _memory_bytes(backend) -> tuple[int, int, int]:
 
 def test_repeated_redistributions_hold_memory_flat():
     """200 redistributions and transposes allocate nothing beyond what the first few needed:
-    destinations die and are reused, the exchange's workspace is pooled (issue 13)."""
+    destinations die and are reused, the exchange's workspace is pooled."""
     n = 96
     a = random_matrix((n, n), np.float64, seed=7)
     A = build(a, grid_of(bm.square_grid_shape(SIZE)), 8)
