@@ -220,13 +220,13 @@ def _normal(
     dst: np.ndarray,
     scratch: _Scratch,
 ) -> None:
-    """Box-Muller on the lane pairs of the selected rows and columns of ``u`` (h x T)."""
-    h = u.shape[0]
-    pairs = u.reshape(h, SEED_TILE // 2, 2)[:, cs.pairs, :]
-    m = h * pairs.shape[1]
-    r = scratch.r[:m].reshape(h, -1)
-    theta = scratch.theta[:m].reshape(h, -1)
-    w = scratch.w[: 2 * m].reshape(h, -1, 2)
+    """Box-Muller on the lane pairs that hold the selected rows and columns of ``u`` (h x T):
+    rows are selected first, so rows drawn through a gap are not transformed."""
+    pairs = u.reshape(u.shape[0], SEED_TILE // 2, 2)[rsel][:, cs.pairs]
+    h, npairs = pairs.shape[:2]
+    r = scratch.r[: h * npairs].reshape(h, npairs)
+    theta = scratch.theta[: h * npairs].reshape(h, npairs)
+    w = scratch.w[: 2 * h * npairs].reshape(h, npairs, 2)
     np.negative(pairs[..., 0], out=r)
     np.log1p(r, out=r)
     np.multiply(r, -2.0, out=r)
@@ -238,5 +238,4 @@ def _normal(
         np.multiply(r, trig, out=w[..., lane])
     if complex_:
         np.multiply(w, SQRT1_2, out=w)
-    values = w.reshape(h, -1)
-    dst[...] = values[rsel][:, cs.pair_sel]
+    dst[...] = w.reshape(h, 2 * npairs)[:, cs.pair_sel]
