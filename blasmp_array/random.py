@@ -1,29 +1,30 @@
-"""Random matrices that are the same for every grid and block size.
+"""Random matrices that are the same for every grid, block size and number of processes.
 
-The global matrix is cut into fixed :data:`SEED_TILE` x :data:`SEED_TILE` *seed tiles*
-(ragged at the bottom and right edges). Seed tile ``(ti, tj)`` is drawn, in row-major order, by
-``np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(ti, tj)))``, so its values
-depend only on ``seed``, the matrix shape and ``(ti, tj)``: never on the grid, the block size or
-the number of processes. Each process generates only the seed tiles that meet its local rows
-and columns, one at a time, and copies their intersection into its local matrix.
+Every element is a function of the seed and its global position only: a counter-based
+generator (Philox4x64-10, the algorithm of NumPy's ``np.random.Philox``) keyed by
+``SeedSequence(seed)`` is evaluated at a counter made of the element's *seed tile*
+``(i // SEED_TILE, j // SEED_TILE)`` and its position inside it. So a seed gives the same matrix
+on any grid, with any block size and any number of processes, and a leading ``m x n`` submatrix
+of a larger matrix equals the ``m x n`` matrix of the same seed. Each process computes only its
+own elements, in place: NumPy code on the CPU backend, one CUDA kernel on the GPU backend.
+Uniform values are bit-identical between the backends; normal values agree to within a few
+units in the last place (each backend's ``log1p``, ``sin`` and ``cos``).
 
-Values are generated in float64 and rounded to float32/complex64 when asked for, so a float32
-matrix is the rounding of the float64 matrix of the same seed. Complex matrices take the real
-parts and then the imaginary parts from the same tile generator.
-
-The generator is NumPy's default (PCG64) behind ``SeedSequence``; the stream of a given seed is
-therefore stable as long as NumPy keeps it stable (NumPy's policy for ``Generator``).
+The exact construction (counters, lanes, transforms) is stated in ``docs/random.md`` and in
+:mod:`blasmp_array._philox`; these streams differ from those of earlier versions of the library
+(which drew PCG64 seed tiles on the host).
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ._alloc import new_array
+from ._philox import SEED_TILE, philox_key
+from ._progress import progress_bar
 from .array import BlockCyclicArray, check_dtype
 from .creation import _check_grid, normalize_block, normalize_shape
 from .grid import ProcessGrid
@@ -31,29 +32,45 @@ from .layout import BlockCyclicLayout
 
 __all__ = ["SEED_TILE", "standard_normal", "uniform", "random"]
 
-#: Side of the seed tiles (fixed: changing it changes every random matrix).
-SEED_TILE = 256
-
 
 def _check_seed(seed: Any, grid: ProcessGrid) -> int | tuple[int, ...]:
+    """The seed as an int or a tuple of ints; ``None`` draws one on rank 0 and broadcasts it
+    (collective: called after every other argument is checked)."""
     if seed is None:
-        # one seed for all ranks: drawn from OS entropy on rank 0
         entropy = np.random.SeedSequence().entropy if grid.rank == 0 else None
         return int(grid.backend.bcast(entropy, root=0))
-    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool | np.bool_):
+    if _is_int(seed):
         if seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed}")
         return int(seed)
-    if (
-        isinstance(seed, tuple | list)
-        and seed
-        and all(
-            isinstance(s, numbers.Integral) and not isinstance(s, bool) and int(s) >= 0
-            for s in seed
-        )
-    ):
+    if isinstance(seed, tuple | list) and seed and all(_is_int(s) and s >= 0 for s in seed):
         return tuple(int(s) for s in seed)
-    raise TypeError(f"seed must be None, a non-negative int or a sequence of them, got {seed!r}")
+    raise TypeError(
+        f"seed must be None, a non-negative int or a non-empty sequence of them, got {seed!r}"
+    )
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool | np.bool_)
+
+
+def _check_bounds(low: Any, high: Any) -> tuple[float, float]:
+    for name, v in (("low", low), ("high", high)):
+        if (
+            not isinstance(v, numbers.Real)
+            or isinstance(v, bool | np.bool_)
+            or not np.isfinite(float(v))
+        ):
+            raise ValueError(f"{name} must be a finite real number, got {v!r}")
+    lo, hi = float(low), float(high)
+    if not lo <= hi:
+        raise ValueError(f"uniform needs low <= high, got low={lo}, high={hi}")
+    if not np.isfinite(hi - lo):
+        raise ValueError(
+            f"uniform needs a finite high - low, got low={lo}, high={hi} (the width overflows "
+            "float64); draw in a narrower interval and scale"
+        )
+    return lo, hi
 
 
 def _generate(
@@ -62,40 +79,44 @@ def _generate(
     block: Any,
     grid: ProcessGrid | None,
     dtype: Any,
-    draw: Callable[[np.random.Generator, tuple[int, int]], np.ndarray],
+    dist: str,
+    low: float,
+    high: float,
+    progress: Any,
 ) -> BlockCyclicArray:
-    """Fill a new array tile by tile; ``draw(rng, tile_shape)`` gives float64 values."""
+    """Check the arguments (identically on every rank), allocate, and fill in place."""
     shape = normalize_shape(shape)
     blk = normalize_block(block)
     dt = check_dtype(dtype)
     g = _check_grid(grid)
-    seed = _check_seed(seed, g)
+    if not isinstance(progress, bool | np.bool_):
+        raise TypeError(f"progress must be True or False, got {progress!r}")
+    key = philox_key(_check_seed(seed, g))
     layout = BlockCyclicLayout(shape, blk, g.shape)
     out = new_array(layout, g, dt)
-    if out._data.size == 0:
+    coords = (g.myrow, g.mycol)
+    fill = g.backend.random_fill
+    if not progress:
+        fill(out._data, layout, coords, key, dist, low, high)
         return out
-    backend = g.backend
-    rows = layout.local_rows(g.myrow)  # increasing global indices
-    cols = layout.local_cols(g.mycol)
-    m, n = shape
-    complex_ = dt.kind == "c"
-    for ti in np.unique(rows // SEED_TILE):
-        r0 = int(ti) * SEED_TILE
-        # local rows lo:hi fall into seed tile row ti
-        lo, hi = np.searchsorted(rows, [r0, r0 + SEED_TILE])
-        tile_rows = rows[lo:hi] - r0
-        for tj in np.unique(cols // SEED_TILE):
-            c0 = int(tj) * SEED_TILE
-            clo, chi = np.searchsorted(cols, [c0, c0 + SEED_TILE])
-            tile_cols = cols[clo:chi] - c0
-            tshape = (min(SEED_TILE, m - r0), min(SEED_TILE, n - c0))
-            rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(int(ti), int(tj))))
-            tile: np.ndarray = draw(rng, tshape)
-            if complex_:
-                tile = tile + 1j * draw(rng, tshape)
-            piece = tile[np.ix_(tile_rows, tile_cols)].astype(dt)
-            out._data[lo:hi, clo:chi] = backend.asarray(piece)
+    # one step per seed-tile row of the local rows (at least one call on every rank: the
+    # backend's first fill is collective)
+    chunks = _tile_row_chunks(layout, g.myrow) or [(0, 0)]
+    bar = progress_bar(True, g.rank, len(chunks), f"random.{dist} (rank 0)", unit="tile row")
+    try:
+        for chunk in chunks:
+            fill(out._data, layout, coords, key, dist, low, high, local_rows=chunk)
+            bar.update(1)
+    finally:
+        bar.close()
     return out
+
+
+def _tile_row_chunks(layout: BlockCyclicLayout, prow: int) -> list[tuple[int, int]]:
+    """Local row ranges ``(r0, r1)`` of process row ``prow``, one per seed-tile row met."""
+    tiles = layout.local_rows(prow) // SEED_TILE
+    cuts = [0, *(np.flatnonzero(np.diff(tiles)) + 1).tolist(), tiles.size]
+    return [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
 
 
 def standard_normal(
@@ -104,8 +125,14 @@ def standard_normal(
     block: int | tuple[int, int] | None = None,
     grid: ProcessGrid | None = None,
     dtype: Any = np.float64,
+    progress: bool = False,
 ) -> BlockCyclicArray:
     """A matrix of independent standard normal samples, identical for any grid and block.
+
+    Like NumPy's ``Generator.standard_normal``, but from a counter-based generator keyed by
+    the seed and the global position (Box-Muller on Philox4x64-10 uniforms; see
+    ``docs/random.md``), so the matrix does not depend on the layout. The GPU backend's
+    values agree with the CPU backend's to within a few units in the last place.
 
     For complex dtypes each entry is a standard complex normal ``(x + i y) / sqrt(2)`` with
     ``x, y`` independent standard normals, so ``E|z|^2 = 1``.
@@ -113,23 +140,35 @@ def standard_normal(
     Parameters
     ----------
     shape : (int, int)
-        Global shape.
+        Global shape ``(m, n)``.
     seed : int or sequence of int, optional
-        Non-negative. ``None`` draws a seed from OS entropy on rank 0 and broadcasts it.
-    block, grid, dtype
-        As :func:`blasmp_array.empty`.
+        Non-negative. The same seed gives the same matrix for every grid, block and number of
+        processes. ``None`` (default) draws a seed from OS entropy on rank 0 and broadcasts it.
+    block : int or (int, int), optional
+        Block shape ``(mb, nb)``; an int means square blocks. Default
+        :data:`~blasmp_array.creation.DEFAULT_BLOCK`.
+    grid : ProcessGrid, optional
+        Default :func:`~blasmp_array.creation.default_grid`.
+    dtype : dtype, optional
+        float32, float64 (default), complex64 or complex128. Values are computed in float64;
+        single precision holds the float64 values rounded to nearest.
+    progress : bool, optional
+        Show a progress bar on rank 0 when stdout is a terminal (tqdm or rich, if installed).
+        Default False.
 
     Returns
     -------
     BlockCyclicArray
+        A new ``shape`` matrix (collective over the grid's processes).
+
+    Raises
+    ------
+    ValueError
+        Negative seed or dimension, or a bad block.
+    TypeError
+        A seed that is not an int or a sequence of ints, an unsupported dtype.
     """
-    dt = check_dtype(dtype)
-    scale = 1.0 / np.sqrt(2.0) if dt.kind == "c" else 1.0
-
-    def draw(rng: np.random.Generator, tshape: tuple[int, int]) -> np.ndarray:
-        return rng.standard_normal(tshape) * scale
-
-    return _generate(shape, seed, block, grid, dt, draw)
+    return _generate(shape, seed, block, grid, dtype, "normal", 0.0, 1.0, progress)
 
 
 def uniform(
@@ -140,22 +179,52 @@ def uniform(
     block: int | tuple[int, int] | None = None,
     grid: ProcessGrid | None = None,
     dtype: Any = np.float64,
+    progress: bool = False,
 ) -> BlockCyclicArray:
     """A matrix of independent samples uniform in ``[low, high)``, identical for any grid.
 
-    For complex dtypes the real and imaginary parts are independent, each uniform in
-    ``[low, high)``. Other parameters as :func:`standard_normal`.
+    Each value is ``low + (high - low) * u`` with ``u = k * 2**-53`` for a random 53-bit
+    integer ``k`` (NumPy's ``Generator.random``), rounded after the product and after the sum,
+    bit-identical on the CPU and GPU backends. As with NumPy's ``uniform``, rounding can give
+    ``high`` itself, and a float32/complex64 value (the float64 value rounded) can round up to
+    ``high``. For complex dtypes the real and imaginary parts are independent, each uniform
+    in ``[low, high)``.
+
+    Parameters
+    ----------
+    shape : (int, int)
+        Global shape ``(m, n)``.
+    low, high : float
+        Finite bounds, ``low <= high``.
+    seed : int or sequence of int, optional
+        Non-negative. The same seed gives the same matrix for every grid, block and number of
+        processes. ``None`` (default) draws a seed from OS entropy on rank 0 and broadcasts it.
+    block : int or (int, int), optional
+        Block shape ``(mb, nb)``; an int means square blocks. Default
+        :data:`~blasmp_array.creation.DEFAULT_BLOCK`.
+    grid : ProcessGrid, optional
+        Default :func:`~blasmp_array.creation.default_grid`.
+    dtype : dtype, optional
+        float32, float64 (default), complex64 or complex128. Values are computed in float64;
+        single precision holds the float64 values rounded to nearest.
+    progress : bool, optional
+        Show a progress bar on rank 0 when stdout is a terminal (tqdm or rich, if installed).
+        Default False.
+
+    Returns
+    -------
+    BlockCyclicArray
+        A new ``shape`` matrix (collective over the grid's processes).
+
+    Raises
+    ------
+    ValueError
+        Negative seed or dimension, bad block, ``low > high`` or a non-finite bound.
+    TypeError
+        A seed that is not an int or a sequence of ints, an unsupported dtype.
     """
-    for name, v in (("low", low), ("high", high)):
-        if not isinstance(v, numbers.Real) or not np.isfinite(v):
-            raise ValueError(f"{name} must be a finite real number, got {v!r}")
-    if not low <= high:
-        raise ValueError(f"uniform needs low <= high, got low={low}, high={high}")
-
-    def draw(rng: np.random.Generator, tshape: tuple[int, int]) -> np.ndarray:
-        return rng.uniform(float(low), float(high), tshape)
-
-    return _generate(shape, seed, block, grid, dtype, draw)
+    lo, hi = _check_bounds(low, high)
+    return _generate(shape, seed, block, grid, dtype, "uniform", lo, hi, progress)
 
 
 def random(
@@ -164,6 +233,42 @@ def random(
     block: int | tuple[int, int] | None = None,
     grid: ProcessGrid | None = None,
     dtype: Any = np.float64,
+    progress: bool = False,
 ) -> BlockCyclicArray:
-    """Uniform samples in ``[0, 1)`` (``uniform(shape, 0.0, 1.0, ...)``)."""
-    return uniform(shape, 0.0, 1.0, seed=seed, block=block, grid=grid, dtype=dtype)
+    """Uniform samples in ``[0, 1)``: ``uniform(shape, 0.0, 1.0, ...)``, the same values.
+
+    Like NumPy's ``Generator.random``: ``k * 2**-53`` for a random 53-bit integer ``k``,
+    bit-identical on the CPU and GPU backends (float32 values, rounded, can equal 1.0).
+
+    Parameters
+    ----------
+    shape : (int, int)
+        Global shape ``(m, n)``.
+    seed : int or sequence of int, optional
+        Non-negative. The same seed gives the same matrix for every grid, block and number of
+        processes. ``None`` (default) draws a seed from OS entropy on rank 0 and broadcasts it.
+    block : int or (int, int), optional
+        Block shape ``(mb, nb)``; an int means square blocks. Default
+        :data:`~blasmp_array.creation.DEFAULT_BLOCK`.
+    grid : ProcessGrid, optional
+        Default :func:`~blasmp_array.creation.default_grid`.
+    dtype : dtype, optional
+        float32, float64 (default), complex64 or complex128. Values are computed in float64;
+        single precision holds the float64 values rounded to nearest.
+    progress : bool, optional
+        Show a progress bar on rank 0 when stdout is a terminal (tqdm or rich, if installed).
+        Default False.
+
+    Returns
+    -------
+    BlockCyclicArray
+        A new ``shape`` matrix (collective over the grid's processes).
+
+    Raises
+    ------
+    ValueError
+        Negative seed or dimension, or a bad block.
+    TypeError
+        A seed that is not an int or a sequence of ints, an unsupported dtype.
+    """
+    return _generate(shape, seed, block, grid, dtype, "uniform", 0.0, 1.0, progress)

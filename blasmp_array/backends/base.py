@@ -378,5 +378,33 @@ class Backend(abc.ABC):
         the stream; the host sees them only after a synchronisation."""
         raise NotImplementedError(f"{type(self).__name__} has no local getrf")
 
+    # -- random construction ------------------------------------------------------------------
+    @abc.abstractmethod
+    def random_fill(
+        self,
+        out: Any,
+        layout: Any,
+        coords: tuple[int, int],
+        key: tuple[int, int],
+        dist: str,
+        low: float = 0.0,
+        high: float = 1.0,
+        local_rows: tuple[int, int] | None = None,
+    ) -> None:
+        """Fill ``out``, the local matrix of process ``coords`` in the block-cyclic ``layout``
+        (a :class:`~blasmp_array.layout.BlockCyclicLayout`), with the random values of
+        :mod:`blasmp_array.random`: Philox4x64-10 keyed by ``key`` and the global position of
+        each element (the contract is ``blasmp_array/_philox.py``'s docstring and
+        ``docs/random.md``). ``dist`` is ``'uniform'`` (``low + (high - low) * u``, ``u`` in
+        ``[0, 1)``) or ``'normal'`` (standard normal; standard complex normal for a complex
+        ``out``). ``local_rows=(r0, r1)`` fills only local rows ``r0:r1``.
+
+        Uniform values are bit-identical on every backend; normal values agree to within a few
+        ulps (each backend's ``log1p``, ``sin`` and ``cos``). The fill is ordered like the
+        constructors' ``out[...] = value``: done on the host thread (CPU), or enqueued on the
+        current CuPy stream (GPU), which the backend's streams are ordered after. Collective
+        the first time it is called on a backend (the GPU backend loads its kernel then): every
+        process calls it, also with an empty ``out``."""
+
     def free_all(self) -> None:  # noqa: B027 (optional hook, no-op by default)
         """Release backend resources at exit (collective)."""

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from .. import _abort
+from .._philox import fill_local
 from ._host_collectives import HostCollectives
 from .base import (
     DEFAULT_SIGNAL_TIMEOUT,
@@ -543,6 +544,23 @@ class CPUBackend(HostCollectives, Backend):
     def getrf(self, a, ipiv, info, stream):  # type: ignore[override]
         assert isinstance(stream, CPUStream)
         stream.enqueue(_kernels.getrf, a, ipiv, info)
+
+    # -- random construction ------------------------------------------------------------
+    def random_fill(
+        self,
+        out: Any,
+        layout: Any,
+        coords: tuple[int, int],
+        key: tuple[int, int],
+        dist: str,
+        low: float = 0.0,
+        high: float = 1.0,
+        local_rows: tuple[int, int] | None = None,
+    ) -> None:
+        """NumPy's Philox on the host thread (``blasmp_array._philox.fill_local``)."""
+        r0, r1 = (0, out.shape[0]) if local_rows is None else local_rows
+        rows = layout.local_rows(coords[0])[r0:r1]
+        fill_local(out[r0:r1], rows, layout.local_cols(coords[1]), key, dist, low, high)
 
     def __repr__(self) -> str:
         return f"CPUBackend(rank={self.rank}, size={self.size})"

@@ -56,6 +56,8 @@ import numpy as np
 from .. import _abort
 from ._cublas import CublasKernels
 from ._cuda_env import warn_if_lazy
+from ._gpu_random import load_kernels as load_random_kernels
+from ._gpu_random import philox_fill
 from ._host_collectives import HostCollectives
 from ._nvshmem_runtime import ensure_runtime
 from .base import (
@@ -801,6 +803,34 @@ class GPUBackend(HostCollectives, Backend):
 
     def getrf(self, a, ipiv, info, stream):  # type: ignore[override]
         self._enqueue(stream, self._blas.getrf, stream.cupy, a, ipiv, info)
+
+    # -- random construction ------------------------------------------------------------
+    def random_fill(
+        self,
+        out: Any,
+        layout: Any,
+        coords: tuple[int, int],
+        key: tuple[int, int],
+        dist: str,
+        low: float = 0.0,
+        high: float = 1.0,
+        local_rows: tuple[int, int] | None = None,
+    ) -> None:
+        """One CUDA kernel (``_gpu_random``) enqueued on the current CuPy stream, where the
+        constructors' fills go; the backend's streams are ordered after it (``auto_order``).
+
+        The first call on this backend compiles and loads the kernel, then waits for every
+        process (a barrier). Loading a module waits for the device, and a stream waiting on a
+        signal must not be on it meanwhile: this process's streams hold none whose release
+        depends on work it has yet to enqueue (every operator enqueues all of its steps before
+        it returns, and a constructor runs outside any operator), and the barrier keeps the
+        other processes of the grid, which may share the GPU, from starting the next operator
+        (whose waits could depend on this process) before every one of them has loaded it."""
+        if not self.__dict__.get("_random_loaded", False):
+            load_random_kernels()
+            self._pcomm.Barrier()
+            self._random_loaded = True
+        philox_fill(out, layout, coords, key, dist, low, high, local_rows)
 
     def __repr__(self) -> str:
         return f"GPUBackend(rank={self.rank}, size={self.size}, device={self.device_id})"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .._progress import progress_bar
 from ..array import BlockCyclicArray, check_dtype
 from ..creation import default_grid, normalize_block
 from ..grid import ProcessGrid
@@ -252,44 +252,3 @@ def write_published(
         f"{what}: publishing {final}",
         lambda: _publish(tmp, final, overwrite) if root else None,
     )
-
-
-# -- progress --------------------------------------------------------------------------------
-class _NoBar:
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def progress_bar(enabled: bool, rank: int, total: int, desc: str) -> Any:
-    """A progress bar (``update(n)``, ``close()``) on rank 0 when stdout is a terminal.
-
-    Uses tqdm or rich when installed; otherwise (and on other ranks) a no-op.
-    """
-    if not (enabled and rank == 0 and sys.stdout.isatty()):
-        return _NoBar()
-    try:
-        from tqdm import tqdm
-
-        return tqdm(total=total, desc=desc, unit="tile")
-    except ImportError:
-        pass
-    try:
-        from rich.progress import Progress
-
-        progress = Progress()
-        task = progress.add_task(desc, total=total)
-        progress.start()
-
-        class _RichBar:
-            def update(self, n: int = 1) -> None:
-                progress.update(task, advance=n)
-
-            def close(self) -> None:
-                progress.stop()
-
-        return _RichBar()
-    except ImportError:
-        return _NoBar()

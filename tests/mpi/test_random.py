@@ -1,15 +1,26 @@
-"""Distributed tests of blasmp_array.random: the same matrix for every grid and block size."""
+"""Distributed tests of blasmp_array.random: the documented matrix, bit for bit, for every grid,
+block and process count; the GPU backend against the CPU values on the same rank."""
 
 from __future__ import annotations
+
+import os
+import sys
 
 import numpy as np
 import pytest
 
 import blasmp_array as bm
+from blasmp_array import _philox
+from blasmp_array.backends import gpu_available
 from blasmp_array.random import SEED_TILE
 
-DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from random_reference import key_of, reference_matrix, ulp_distance  # noqa: E402
 
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+SHAPE = (SEED_TILE + 37, SEED_TILE + 5)  # 2 x 2 seed tiles, both ragged
+ON_GPU = os.environ.get("BLASMP_BACKEND") == "gpu" and gpu_available()
+gpu = pytest.mark.skipif(not ON_GPU, reason="needs BLASMP_BACKEND=gpu and a usable GPU")
 
 _GRIDS: dict = {}
 
@@ -22,51 +33,68 @@ def _cached_grid(shape, backend):
     return _GRIDS[(shape, backend)]
 
 
-SHAPE = (SEED_TILE + 37, SEED_TILE + 5)  # 2 x 2 seed tiles, both ragged
+def _make(dist, shape, dtype, **kw):
+    if dist == "normal":
+        return bm.random.standard_normal(shape, dtype=dtype, **kw)
+    if dist == "random":
+        return bm.random.random(shape, dtype=dtype, **kw)
+    return bm.random.uniform(shape, -2.0, 3.5, dtype=dtype, **kw)
 
 
-def _reference(shape, seed, dtype, draw):
-    """The documented construction, tile by tile, in plain NumPy on one process."""
-    m, n = shape
-    out = np.empty(shape, dtype=np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
-    for ti in range(-(-m // SEED_TILE)):
-        for tj in range(-(-n // SEED_TILE)):
-            r0, c0 = ti * SEED_TILE, tj * SEED_TILE
-            ts = (min(SEED_TILE, m - r0), min(SEED_TILE, n - c0))
-            rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(ti, tj)))
-            tile = draw(rng, ts)
-            if np.dtype(dtype).kind == "c":
-                tile = tile + 1j * draw(rng, ts)
-            out[r0 : r0 + ts[0], c0 : c0 + ts[1]] = tile
-    return out.astype(dtype)
+def _reference(dist, shape, seed, dtype):
+    if dist == "normal":
+        return reference_matrix(shape, seed, "normal", dtype)
+    if dist == "random":
+        return reference_matrix(shape, seed, "uniform", dtype)
+    return reference_matrix(shape, seed, "uniform", dtype, -2.0, 3.5)
 
 
+@pytest.mark.parametrize("dist", ["normal", "uniform", "random"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-def test_standard_normal_is_grid_and_block_independent(grid, comm, dtype):
-    seed = 1234
-    a = bm.random.standard_normal(SHAPE, seed=seed, block=(7, 64), grid=grid, dtype=dtype)
-    other = _cached_grid((1, comm.size), grid.backend.name)
-    b = bm.random.standard_normal(SHAPE, seed=seed, block=(300, 1), grid=other, dtype=dtype)
-    ga, gb = a.to_numpy(), b.to_numpy()
-    assert ga.dtype == np.dtype(dtype) and ga.shape == SHAPE
-    np.testing.assert_array_equal(ga, gb)  # bit for bit
-    scale = 1 / np.sqrt(2) if np.dtype(dtype).kind == "c" else 1.0
-    ref = _reference(SHAPE, seed, dtype, lambda rng, s: rng.standard_normal(s) * scale)
-    np.testing.assert_array_equal(ga, ref)
+def test_matches_the_documented_matrix(grid, dist, dtype):
+    """Bit for bit the construction of tests/random_reference.py, over blocks that split seed
+    tiles in every way (1, 3, 7, 100, 300, non-multiples of 4, mb != nb)."""
+    ref = _reference(dist, SHAPE, 1234, dtype)
+    for block in [(7, 64), (300, 1), (3, 100), (1, 7), (64, 64)]:
+        a = _make(dist, SHAPE, dtype, seed=1234, block=block, grid=grid)
+        g = a.to_numpy()
+        assert g.dtype == np.dtype(dtype) and g.shape == SHAPE
+        np.testing.assert_array_equal(g, ref, err_msg=f"block {block}")
 
 
-def test_uniform_matches_reference_and_range(grid):
-    low, high = -2.0, 3.0
-    a = bm.random.uniform(SHAPE, low, high, seed=7, block=5, grid=grid)
-    g = a.to_numpy()
-    ref = _reference(SHAPE, 7, np.float64, lambda rng, s: rng.uniform(low, high, s))
-    np.testing.assert_array_equal(g, ref)
-    assert g.min() >= low and g.max() < high
-    c = bm.random.uniform((9, 8), 0.0, 1.0, seed=7, block=2, grid=grid, dtype=np.complex64)
-    gc = c.to_numpy()
-    assert np.all((gc.real >= 0) & (gc.real < 1) & (gc.imag >= 0) & (gc.imag < 1))
-    r = bm.random.random((9, 8), seed=7, block=3, grid=grid)
-    np.testing.assert_array_equal(r.to_numpy(), bm.random.uniform((9, 8), seed=7).to_numpy())
+@pytest.mark.parametrize("dist", ["normal", "uniform"])
+def test_same_matrix_on_every_grid_and_block(grid, comm, dist):
+    """The local parts differ, the gathered matrix does not (1 x P, P x 1 and square grids)."""
+    shape = (2 * SEED_TILE + 3, SEED_TILE - 1)
+    a = _make(dist, shape, np.float64, seed=99, block=(5, 12), grid=grid).to_numpy()
+    for gshape in [(1, comm.size), (comm.size, 1)]:
+        other = _cached_grid(gshape, grid.backend.name)
+        b = _make(dist, shape, np.float64, seed=99, block=(300, 3), grid=other)
+        np.testing.assert_array_equal(b.to_numpy(), a)
+
+
+def test_leading_submatrix_is_the_smaller_matrix(grid):
+    """Values depend on the seed and the position only, not on the shape."""
+    big = bm.random.standard_normal((SEED_TILE + 50, 2 * SEED_TILE + 7), seed=5, grid=grid)
+    for shape in [(SEED_TILE + 1, SEED_TILE - 3), (3, 2 * SEED_TILE + 1), (1, 1)]:
+        small = bm.random.standard_normal(shape, seed=5, block=(4, 9), grid=grid)
+        np.testing.assert_array_equal(small.to_numpy(), big.to_numpy()[: shape[0], : shape[1]])
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0, 0), (1, 1), (3, 2)])
+def test_empty_and_tiny_shapes(grid, shape):
+    for dist in ("normal", "random"):
+        a = _make(dist, shape, np.complex128, seed=0, block=2, grid=grid)
+        np.testing.assert_array_equal(a.to_numpy(), _reference(dist, shape, 0, np.complex128))
+
+
+def test_progress_gives_the_same_matrix(grid):
+    """progress=True fills the local rows one seed-tile row at a time (no bar off a terminal)."""
+    shape = (2 * SEED_TILE + 9, 40)
+    a = bm.random.uniform(shape, 1.0, 2.0, seed=8, block=(100, 6), grid=grid, progress=True)
+    np.testing.assert_array_equal(
+        a.to_numpy(), reference_matrix(shape, 8, "uniform", np.float64, 1.0, 2.0)
+    )
 
 
 def test_single_precision_is_rounded_double(grid):
@@ -75,16 +103,27 @@ def test_single_precision_is_rounded_double(grid):
     np.testing.assert_array_equal(s.to_numpy(), d.astype(np.float32))
 
 
-def test_complex_normal_statistics(grid):
-    # E|z|^2 = 1 and E z = 0: check the sample mean within 6 standard errors
-    n = SHAPE[0] * SHAPE[1]
-    z = bm.random.standard_normal(SHAPE, seed=11, block=64, grid=grid, dtype=np.complex128)
+def test_statistics(grid):
+    """Sample moments within 6 standard errors (a false alarm has probability ~1e-9)."""
+    shape = (SEED_TILE + 200, SEED_TILE + 100)
+    n = shape[0] * shape[1]
+    x = bm.random.standard_normal(shape, seed=11, block=64, grid=grid).to_numpy()
+    assert abs(x.mean()) < 6 / np.sqrt(n)
+    assert abs(x.var() - 1) < 6 * np.sqrt(2 / n)
+    assert abs(np.mean(x**4) - 3) < 6 * np.sqrt(96 / n)  # kurtosis of a normal: var(x^4) = 96
+    z = bm.random.standard_normal(shape, seed=11, block=64, grid=grid, dtype=np.complex128)
     g = z.to_numpy()
-    p = np.abs(g) ** 2  # exponential(1): mean 1, std 1
-    assert abs(p.mean() - 1) < 6 / np.sqrt(n)
-    # real and imaginary parts: variance 1/2 each, independent
-    assert abs(g.real.var() - 0.5) < 6 * np.sqrt(2 * 0.25 / n)
-    assert abs(g.mean()) < 6 * np.sqrt(1 / n)
+    assert abs(np.mean(np.abs(g) ** 2) - 1) < 6 / np.sqrt(n)  # |z|^2 ~ exponential(1)
+    assert abs(g.real.var() - 0.5) < 6 * np.sqrt(0.5 / n)
+    assert abs(g.mean()) < 6 / np.sqrt(n)
+    assert abs(np.mean(g.real * g.imag)) < 6 * 0.5 / np.sqrt(n)  # independent parts
+    u = bm.random.uniform(shape, -1.0, 3.0, seed=12, block=(7, 30), grid=grid).to_numpy()
+    assert u.min() >= -1.0 and u.max() < 3.0
+    assert abs(u.mean() - 1.0) < 6 * np.sqrt(16 / 12 / n)
+    # neighbours (lanes of one Philox block, adjacent tiles) are uncorrelated
+    r = bm.random.random(shape, seed=13, grid=grid).to_numpy() - 0.5
+    for a, b in ((r[:, :-1], r[:, 1:]), (r[:-1], r[1:])):
+        assert abs(np.mean(a * b)) < 6 / 12 / np.sqrt(a.size)
 
 
 def test_seeds(grid, comm):
@@ -99,12 +138,9 @@ def test_seeds(grid, comm):
     assert not np.array_equal(c, d)
     e = bm.random.standard_normal((20, 20), seed=(1, 2), block=4, grid=grid).to_numpy()
     assert not np.array_equal(a, e)
-
-
-def test_empty_and_tiny_shapes(grid):
-    for shape in ((0, 4), (3, 0), (1, 1)):
-        a = bm.random.standard_normal(shape, seed=0, block=2, grid=grid)
-        assert a.to_numpy().shape == shape
+    np.testing.assert_array_equal(e, reference_matrix((20, 20), (1, 2), "normal", np.float64))
+    f = bm.random.standard_normal((20, 20), seed=np.int64(1), block=5, grid=grid).to_numpy()
+    np.testing.assert_array_equal(f, a)
 
 
 @pytest.mark.parametrize(
@@ -113,17 +149,106 @@ def test_empty_and_tiny_shapes(grid):
         (dict(seed=-1), ValueError, "non-negative"),
         (dict(seed="x"), TypeError, "seed"),
         (dict(seed=1.5), TypeError, "seed"),
+        (dict(seed=True), TypeError, "seed"),
+        (dict(seed=[]), TypeError, "seed"),
+        (dict(seed=[1, -2]), TypeError, "seed"),
         (dict(seed=0, block=0), ValueError, "block"),
         (dict(seed=0, dtype=np.int32), TypeError, "float32"),
+        (dict(seed=0, progress="yes"), TypeError, "progress"),
     ],
 )
-def test_bad_arguments(kwargs, exc, match):
-    with pytest.raises(exc, match=match):
+def test_bad_arguments(comm, kwargs, exc, match):
+    """The same error on every rank, before any collective."""
+    with pytest.raises(exc, match=match) as info:
         bm.random.standard_normal((4, 4), grid=bm.creation.default_grid(), **kwargs)
+    messages = comm.allgather(str(info.value))
+    assert all(m == messages[0] for m in messages)
 
 
-def test_bad_uniform_bounds(grid):
-    with pytest.raises(ValueError, match="low <= high"):
-        bm.random.uniform((4, 4), 2.0, 1.0, seed=0, grid=grid)
-    with pytest.raises(ValueError, match="finite"):
-        bm.random.uniform((4, 4), 0.0, np.inf, seed=0, grid=grid)
+@pytest.mark.parametrize(
+    "low, high, match",
+    [
+        (2.0, 1.0, "low <= high"),
+        (0.0, np.inf, "finite"),
+        (np.nan, 1.0, "finite"),
+        ("0", 1.0, "finite"),
+        (-1e308, 1e308, "width"),
+    ],
+)
+def test_bad_uniform_bounds(grid, comm, low, high, match):
+    with pytest.raises(ValueError, match=match) as info:
+        bm.random.uniform((4, 4), low, high, seed=0, grid=grid)
+    messages = comm.allgather(str(info.value))
+    assert all(m == messages[0] for m in messages)
+
+
+def test_degenerate_interval(grid):
+    a = bm.random.uniform((9, 7), 2.5, 2.5, seed=1, block=2, grid=grid).to_numpy()
+    assert np.all(a == 2.5)
+
+
+# -- the GPU backend against the CPU's values ----------------------------------------------------
+def _cpu_values(A, dist, low, high, seed):
+    """What the CPU backend computes for this rank's part of A (NumPy, on this rank)."""
+    g = A.grid
+    layout = bm.BlockCyclicLayout(A.shape, A.block, g.shape)
+    out = np.full(layout.local_shape(g.myrow, g.mycol), np.nan, A.dtype)
+    rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
+    _philox.fill_local(out, rows, cols, key_of(seed), dist, low, high)
+    return out
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("block", [(64, 64), (7, 12), (5, 3), (1, 1), (300, 256)])
+def test_gpu_uniform_is_bit_identical_to_cpu(grid, comm, dtype, block):
+    import cupy
+
+    shape = (2 * SEED_TILE + 37, SEED_TILE + 9)
+    for low, high in ((0.0, 1.0), (-2.0, 3.5)):
+        A = bm.random.uniform(shape, low, high, seed=77, block=block, grid=grid, dtype=dtype)
+        R = bm.random.random(shape, seed=77, block=block, grid=grid, dtype=dtype)
+        assert isinstance(A.local, cupy.ndarray)
+        np.testing.assert_array_equal(
+            cupy.asnumpy(A.local), _cpu_values(A, "uniform", low, high, 77)
+        )
+        if (low, high) == (0.0, 1.0):
+            np.testing.assert_array_equal(cupy.asnumpy(R.local), cupy.asnumpy(A.local))
+
+
+#: the largest difference allowed between the GPU's and the CPU's normal values, in units in
+#: the last place: each backend's log1p (<= 1 ulp, CUDA and NumPy), sin and cos (<= 2 ulp on
+#: CUDA, <= 1 in glibc), then two or three roundings of products
+NORMAL_ULPS = 8
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("block", [(64, 64), (7, 12), (5, 3), (1, 1)])
+def test_gpu_normal_is_within_a_few_ulps_of_cpu(grid, comm, dtype, block):
+    import cupy
+
+    shape = (2 * SEED_TILE + 37, SEED_TILE + 9)
+    A = bm.random.standard_normal(shape, seed=78, block=block, grid=grid, dtype=dtype)
+    got = cupy.asnumpy(A.local)
+    want = _cpu_values(A, "normal", 0.0, 1.0, 78)
+    worst = float(ulp_distance(got, want).max()) if got.size else 0.0
+    worst = max(comm.allgather(worst))
+    if comm.rank == 0:
+        print(f"\nGPU vs CPU standard_normal {np.dtype(dtype).name} block {block}: max {worst} ulp")
+    assert worst <= NORMAL_ULPS
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_fill_is_ordered_before_the_streams(grid):
+    """A fresh random array read by an operator at once (the fill is on the current stream,
+    which the backend's streams are ordered after)."""
+    A = bm.random.standard_normal((300, 200), seed=1, block=64, grid=grid)
+    B = bm.random.standard_normal((200, 100), seed=2, block=64, grid=grid)
+    c = (A @ B).to_numpy()
+    a, b = A.to_numpy(), B.to_numpy()
+    bound = 2 * a.shape[1] * np.finfo(np.float64).eps * (np.abs(a) @ np.abs(b))
+    assert np.all(np.abs(c - a @ b) <= bound)
