@@ -218,6 +218,12 @@ class CPUBackend(HostCollectives, Backend):
         )
         self.max_message_elements = 2**31 - 1
         self._failed = threading.Event()
+        # SciPy's LAPACK is imported here, on the host thread, before any stream thread runs:
+        # the kernels import it on first use, and two stream threads importing scipy.linalg
+        # for the first time at once can fail with importlib's _DeadlockError (seen at 2 ranks
+        # in tests/mpi/test_window_views.py). `import blasmp_array` itself stays SciPy-free.
+        import scipy.linalg.lapack  # noqa: F401
+
         threads = env_flag("BLASMP_CPU_STREAM_THREADS")
         inline = self.size == 1 and not threads
         self.compute = CPUStream("compute", self._failed.set, inline)
