@@ -32,7 +32,8 @@
 #                to_zarr, from_zarr, to_dask().compute()) checked (--check) and timed against its
 #                peers in the same run (cupy.random, cupy.asarray, cupy.asnumpy, Dask and zarr with
 #                our store's codecs, our to_numpy); one bench command per row, then
-#                tools/door_summary.py against the targets (perf-door1.json: all rows)
+#                tools/door_summary.py against the targets (perf-door1.json: every row in $OUT, so
+#                the rows may be split over calls with DOOR_ROWS and one $OUT)
 #   door4        the same on 4 ranks (2x2, MPS); its summary also compares it with door1's run
 #                ($OUT/perf-door1.json, when there: run door1 first, in the same $OUT)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
@@ -68,8 +69,9 @@ door() {  # phase ranks bench-args...: one bench command per row (a slow row can
     rm -f "$out/perf-$phase.$row.json"
     bench "$phase.$row" "$ranks" "$row" --n "$n" --repeat "${DOOR_REPEAT:-3}" --warmup 0 --check \
       --profile --compare --baselines "${DOOR_BASELINES:-cupy,dask,zarr}" ${DOOR_DIR:+--dir "$DOOR_DIR"} "$@"
-    [ -s "$out/perf-$phase.$row.json" ] && files+=("$out/perf-$phase.$row.json")
   done
+  # every row in $OUT, so that the rows may be spread over several calls (DOOR_ROWS) with one $OUT
+  for f in "$out/perf-$phase".*.json; do [ -s "$f" ] && files+=("$f"); done
   [ ${#files[@]} -gt 0 ] || { echo "no row of $phase wrote its JSON" > "$out/perf-$phase.log"; return; }
   python3 tools/door_summary.py merge "$out/perf-$phase.json" "${files[@]}"
   local against=(--one "$out/perf-$phase.json")
@@ -81,7 +83,7 @@ door() {  # phase ranks bench-args...: one bench command per row (a slow row can
     echo "door4: no perf-door1.json in $out (run door1 first): 4-rank rows only" > "$out/perf-$phase.log"
     python3 tools/bench_ratios.py "$out/perf-door4.json" >> "$out/perf-$phase.log" 2>&1
   else
-    python3 tools/door_summary.py gpu "${against[@]}" --json "$out/perf-$phase.summary.json" \
+    python3 tools/door_summary.py gpu "${against[@]}" --json "$out/summary-$phase.json" \
       > "$out/perf-$phase.log" 2>&1
   fi
 }
