@@ -27,10 +27,22 @@
 #   tracest4 / tracechol4 / tracelu4  one traced call on 4 ranks (2x2, MPS), n=$N: solve_triangular
 #                (default block, as face4), Cholesky and LU (block $BLOCK4); the per-step profile of
 #                the 4-rank misses (summarise with tools/trace_summary.py)
+#   door1        the data door on 1 rank, n=$N, default block (256), float64: each row of $DOOR_ROWS
+#                (bm.random.standard_normal/uniform/random, from_numpy, to_numpy, to_numpy(root=0),
+#                to_zarr, from_zarr, to_dask().compute()) checked (--check) and timed against its
+#                peers in the same run (cupy.random, cupy.asarray, cupy.asnumpy, Dask and zarr with
+#                our store's codecs, our to_numpy); one bench command per row, then
+#                tools/door_summary.py against the targets (perf-door1.json: every row in $OUT, so
+#                the rows may be split over calls with DOOR_ROWS and one $OUT)
+#   door4        the same on 4 ranks (2x2, MPS); its summary also compares it with door1's run
+#                ($OUT/perf-door1.json, when there: run door1 first, in the same $OUT)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
-#           prof1 puts4 lupanel1 proflu4 (default: gemm1 trsm1 gemm4 trace4)
+#           prof1 puts4 lupanel1 proflu4 door1 door4 (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
+#   DOOR_ROWS=random,random_uniform,random_random,from_numpy,to_numpy,to_numpy_root,to_zarr,from_zarr,to_dask
+#   DOOR_REPEAT=3  DOOR_TIMEOUT=240 (seconds per row)  DOOR_BASELINES=cupy,dask,zarr  DOOR_DIR (the zarr
+#   stores, seen by every rank; default: /tmp of rank 0)
 # Results: $OUT/perf-<phase>.json (the bench command's records), .log next to them; a summary last.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -48,6 +60,32 @@ bench() {  # phase ranks bench-args...
   timeout -k 10 "$limit" tools/node-run.sh "$ranks" python3 -m blasmp_array.bench "$@" \
     --backend gpu --json "$out/perf-$phase.json" > "$out/perf-$phase.log" 2>&1
   summary+=("$phase (np=$ranks: $*): rc=$?")
+}
+door_rows=${DOOR_ROWS:-random,random_uniform,random_random,from_numpy,to_numpy,to_numpy_root,to_zarr,from_zarr,to_dask}
+door() {  # phase ranks bench-args...: one bench command per row (a slow row cannot stop the others)
+  local phase=$1 ranks=$2 limit=${DOOR_TIMEOUT:-240} row files=() rows; shift 2
+  IFS=, read -ra rows <<< "$door_rows"
+  for row in "${rows[@]}"; do
+    rm -f "$out/perf-$phase.$row.json"
+    bench "$phase.$row" "$ranks" "$row" --n "$n" --repeat "${DOOR_REPEAT:-3}" --warmup 0 --check \
+      --profile --compare --baselines "${DOOR_BASELINES:-cupy,dask,zarr}" ${DOOR_DIR:+--dir "$DOOR_DIR"} "$@"
+  done
+  # every row in $OUT, so that the rows may be spread over several calls (DOOR_ROWS) with one $OUT
+  for f in "$out/perf-$phase".*.json; do [ -s "$f" ] && files+=("$f"); done
+  [ ${#files[@]} -gt 0 ] || { echo "no row of $phase wrote its JSON" > "$out/perf-$phase.log"; return; }
+  python3 tools/door_summary.py merge "$out/perf-$phase.json" "${files[@]}"
+  local against=(--one "$out/perf-$phase.json")
+  if [ "$phase" = door4 ]; then
+    against=(--four "$out/perf-door4.json")
+    [ -s "$out/perf-door1.json" ] && against=(--one "$out/perf-door1.json" "${against[@]}")
+  fi
+  if [ "$phase" = door4 ] && [ ! -s "$out/perf-door1.json" ]; then
+    echo "door4: no perf-door1.json in $out (run door1 first): 4-rank rows only" > "$out/perf-$phase.log"
+    python3 tools/bench_ratios.py "$out/perf-door4.json" >> "$out/perf-$phase.log" 2>&1
+  else
+    python3 tools/door_summary.py gpu "${against[@]}" --json "$out/summary-$phase.json" \
+      > "$out/perf-$phase.log" 2>&1
+  fi
 }
 for p in "${phases[@]}"; do
   case $p in
@@ -88,9 +126,14 @@ for p in "${phases[@]}"; do
     face4) bench face4 4 matmul_ata,solve_triangular --n "$n" --grid 2x2 --repeat "$repeat" ;;
     redist4) bench redist4 4 transpose,redistribute --n "$n" --block 2048 --grid 2x2 \
                --to-grid 2x2 --to-block 1024 --repeat "$repeat" --check --profile ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 proflu4 tracelu1 tracest4 tracechol4 tracelu4)" >&2; exit 2 ;;
+    door1) door door1 1 ;;
+    door4) door door4 4 --grid 2x2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 proflu4 tracelu1 tracest4 tracechol4 tracelu4 door1 door4)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"
 printf '%s\n' "${summary[@]}"
-for p in "${phases[@]}"; do echo "--- $p"; tail -n 12 "$out/perf-$p.log"; done
+for p in "${phases[@]}"; do
+  echo "--- $p"
+  case $p in door*) cat "$out/perf-$p.log" ;; *) tail -n 12 "$out/perf-$p.log" ;; esac
+done

@@ -9,11 +9,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
-import time
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 __all__ = ["main", "build_parser"]
 
@@ -142,7 +139,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--root",
         type=_nonneg,
         default=None,
-        help="from_numpy: the matrix is on this rank only (default: on every rank)",
+        help="from_numpy: the matrix is on this rank only (default: on every rank); "
+        "to_numpy_root: the rank that gathers (default 0)",
+    )
+    p.add_argument(
+        "--dir",
+        default=None,
+        metavar="DIR",
+        help="to_zarr, from_zarr: the stores (ours and the peers') go into a fresh directory "
+        "made in DIR, which every rank must see, and removed at the end (default: the system's "
+        "temporary directory of rank 0)",
     )
     p.add_argument("--repeat", type=_positive, default=5, help="timed repeats (5)")
     p.add_argument("--warmup", type=_nonneg, default=1, help="untimed warm-up runs (1)")
@@ -168,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also time NumPy/SciPy (1 process), dask.array, CuPy (rank 0) and Heat (every rank; "
         "gemm, trsm), ScaLAPACK (every rank; gemm, trsm, cholesky, lu) if installed; with "
-        "--check their results are checked",
+        "--check their results are checked; the data rows (random, from_numpy, to_numpy, "
+        "to_zarr, from_zarr, to_dask) against NumPy, CuPy, Dask and zarr (docs/checking.md)",
     )
     p.add_argument(
         "--compare-threads",
@@ -178,9 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--baselines",
-        default="numpy,dask,cupy,heat,scalapack4py",
+        default="numpy,dask,zarr,cupy,heat,scalapack4py",
         help="comma-separated baselines of --compare (default: all of "
-        "numpy,dask,cupy,heat,scalapack4py)",
+        "numpy,dask,zarr,cupy,heat,scalapack4py; also cublasmp, cusolvermp)",
     )
     p.add_argument("--plot", default=None, metavar="PNG", help="GFLOP/s vs size plot")
     p.add_argument("--json", default=None, metavar="FILE", help="write all results as JSON")
@@ -238,54 +245,44 @@ def _check_cases(cases: list[Any], nranks: int) -> None:
             raise SystemExit(f"error: --root {c.root} is not a rank of a {nranks}-rank job")
 
 
-def _time_runs(p: Any, restore: Any, warmup: int, repeat: int) -> dict[str, Any]:
-    """Warm-up, then ``repeat`` timed calls; each time is the slowest rank's."""
-    be = p.grid.backend
-    for _ in range(warmup):
-        restore()
-        p.run()
-        be.synchronize()
-    times, local = [], []
-    for _ in range(repeat):
-        restore()
-        be.barrier()
-        t0 = time.perf_counter()
-        p.run()
-        be.synchronize()
-        dt = time.perf_counter() - t0
-        local.append(dt)
-        times.append(be.allreduce(dt, op="max"))
-    per_rank = be.allgather(float(np.median(local)))
-    return {
-        "warmup": warmup,
-        "repeat": repeat,
-        "times_s": times,
-        "median_s": float(np.median(times)),
-        "min_s": float(min(times)),
-        "max_s": float(max(times)),
-        "rank_median_s": per_rank,
-    }
+def run_case(
+    case: Any, args: argparse.Namespace, trace_path: str | None, directory: Path | None = None
+) -> dict[str, Any]:
+    """Prepare, check, profile and compare one case (collective); the record on every rank.
+    ``directory`` (seen by every rank) holds the zarr stores of the data rows."""
+    from .operators import prepare
+
+    p = prepare(case, directory)
+    record = _run_prepared(p, args, trace_path)
+    if p.close is not None:  # not on an error: that rank aborts the job (no collective here)
+        p.close()
+    return record
 
 
-def run_case(case: Any, args: argparse.Namespace, trace_path: str | None) -> dict[str, Any]:
-    """Prepare, check, profile and compare one case (collective); the record on every rank."""
+def _run_prepared(p: Any, args: argparse.Namespace, trace_path: str | None) -> dict[str, Any]:
     import blasmp_array as bm
 
     from .compare import run_baselines
+    from .door_peers import measure_door_peers
     from .mpi_baselines import MPI_BASELINES
     from .operators import (
         DATA_OPERATORS,
         REDUCTION_OPERATORS,
         byte_count,
         flop_count,
-        prepare,
         snapshot_in_place,
     )
+    from .timing import time_collective
 
-    p = prepare(case)
-    grid = p.grid
+    case, grid = p.case, p.grid
+    cleanup = p.cleanup or (lambda: None)
     in_place = case.op in ("trmm", "trsm")
     restore = snapshot_in_place(p) if in_place else (lambda: None)
+    if p.door is not None:  # a data row's last result (up to a matrix) is freed untimed
+
+        def restore() -> None:
+            p.result = None
+
     record: dict[str, Any] = {
         "op": case.op,
         "dtype": case.dtype,
@@ -314,8 +311,15 @@ def run_case(case: Any, args: argparse.Namespace, trace_path: str | None) -> dic
     grid.backend.synchronize()
     if args.check:
         record["check"] = _check(p)
+    cleanup()
+    if case.op == "to_zarr":  # how our store was cut and encoded (the peers copy it)
+        layout = p.door.store.get("layout") or {}
+        written = grid.backend.bcast(layout.get("description"), root=0)
+        record["notes"].append(f"store written by A.to_zarr: {written}")
     if args.profile:
-        prof = _time_runs(p, restore, args.warmup, args.repeat)
+        prof = time_collective(
+            p.run, grid.backend, args.warmup, args.repeat, before=restore, after=p.cleanup
+        )
         med = prof["median_s"]
         if record["data_op"]:
             prof["gbytes_per_s"] = record["bytes"] / med / 1e9 if med > 0 else None
@@ -329,8 +333,14 @@ def run_case(case: Any, args: argparse.Namespace, trace_path: str | None) -> dic
         with bm.trace(trace_path):
             p.run()
             grid.backend.synchronize()
+        cleanup()
         record["trace"] = trace_path
-    if args.compare:
+    if args.compare and p.door is not None:
+        threads = args.compare_threads or grid.size
+        record["compare"] = measure_door_peers(
+            p, p.door, threads, args.warmup, args.repeat, tuple(args.baselines)
+        )
+    elif args.compare:
         restore()  # the operands as they were before the calls
         gathered: dict[str, Any] | None = {
             name: x.to_numpy(root=0)
@@ -385,11 +395,16 @@ def main(argv: list[str] | None = None) -> int:
     import blasmp_array as bm
 
     from . import report
+    from .door import STORE_ROWS, StoreDir
 
     nranks = MPI.COMM_WORLD.Get_size()
     cases = _cases(args, nranks)
     _check_cases(cases, nranks)
     rank = MPI.COMM_WORLD.Get_rank()
+    world = bm.ProcessGrid(backend=args.backend)
+    stores = None
+    if any(c.op in STORE_ROWS for c in cases):
+        stores = StoreDir(world.backend, args.dir)
     bar = report.progress(len(cases), enabled=rank == 0 and args.sweep and not args.quiet)
     results = []
     for i, case in enumerate(cases):
@@ -397,10 +412,12 @@ def main(argv: list[str] | None = None) -> int:
         if trace_path and len(cases) > 1:
             stem = Path(trace_path)
             trace_path = str(stem.with_name(f"{stem.stem}.{i}{stem.suffix}"))
-        results.append(run_case(case, args, trace_path))
+        results.append(run_case(case, args, trace_path, stores.path if stores else None))
         bar.advance(case.label())
     bar.close()
-    env = report.environment(bm.ProcessGrid(backend=args.backend), argv)
+    if stores is not None:
+        stores.remove()
+    env = report.environment(world, argv)
     payload = {"schema": 1, "environment": env, "results": results}
     failed = [r for r in results if r["check"] is not None and not r["check"]["passed"]]
     if rank == 0:

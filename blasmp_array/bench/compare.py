@@ -24,6 +24,9 @@ nothing is ever estimated.
   (``p?getrf``, ``cusolverMpGetrf``) (:mod:`.heat_adapter`, :mod:`.pblas_adapter`,
   :mod:`.cublasmp_adapter`, :mod:`.cusolvermp_adapter`; ScaLAPACK with the CPU backend,
   cuBLASMp and cuSOLVERMp with the GPU backend and one GPU per rank).
+
+The data rows (construction, NumPy in and out, zarr, Dask) have their own peers:
+:mod:`.door_peers`.
 """
 
 from __future__ import annotations
@@ -40,8 +43,9 @@ from .operators import DATA_OPERATORS, VIEW_OFFSET, VIEW_PRODUCTS, Case
 
 __all__ = ["run_baselines", "quiet_barrier", "blas_threads", "BASELINES"]
 
-#: the baselines ``--compare`` knows (``--baselines`` selects a subset)
-BASELINES = ("numpy", "dask", "cupy", "heat", "scalapack4py", "cublasmp", "cusolvermp")
+#: the baselines ``--compare`` knows (``--baselines`` selects a subset; ``zarr`` is a peer of the
+#: data rows only, :mod:`.door_peers`)
+BASELINES = ("numpy", "dask", "zarr", "cupy", "heat", "scalapack4py", "cublasmp", "cusolvermp")
 
 
 def quiet_barrier(comm: Any, poll: float = 0.005) -> None:

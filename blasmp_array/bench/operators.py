@@ -15,7 +15,8 @@ Algorithms*, ch. 3 and 8):
 * Cholesky: the backward error ``||A - L L^H|| / (||A|| n eps)`` (Frobenius norms) against
   ``2 c (n + 2) / n * || |L| |L^H| || / ||A||`` (Higham, Theorem 10.3: ``|A - L L^H| <=
   gamma_{n+1} |L| |L^H|``, once for the factor and once for the reference product);
-* construction and redistribution move data only: the result must equal the input exactly.
+* redistribution and transpose move data only: the result must equal the input exactly;
+* the data door (construction, NumPy in and out, zarr, Dask): :mod:`.door`.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import blasmp_array as bm
+
+from .door import DOOR_OPERATORS, DoorRow, check_row, prepare_row
 
 __all__ = ["OPERATORS", "Case", "Prepared", "prepare", "check_result", "flop_count"]
 
@@ -48,13 +52,14 @@ OPERATORS = (
     "lu",
     "redistribute",
     "transpose",
-    "from_numpy",
+    *DOOR_OPERATORS,
 )
 #: what a NumPy user writes, with default arguments: ``A @ B``, ``A.T @ A`` (``A.H @ A`` for
 #: complex dtypes, a full Hermitian result), ``solve_triangular(T, B, lower=...)``
 NUMPY_FACE = ("matmul", "matmul_ata", "solve_triangular")
-#: operators that only move data: measured in GB/s, checked for exact equality
-DATA_OPERATORS = ("redistribute", "transpose", "from_numpy")
+#: operators that only move or make data: measured in GB/s of the matrix, checked for exact
+#: equality (the random rows: see :mod:`.door`)
+DATA_OPERATORS = ("redistribute", "transpose", *DOOR_OPERATORS)
 #: operators measured in GB/s of the matrix read (reductions), checked against a rounding bound
 REDUCTION_OPERATORS = ("sum_axis0",)
 #: the offset of ``matmul_view``'s windows: one row and one column, inside the first block
@@ -82,7 +87,8 @@ class Case:
     trans: str = "N"
     to_grid: tuple[int, int] | None = None  # redistribute: target grid (default: transposed)
     to_block: tuple[int, int] | None = None  # redistribute: target block (default: halved)
-    root: int | None = None  # from_numpy: rank holding the matrix (None: every rank)
+    root: int | None = None  # from_numpy: rank holding the matrix (None: every rank);
+    # to_numpy_root: the rank gathering it (None: 0)
 
     @property
     def is_complex(self) -> bool:
@@ -132,6 +138,12 @@ class Prepared:
     in_place: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
     result: Any = None
+    #: after every call, outside the timed region (collective; e.g. remove a written store)
+    cleanup: Callable[[], None] | None = None
+    #: once, when the case is done (collective)
+    close: Callable[[], None] | None = None
+    #: a data-door row's parts (:mod:`.door`)
+    door: DoorRow | None = None
 
     def run(self) -> Any:
         self.result = self.call()
@@ -161,11 +173,24 @@ def _linalg(name: str) -> Callable[..., Any]:
     return fn
 
 
-def prepare(case: Case) -> Prepared:
-    """Build the inputs of ``case`` (collective) and the call to time."""
+def prepare(case: Case, directory: Path | None = None) -> Prepared:
+    """Build the inputs of ``case`` (collective) and the call to time; ``directory`` (seen by
+    every rank) holds the zarr stores of the data-door rows."""
     if case.op not in OPERATORS:
         raise ValueError(f"unknown operator {case.op!r}; choose one of {', '.join(OPERATORS)}")
     grid = _grid(case.grid, case.backend)
+    if case.op in DOOR_OPERATORS:
+        row = prepare_row(case, grid, directory)
+        return Prepared(
+            case,
+            grid,
+            row.inputs,
+            row.call,
+            notes=row.notes,
+            cleanup=row.cleanup,
+            close=row.close,
+            door=row,
+        )
     dt, blk = np.dtype(case.dtype), case.block
     m, n, k = case.m, case.n, case.k
     left = case.side == "left"
@@ -263,19 +288,7 @@ def prepare(case: Case) -> Prepared:
         # A.T.resolve(): the distributed transpose on the same grid (bytes of the matrix / time)
         inputs = {"A": normal((m, n), 0)}
         return Prepared(case, grid, inputs, lambda: inputs["A"].T.resolve(), notes=["A.T"])
-    # from_numpy: the matrix on every rank (root=None) or on one
-    host = np.random.default_rng(0).standard_normal((m, n)).astype(dt)
-    if case.root is not None and grid.rank != case.root:
-        host_arg = None
-    else:
-        host_arg = host
-    inputs = {"host": host}
-    return Prepared(
-        case,
-        grid,
-        inputs,
-        lambda: bm.from_numpy(host_arg, block=blk, grid=grid, root=case.root),
-    )
+    raise AssertionError(f"prepare: {op} has no branch")  # pragma: no cover
 
 
 def snapshot_in_place(p: Prepared) -> Callable[[], None]:
@@ -327,12 +340,14 @@ def check_result(p: Prepared) -> dict[str, Any]:
     ``measure``.
     """
     case, grid = p.case, p.grid
+    if p.door is not None:
+        return check_row(case, grid, p.door, p.result)
     gathered = {name: _gather(x) for name, x in p.inputs.items() if name != "host"}
     result = _gather(p.result)
     verdict: dict[str, Any] | None = None
     if grid.rank == 0:
         try:
-            verdict = _verdict(case, gathered, result, p.inputs.get("host"))
+            verdict = _verdict(case, gathered, result)
         except Exception as exc:  # noqa: BLE001 - reported as a failed check on every rank
             verdict = failed_check(exc)
     return grid.backend.bcast(verdict, root=0)
@@ -349,14 +364,11 @@ def _gather(x: Any) -> Any:
     return None
 
 
-def _verdict(case: Case, g: dict[str, Any], result: Any, host: Any) -> dict[str, Any]:
+def _verdict(case: Case, g: dict[str, Any], result: Any) -> dict[str, Any]:
     op = case.op
     c = 2.0 if case.is_complex else 1.0
     if op in DATA_OPERATORS:
-        if op == "from_numpy":
-            expected = host
-        else:
-            expected = g["A"].T if op == "transpose" else g["A"]
+        expected = g["A"].T if op == "transpose" else g["A"]
         same = result.shape == expected.shape and bool(np.array_equal(result, expected))
         return {
             "measure": "exact equality",

@@ -146,8 +146,21 @@ def _fmt(x: Any, spec: str = ".3g") -> str:
     return str(x)
 
 
+def _rate_header(results: list[dict[str, Any]]) -> str:
+    data = {bool(r.get("data_op")) for r in results}
+    if data == {True}:
+        return "GB/s"
+    return "GFLOP/s | GB/s" if data == {True, False} else "GFLOP/s"
+
+
+def baseline_rate(r: dict[str, Any], b: dict[str, Any]) -> float | None:
+    """A baseline's rate in the unit of its result: GB/s for a data operator, else GFLOP/s."""
+    return b.get("gbytes_per_s") if r.get("data_op") else b.get("gflops")
+
+
 def result_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """Table header and rows: one row per measured configuration and per baseline."""
+    """Table header and rows: one row per measured configuration and per baseline. ``ratio``
+    is our rate over the baseline's, both of the same run (> 1: we are faster)."""
     header = [
         "op",
         "dtype",
@@ -159,7 +172,7 @@ def result_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str
         "median s",
         "min s",
         "max s",
-        "GB/s" if results and all(r.get("data_op") for r in results) else "GFLOP/s",
+        _rate_header(results),
         "GFLOP/s/rank",
         "ratio",
         "check / note",
@@ -201,8 +214,9 @@ def result_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str
         )
         for b in r.get("compare") or []:
             ratio = ""
-            if b.get("gflops") and rate:
-                ratio = f"{rate / b['gflops']:.2f}x"
+            theirs = baseline_rate(r, b)
+            if theirs and rate:
+                ratio = f"{rate / theirs:.2f}x"
             lib = b["library"] + _workers(b)
             rows.append(
                 [
@@ -216,7 +230,7 @@ def result_rows(results: list[dict[str, Any]]) -> tuple[list[str], list[list[str
                     _fmt(b.get("median_s")),
                     _fmt(b.get("min_s")),
                     _fmt(b.get("max_s")),
-                    _fmt(b.get("gflops")),
+                    _fmt(theirs),
                     "",
                     ratio,
                     _baseline_check(b.get("check")) + (b.get("note") or ""),
@@ -366,6 +380,7 @@ def write_csv(path: str, results: list[dict[str, Any]]) -> None:
                     "min_s": b.get("min_s"),
                     "max_s": b.get("max_s"),
                     "gflops": b.get("gflops"),
+                    "gbytes_per_s": b.get("gbytes_per_s"),
                     "note": b.get("note"),
                 }
             )
@@ -394,8 +409,9 @@ def plot(path: str, results: list[dict[str, Any]], env: dict[str, Any]) -> str |
         if rate:
             series.setdefault(label, []).append((size, rate))
         for b in r.get("compare") or []:
-            if b.get("gflops"):
-                series.setdefault(f"{b['library']}{_workers(b)}", []).append((size, b["gflops"]))
+            theirs = baseline_rate(r, b)
+            if theirs:
+                series.setdefault(f"{b['library']}{_workers(b)}", []).append((size, theirs))
     if not series:
         return "no timed results to plot (run with --profile)"
     fig, ax = plt.subplots(figsize=(7, 4.5))
