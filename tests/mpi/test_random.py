@@ -49,6 +49,18 @@ def _reference(dist, shape, seed, dtype):
     return reference_matrix(shape, seed, "uniform", dtype, -2.0, 3.5)
 
 
+def _assert_documented(got, want, dist, grid, msg=""):
+    """``got`` is the documented matrix ``want``: bit for bit, except normal values on the GPU,
+    which agree with the CPU's to within :data:`NORMAL_ULPS` (each backend's own log1p, sin and
+    cos)."""
+    if dist == "normal" and grid.backend.name == "gpu":
+        assert got.shape == want.shape and got.dtype == want.dtype, msg
+        worst = float(ulp_distance(got, want).max()) if got.size else 0.0
+        assert worst <= NORMAL_ULPS, f"{msg}: {worst} ulp"
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=msg)
+
+
 @pytest.mark.parametrize("dist", ["normal", "uniform", "random"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_matches_the_documented_matrix(grid, dist, dtype):
@@ -59,7 +71,7 @@ def test_matches_the_documented_matrix(grid, dist, dtype):
         a = _make(dist, SHAPE, dtype, seed=1234, block=block, grid=grid)
         g = a.to_numpy()
         assert g.dtype == np.dtype(dtype) and g.shape == SHAPE
-        np.testing.assert_array_equal(g, ref, err_msg=f"block {block}")
+        _assert_documented(g, ref, dist, grid, f"block {block}")
 
 
 @pytest.mark.parametrize("dist", ["normal", "uniform"])
@@ -85,7 +97,7 @@ def test_leading_submatrix_is_the_smaller_matrix(grid):
 def test_empty_and_tiny_shapes(grid, shape):
     for dist in ("normal", "random"):
         a = _make(dist, shape, np.complex128, seed=0, block=2, grid=grid)
-        np.testing.assert_array_equal(a.to_numpy(), _reference(dist, shape, 0, np.complex128))
+        _assert_documented(a.to_numpy(), _reference(dist, shape, 0, np.complex128), dist, grid)
 
 
 def test_progress_gives_the_same_matrix(grid):
@@ -138,7 +150,8 @@ def test_seeds(grid, comm):
     assert not np.array_equal(c, d)
     e = bm.random.standard_normal((20, 20), seed=(1, 2), block=4, grid=grid).to_numpy()
     assert not np.array_equal(a, e)
-    np.testing.assert_array_equal(e, reference_matrix((20, 20), (1, 2), "normal", np.float64))
+    want = reference_matrix((20, 20), (1, 2), "normal", np.float64)
+    _assert_documented(e, want, "normal", grid)
     f = bm.random.standard_normal((20, 20), seed=np.int64(1), block=5, grid=grid).to_numpy()
     np.testing.assert_array_equal(f, a)
 
