@@ -802,5 +802,14 @@ class GPUBackend(HostCollectives, Backend):
     def getrf(self, a, ipiv, info, stream):  # type: ignore[override]
         self._enqueue(stream, self._blas.getrf, stream.cupy, a, ipiv, info)
 
+    def geqrf(self, a, tau, info, stream):  # type: ignore[override]
+        self._enqueue(stream, self._blas.geqrf, stream.cupy, a, tau, info)
+
+    def orgqr(self, a, tau, info, stream):  # type: ignore[override]
+        self._enqueue(stream, self._blas.orgqr, stream.cupy, a, tau, info)
+
+    def ormqr(self, side, trans, a, tau, c, info, stream):  # type: ignore[override]
+        self._enqueue(stream, self._blas.ormqr, stream.cupy, side, trans, a, tau, c, info)
+
     def __repr__(self) -> str:
         return f"GPUBackend(rank={self.rank}, size={self.size}, device={self.device_id})"
