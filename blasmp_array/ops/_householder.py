@@ -1,0 +1,562 @@
+"""Blocked Householder QR on the process grid (ScaLAPACK ``pxgeqrf``, ``pxormqr``,
+``pxorgqr``) and its one-process form through the backend's LAPACK.
+
+The factored matrix is LAPACK's: ``R`` on and above the diagonal of the working copy ``w``, the
+Householder vectors below it; ``A = Q R`` with ``Q = H_0 H_1 ... H_{K-1}`` in blocks of ``nb``
+reflectors, block ``k`` being ``I - V_k T_k V_k^H`` (compact WY: ``V_k`` unit lower
+trapezoidal, ``T_k`` upper triangular, kept per step on every process).
+
+Layering: :func:`factor` (the pipeline below), :func:`apply_q` (``Q c`` or ``Q^H c``, the
+``ormqr``), :func:`form_q` (the ``orgqr``) and :func:`r_factor` -> one step on local tiles
+(``backend.geqrf`` on the gathered panel, ``backend.syrk``/``trsm`` for ``T_k``,
+``backend.gemm``/``trmm`` for the block reflector) -> one-step plans over the one-sided
+exchange engine (:func:`ops._exchange.run_plan`): the panel gather, ``V_k`` along the grid
+rows, and the column sums of ``V_k^H C``.
+
+Factorisation (right-looking, blocked; square blocks ``nb x nb``, ``K = ceil(min(m, n) / nb)``
+steps, the last one ragged). Step ``k`` (``k0 = k nb``, ``e`` the width of block column ``k``,
+``r = min(e, m - k0)`` reflectors):
+
+1. *Panel gather* ``# A[k0:, block column k] -> every process``: the processes of the grid
+   column owning block column ``k`` send their rows of it (blocks ``>= k``) to every process
+   (one message per grid row, packed once), into a column-major ``(m - k0) x e`` buffer.
+2. *Panel factorisation*, redundantly on every process (as the distributed LU's panel, and for
+   the same reason: one exchange instead of a factorisation in the grid column followed by a
+   broadcast of ``V`` along the grid rows): ``geqrf`` of the panel (LAPACK or cuSOLVER), its
+   owners write it back into ``w``; ``V_k`` made explicit (unit diagonal, zeros above);
+   ``T_k = (I + D triu(V^H V, 1))^{-1} D`` with ``D = diag(tau)`` (LAPACK's ``xlarft``, from
+   one HERK of the panel and one unit triangular solve of ``r x r``; it gives ``H_0 ... H_{r-1}
+   = I - V T V^H`` exactly as the column recurrence does, ``tau_i = 0`` included).
+3. *Trailing update* ``A[k0:, j > k] := (I - V T^H V^H) A[k0:, j > k]``: every process forms
+   ``W_p = V_p^H A_p`` on its rows (one GEMM), ``# W_p -> the grid column`` (each process of a
+   grid column that holds rows ``>= k0`` sends its ``W_p`` to the others: one exchange), every
+   one of them sums the ``W_p`` in grid-row order (so the sum is the same everywhere),
+   ``W := T^H W`` (TRMM) and ``A_p -= V_p W`` (GEMM).
+
+Look-ahead: step 3 updates block column ``k + 1`` first and records an event; the gather of
+panel ``k + 1`` packs after it, while the rest of the update runs (on the CPU the gather's
+messages travel under it; its ``geqrf`` follows on the compute stream, as LU's ``getrf``).
+
+Applying ``Q`` (:func:`apply_q`, ``pxormqr``): step ``k`` of ``Q^H c`` (``k = 0, 1, ...``) or
+``Q c`` (``k = K - 1, ..., 0``) on ``c``'s rows ``>= k0``: ``# V_k -> the grid rows`` (each
+owner of block column ``k`` sends its rows of it along its grid row; the receivers set the
+diagonal block's upper triangle to the unit lower ``V``), then step 3 with ``T_k`` (``Q c``)
+or ``T_k^H`` (``Q^H c``). :func:`form_q` applies ``Q`` to the first columns of the identity,
+restricted at step ``k`` to the columns ``>= k0`` (the others are still those of the
+identity: LAPACK's ``xorgqr``).
+
+Signal protocol: every exchange is a one-step plan of :mod:`ops._exchange` on its default
+pooled channel: ``ready[0, p]`` on each receiver is incremented by sender ``p``'s
+``put_signal`` and waited for (compute stream) to reach the cumulative count derived from the
+plan; a one-step plan reuses no slot, so no ack is waited for; ``finish()`` (inside
+:func:`~ops._exchange.run_plan`) drains both streams and makes one host ``allgather`` of the
+outcome, which separates consecutive exchanges. Message sizes and offsets come from the layout
+only, identically on every rank. Nothing depends on the data (no pivots): no step waits for
+data that is never sent, so nothing hangs; a rank-deficient matrix simply gives zeros on
+``R``'s diagonal, as LAPACK's.
+
+One process (a ``1 x 1`` grid) needs none of this: :func:`local_qr` is one ``geqrf`` of a
+column-major copy and one ``orgqr`` (LAPACK blocks them itself; cuSOLVER on the GPU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._alloc import new_array
+from ..array import BlockCyclicArray
+from ..backends.base import Backend
+from ..layout import BlockCyclicLayout
+from ._exchange import Message, Plan, positions_index, run_plan
+from ._triangle import zero_triangle
+from ._warmup import begin_pipeline, warmup_kernels
+from .indexing import window
+
+__all__ = ["Factorization", "factor", "apply_q", "form_q", "r_factor"]
+
+
+@dataclass
+class Factorization:
+    """The factored working matrix ``w`` (LAPACK's ``geqrf`` layout) and, per step, ``tau`` and
+    ``T`` (device arrays, the same on every process)."""
+
+    w: BlockCyclicArray
+    taus: list[Any] = field(default_factory=list)
+    ts: list[Any] = field(default_factory=list)
+    #: one process: the column-major factored matrix (``geqrf``'s output; ``taus[0]`` its
+    #: scalars), and no ``T``
+    local: Any = None
+
+    @property
+    def nb(self) -> int:
+        return int(self.w.block[0])
+
+    @property
+    def steps(self) -> int:
+        return -(-min(self.w.shape) // self.nb)
+
+    def ext(self, k: int) -> int:
+        """Columns of block column ``k`` (the panel's width)."""
+        return min(self.nb, self.w.shape[1] - k * self.nb)
+
+    def refl(self, k: int) -> int:
+        """Reflectors of step ``k``: the panel's width, or its rows at the last step of a
+        wide matrix."""
+        return min(self.ext(k), self.w.shape[0] - k * self.nb)
+
+
+# -- index maps ---------------------------------------------------------------------------------
+def _before(lay: BlockCyclicLayout, x: int, p: int, axis: int) -> int:
+    """Local extent on grid row (axis 0) / column (axis 1) ``p`` of the blocks ``< x``."""
+    P = lay.grid_shape[axis]
+    b = lay.block[axis]
+    first = (p - lay.src[axis]) % P
+    count = 0 if x <= first else -(-(x - first) // P)
+    total = lay.local_shape(p, 0)[0] if axis == 0 else lay.local_shape(0, p)[1]
+    return min(count * b, total)
+
+
+def _col_owner(lay: BlockCyclicLayout, k: int) -> int:
+    return (k + lay.src[1]) % lay.grid_shape[1]
+
+
+# -- the exchanges' local kernels -------------------------------------------------------------
+class _Kernels:
+    """``pack``: a 2-D (strided) source view, copied into the message; ``unpack``: ``(dst,
+    rows)``, the message written into ``dst[rows]`` (None: the sender's own copy is already in
+    place)."""
+
+    def pack(self, msg: Message, out: Any) -> None:
+        _pack(out, msg.pack)
+
+    def unpack(self, msg: Message, data: Any) -> None:
+        dst, rows = msg.unpack
+        _unpack(dst, rows, data)
+
+    def local(self, msg: Message) -> None:
+        if msg.unpack is not None:
+            dst, rows = msg.unpack
+            dst[rows] = msg.pack
+
+
+def _pack(out: Any, src: Any) -> None:
+    out.reshape(src.shape)[...] = src
+
+
+def _unpack(dst: Any, rows: Any, data: Any) -> None:
+    if isinstance(rows, int):  # one matrix of a stack
+        dst[rows] = data.reshape(dst.shape[1:])
+    else:
+        dst[rows] = data.reshape((-1, *dst.shape[1:]))
+
+
+def _plan(
+    name: str, msgs: list[tuple[int, tuple[int, ...], int, Any, Any]], me: int, p: int
+) -> Plan:
+    """A one-step plan of ``(sender, receivers, size, pack, unpack)`` entries (every rank lists
+    all of them, in the same order): offsets packed per receiver, slot and staging sizes the
+    maxima over all ranks."""
+    fill = [0] * p
+    stage = [0] * p
+    mine = []
+    for sender, receivers, size, pack, unpack in msgs:
+        remote = [q for q in receivers if q != sender]
+        off = 0
+        if remote and size:
+            off = max(fill[q] for q in remote)
+            for q in remote:
+                fill[q] = off + size
+            stage[sender] += size
+        if size and (sender == me or me in receivers):
+            mine.append(
+                Message(
+                    sender,
+                    receivers,
+                    off,
+                    size,
+                    pack if sender == me else None,
+                    unpack if me in receivers else None,
+                )
+            )
+    return Plan(name, me, p, (tuple(mine),), max(fill), max(stage))
+
+
+@warmup_kernels
+def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
+    """The exchanges' packs (strided views) and unpacks (row runs and index arrays into
+    column-major panels and C-ordered buffers), and the panel's helpers."""
+    src = xp.zeros((5, 4), dtype)
+    flat = xp.zeros(8, dtype)
+    _pack(flat, src[1:3, 1:])
+    _pack(flat, src[1:3])
+    panel = xp.zeros((5, 4), dtype, order="F")
+    idx = xp.asarray(np.array([0, 2]))
+    _unpack(panel, slice(1, 3), flat)
+    _unpack(panel, idx, flat)
+    _unpack(src, slice(0, 2), flat)
+    panel[idx] = src[1:3]
+    src[1:3] = panel[slice(0, 2)]
+    stack = xp.zeros((2, 2, 3), dtype)
+    _unpack(stack, 1, flat[:6])
+    _sum_stack(stack[0].copy(), stack)
+    _unit_lower(xp, panel, 3, 3)
+    _unit_lower(xp, src, 2, 3)
+    _t_matrix(xp, xp.eye(3, dtype=dtype), xp.ones(3, dtype))
+    _copy_rows(src[:2], panel, idx)
+    _copy_rows(src[:2], panel, slice(1, 3))
+    w = xp.zeros((4, 4), dtype)
+    _triu_into(xp, w, panel[:4, :4])
+    _put_back(src, 1, panel, idx)
+    _put_back(src, 1, panel, slice(0, 4))
+    _copy(w, panel[:4, :4])
+
+
+def _sum_stack(out: Any, stack: Any) -> None:
+    """``out`` := the sum of the partial products in grid-row order (the same on every
+    process of the grid column)."""
+    out[...] = stack[0]
+    for i in range(1, stack.shape[0]):
+        out += stack[i]
+
+
+def _unit_lower(xp: Any, v: Any, rows: int, cols: int) -> None:
+    """``v[:rows, :cols]`` := its strict lower triangle plus the unit diagonal (the explicit
+    ``V`` of the reflectors stored below ``R``)."""
+    block = v[:rows, :cols]
+    block[...] = xp.tril(block, -1) + xp.eye(rows, cols, dtype=v.dtype)
+
+
+def _t_matrix(xp: Any, g: Any, tau: Any) -> Any:
+    """``M = I + D triu(G, 1)``, ``T = D`` (the right-hand side): ``T := M^{-1} T`` follows."""
+    m = xp.triu(g, 1) * tau[:, None]
+    m += xp.eye(g.shape[0], dtype=g.dtype)
+    return m
+
+
+# -- factorisation ----------------------------------------------------------------------------
+class _Pipeline:
+    """One factorisation (see the module docstring); ``w`` has square blocks."""
+
+    def __init__(self, w: BlockCyclicArray) -> None:
+        self.f = Factorization(w)
+        self.w = w
+        self.be = w.backend
+        self.grid = w.grid
+        self.lay = w.layout
+        self.m, self.n = self.lay.shape
+        self.nb = self.lay.block[0]
+        self.pr, self.pc = self.lay.grid_shape
+        self.myrow, self.mycol = self.grid.coords
+        self.nrow, self.ncol = self.lay.local_shape(self.myrow, self.mycol)
+        self.dtype = w.dtype
+
+    def run(self) -> Factorization:
+        be, f = self.be, self.f
+        K = f.steps
+        begin_pipeline(be, self.dtype)
+        panel = self._gather(0, None)
+        vloc = self._factor(0, panel)
+        for k in range(K):
+            nxt = k + 1
+            cn = _before(self.lay, nxt, self.mycol, 1)  # my first column right of panel k
+            split = cn
+            if nxt < K and self.mycol == _col_owner(self.lay, nxt):
+                split = min(self.ncol, cn + f.ext(nxt))
+            ready = self._update(k, vloc, cn, split)
+            if nxt < K:
+                panel = self._gather(nxt, ready)
+                vloc = self._factor(nxt, panel)
+        be.synchronize()
+        return f
+
+    def _gather(self, k: int, after: Any) -> Any:
+        """``# A[k0:, block column k] -> every process`` into a column-major panel (collective);
+        the packing waits for ``after`` (the update of that block column)."""
+        be, lay, grid = self.be, self.lay, self.grid
+        k0, e = k * self.nb, self.f.ext(k)
+        c = _col_owner(lay, k)
+        panel = be.xp.empty((self.m - k0, e), self.dtype, order="F")
+        everyone = tuple(range(grid.size))
+        msgs = []
+        for r in range(self.pr):
+            lr0, nr = _before(lay, k, r, 0), lay.local_shape(r, c)[0]
+            if lr0 >= nr:
+                continue
+            sender = grid.rank_of(r, c)
+            pack = None
+            if sender == grid.rank:
+                c0 = lay.local_offset(k, k)[1]
+                pack = self.w._data[lr0:, c0 : c0 + e]
+            rows = positions_index(lay.local_rows(r)[lr0:] - k0, be.xp)
+            msgs.append((sender, everyone, (nr - lr0) * e, pack, (panel, rows)))
+        plan = _plan(f"qr panel step {k}", msgs, grid.rank, grid.size)
+        run_plan(be, plan, self.dtype, _Kernels(), 1, after=after)
+        return panel
+
+    def _factor(self, k: int, panel: Any) -> Any:
+        """Step 2 on the compute stream: ``geqrf`` of the panel, written back by its owners,
+        ``V`` made explicit, ``T``; returns my rows of ``V`` (None without rows ``>= k0``)."""
+        be, lay, xp, f = self.be, self.lay, self.be.xp, self.f
+        comp = be.compute
+        k0, e, r = k * self.nb, f.ext(k), f.refl(k)
+        tau = xp.zeros(r, self.dtype)
+        info = xp.zeros(1, np.int32)
+        lr0 = _before(lay, k, self.myrow, 0)
+        mine = positions_index(lay.local_rows(self.myrow)[lr0:] - k0, xp)
+        be.geqrf(panel, tau, info, comp)
+        if self.mycol == _col_owner(lay, k) and lr0 < self.nrow:  # the factored panel -> w
+            c0 = lay.local_offset(k, k)[1]
+            be.launch(comp, _put_back, self.w._data[:, c0 : c0 + e], lr0, panel, mine)
+        v = panel[:, :r]
+        be.launch(comp, _unit_lower, xp, v, r, r)
+        f.taus.append(tau)
+        f.ts.append(_t_factor(be, v, tau))
+        vloc = None
+        if lr0 < self.nrow:
+            vloc = xp.empty((self.nrow - lr0, r), self.dtype)
+            be.launch(comp, _copy_rows, vloc, v, mine)
+        return vloc
+
+    def _update(self, k: int, vloc: Any, c0: int, split: int) -> Any:
+        """Step 3 of step ``k`` on my columns ``c0:`` (collective): the reduction of ``V^H A``,
+        then block column ``k + 1`` (columns ``c0:split``) first; returns the event after it
+        (the next gather waits for it), the rest of the update enqueued behind it."""
+        be, f = self.be, self.f
+        lr0 = _before(self.lay, k, self.myrow, 0)
+        tail = self.w._data[lr0:, c0:] if vloc is not None else None
+        w = _reduce(self.be, self.grid, self.lay, k, f.refl(k), vloc, tail, self.dtype)
+        if w is None:
+            return be.record_event(be.compute)
+        be.trmm(1, f.ts[k], w, "L", "U", "C", "N", be.compute)  # W := T^H W
+        if split > c0:
+            be.gemm(-1, vloc, w[:, : split - c0], 1, tail[:, : split - c0], "N", "N", be.compute)
+        ready = be.record_event(be.compute)
+        if self.ncol > split:
+            be.gemm(-1, vloc, w[:, split - c0 :], 1, tail[:, split - c0 :], "N", "N", be.compute)
+        return ready
+
+
+def _copy_rows(out: Any, v: Any, rows: Any) -> None:
+    out[...] = v[rows]
+
+
+def _put_back(dst: Any, lr0: int, panel: Any, rows: Any) -> None:
+    dst[lr0:] = panel[rows]
+
+
+def _t_factor(be: Backend, v: Any, tau: Any) -> Any:
+    """``T`` of the reflectors ``v`` (explicit, ``rows x r``) and ``tau``, on the compute
+    stream: ``G = V^H V`` (HERK, upper), ``M = I + D triu(G, 1)``, ``T = M^{-1} D``."""
+    xp, comp = be.xp, be.compute
+    r = v.shape[1]
+    g = xp.zeros((r, r), v.dtype)
+    m = xp.empty((r, r), v.dtype)
+    t = xp.empty((r, r), v.dtype)
+    be.syrk(1, v, 0, g, "U", "C", comp)
+    be.launch(comp, _build_t, xp, g, tau, m, t)
+    be.trsm(1, m, t, "L", "U", "N", "U", comp)
+    return t
+
+
+def _build_t(xp: Any, g: Any, tau: Any, m: Any, t: Any) -> None:
+    m[...] = _t_matrix(xp, g, tau)
+    t[...] = xp.diag(tau)
+
+
+def _copy(out: Any, src: Any) -> None:
+    out[...] = src
+
+
+def _triu_into(xp: Any, out: Any, src: Any) -> None:
+    out[...] = xp.triu(src)
+
+
+# -- the reduction of V^H C over a grid column ------------------------------------------------
+def _reduce(
+    be: Backend,
+    grid: Any,
+    lay: BlockCyclicLayout,
+    k: int,
+    r: int,
+    vloc: Any,
+    tail: Any,
+    dtype: Any,
+    col_start: Any = None,
+) -> Any:
+    """``W = V^H C`` summed over the grid column (collective): ``vloc`` my rows ``>= k nb`` of
+    ``V`` (``r`` columns), ``tail`` my part of ``C`` on those rows and the columns from
+    ``col_start(c)`` (default: those right of block column ``k``) on; returns ``W`` (the same on
+    every process of the grid column) or None where I have no rows or no such columns."""
+    xp, comp = be.xp, be.compute
+    pr, pc = lay.grid_shape
+    myrow, mycol = grid.coords
+    start = col_start or (lambda c: _before(lay, k + 1, c, 1))
+    holders = [q for q in range(pr) if _before(lay, k, q, 0) < lay.local_shape(q, 0)[0]]
+    width = [lay.local_shape(0, c)[1] - start(c) for c in range(pc)]
+    mine = myrow in holders and width[mycol] > 0
+    stack = None
+    if mine:
+        stack = xp.empty((len(holders), r, width[mycol]), dtype)
+        be.gemm(1, vloc, tail, 0, stack[holders.index(myrow)], "C", "N", comp)
+    msgs = []
+    for c in range(pc):
+        if len(holders) < 2 or width[c] <= 0:
+            continue
+        group = tuple(grid.rank_of(q, c) for q in holders)
+        for i, sender in enumerate(group):
+            pack = stack[i] if sender == grid.rank else None
+            unpack = (stack, i) if (grid.rank in group and sender != grid.rank) else None
+            msgs.append((sender, group, r * width[c], pack, unpack))
+    if msgs:  # the same on every rank: decided from the layout
+        plan = _plan(f"qr column sums step {k}", msgs, grid.rank, grid.size)
+        run_plan(be, plan, dtype, _Kernels(), 1, after=be.record_event(comp))
+    if not mine:
+        return None
+    w = xp.empty((r, width[mycol]), dtype)
+    be.launch(comp, _sum_stack, w, stack)
+    return w
+
+
+# -- applying Q ---------------------------------------------------------------------------------
+def _v_rows(f: Factorization, k: int) -> Any:
+    """``# V_k -> the grid rows``: my rows ``>= k nb`` of the explicit ``V_k`` from the owners of
+    block column ``k`` (collective); None where I hold no such rows."""
+    w, be = f.w, f.w.backend
+    lay, grid, xp = w.layout, w.grid, be.xp
+    pr, pc = lay.grid_shape
+    k0, r = k * f.nb, f.refl(k)
+    c = _col_owner(lay, k)
+    lr0 = _before(lay, k, grid.myrow, 0)
+    nrow = lay.local_shape(grid.myrow, 0)[0]
+    out = xp.empty((nrow - lr0, r), w.dtype) if lr0 < nrow else None
+    msgs = []
+    for q in range(pr):
+        lq0, nq = _before(lay, k, q, 0), lay.local_shape(q, 0)[0]
+        if lq0 >= nq:
+            continue
+        sender = grid.rank_of(q, c)
+        pack = None
+        if sender == grid.rank:
+            c0 = lay.local_offset(k, k)[1]
+            pack = w._data[lq0:, c0 : c0 + r]
+        row = tuple(grid.rank_of(q, x) for x in range(pc))
+        unpack = (out, slice(None)) if grid.rank in row else None
+        msgs.append((sender, row, (nq - lq0) * r, pack, unpack))
+    plan = _plan(f"qr reflectors step {k}", msgs, grid.rank, grid.size)
+    run_plan(be, plan, w.dtype, _Kernels(), 1)
+    if out is not None and grid.myrow == (k + lay.src[0]) % pr:  # the diagonal block's rows
+        be.launch(be.compute, _unit_lower, xp, out, min(f.nb, lay.shape[0] - k0), r)
+    return out
+
+
+def _apply_step(f: Factorization, k: int, c: BlockCyclicArray, trans: str, col_start: Any) -> None:
+    """``c[k0:, cols] := (I - V_k op(T_k) V_k^H) c[k0:, cols]`` (``op`` the conjugate
+    transpose for ``trans`` 'C'), cols from ``col_start(grid column)`` on (collective)."""
+    be, lay, grid = c.backend, c.layout, c.grid
+    vloc = _v_rows(f, k)
+    lr0 = _before(lay, k, grid.myrow, 0)
+    cs = col_start(grid.mycol)
+    tail = c._data[lr0:, cs:] if vloc is not None else None
+    w = _reduce(be, grid, lay, k, f.refl(k), vloc, tail, c.dtype, col_start)
+    if w is None:
+        return
+    be.trmm(1, f.ts[k], w, "L", "U", trans, "N", be.compute)
+    be.gemm(-1, vloc, w, 1, tail, "N", "N", be.compute)
+
+
+def apply_q(f: Factorization, c: BlockCyclicArray, trans: str) -> None:
+    """``c := Q c`` (``trans`` 'N') or ``Q^H c`` ('C') in place (LAPACK's ``xormqr`` from the
+    left; ScaLAPACK ``pxormqr``). ``c`` is stored, has the factored matrix's rows (same grid,
+    row block and source row) and any columns. Collective."""
+    be = c.backend
+    begin_pipeline(be, c.dtype)
+    if f.local is not None:
+        info = be.xp.zeros(1, np.int32)
+        be.ormqr("L", trans, f.local, f.taus[0], c._data, info, be.compute)
+        be.synchronize()
+        return
+    K = f.steps
+    order = range(K) if trans == "C" else range(K - 1, -1, -1)
+    for k in order:
+        _apply_step(f, k, c, trans, lambda col: 0)
+    be.synchronize()
+
+
+def form_q(f: Factorization, ncols: int) -> BlockCyclicArray:
+    """The first ``ncols`` columns of ``Q`` (``min(m, n) <= ncols <= m``), with the factored
+    matrix's row layout and square blocks (LAPACK ``xorgqr``; ScaLAPACK ``pxorgqr``).
+    Collective."""
+    from ..creation import eye
+
+    w = f.w
+    m = w.shape[0]
+    be, grid = w.backend, w.grid
+    lay = BlockCyclicLayout((m, ncols), w.block, grid.shape)
+    if f.local is not None:
+        out = new_array(lay, grid, w.dtype)
+        begin_pipeline(be, w.dtype)
+        xp, comp = be.xp, be.compute
+        tau = f.taus[0]
+        info = xp.zeros(1, np.int32)
+        if ncols <= f.local.shape[1]:
+            q = f.local[:, :ncols]
+        else:
+            q = xp.empty((m, ncols), w.dtype, order="F")
+            be.launch(comp, _copy, q[:, : f.local.shape[1]], f.local)
+        be.orgqr(q, tau, info, comp)
+        be.launch(comp, _copy, out._data, q)
+        be.synchronize()
+        f.local = None  # orgqr overwrote it
+        return out
+    q = eye(m, ncols, dtype=w.dtype, block=w.block, grid=grid)
+    begin_pipeline(be, w.dtype)
+    lq = q.layout
+    for k in range(f.steps - 1, -1, -1):
+        _apply_step(f, k, q, "N", lambda col, k=k: _before(lq, k, col, 1))
+    be.synchronize()
+    return q
+
+
+def r_factor(f: Factorization, rows: int) -> BlockCyclicArray:
+    """``R``: the upper trapezoid of the first ``rows`` rows of the factored matrix (zeros below
+    the diagonal), with its layout. Local."""
+    w = f.w
+    n = w.shape[1]
+    if f.local is not None:
+        out = new_array(BlockCyclicLayout((rows, n), w.block, w.grid.shape), w.grid, w.dtype)
+        be = w.backend
+        begin_pipeline(be, w.dtype)
+        be.launch(be.compute, _triu_into, be.xp, out._data, f.local[:rows])
+        be.synchronize()
+        return out
+    out = window(w, (0, rows), (0, n)).copy()
+    zero_triangle(out.layout, out.grid, out._data, "L", -1)
+    return out
+
+
+def factor(w: BlockCyclicArray) -> Factorization:
+    """Householder QR of the stored ``w`` (square blocks, source process ``(0, 0)``),
+    overwritten by LAPACK's ``geqrf`` layout; on one process one ``geqrf`` of a column-major
+    copy (kept in the result, ``w`` untouched). Collective."""
+    if min(w.shape) == 0:
+        return Factorization(w)
+    if w.grid.size == 1:
+        return _local_factor(w)
+    return _Pipeline(w).run()
+
+
+def _local_factor(w: BlockCyclicArray) -> Factorization:
+    be = w.backend
+    xp, comp = be.xp, be.compute
+    m, n = w.shape
+    begin_pipeline(be, w.dtype)
+    fa = xp.empty((m, n), w.dtype, order="F")
+    tau = xp.zeros(min(m, n), w.dtype)
+    info = xp.zeros(1, np.int32)
+    be.launch(comp, _copy, fa, w._data)
+    be.geqrf(fa, tau, info, comp)
+    be.synchronize()
+    return Factorization(w, [tau], [], local=fa)
