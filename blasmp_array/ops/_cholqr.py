@@ -25,8 +25,10 @@ its ``Q_1`` is the second pass's SYRK, computed anyway, and its departure
 ``delta = ||Q_1^H Q_1 - I||_F`` says how good the first pass was. ``delta <= DELTA_MAX`` (so
 ``kappa(Q_1) <= sqrt(3)``): the second pass finishes, CholeskyQR2. A Cholesky breakdown or a
 larger ``delta``: the shifted CholeskyQR3 restarts from ``X`` with the Gram matrix already
-computed (one SYRK saved). A breakdown there too (``X`` is rank deficient, or ``kappa(X) >
-~1/u``) returns ``None``: the caller falls back to Householder QR, which always completes.
+computed (one SYRK saved). A breakdown there too, or a departure above ``DELTA_MAX`` before
+its last pass (``X`` is rank deficient, or ``kappa(X)`` is beyond about ``1 / u``; the last
+pass must start from a well-conditioned matrix to end orthonormal), returns ``None``: the
+caller falls back to Householder QR, which always completes.
 ``||X||_F^2`` is the trace of ``G``: no extra pass over ``X``.
 
 Flops: ``4 m n^2 + 2 n^3 / 3`` (two passes), ``6 m n^2 + n^3`` with the fallback (both plus the
@@ -82,7 +84,10 @@ def cholesky_qr(
         return None
     q, r = done
     for last in (False, True):
-        step = _pass(q, None, 0.0, want_q or not last, overwrite=True)
+        gram = syrk(q, trans="C", lower=False)
+        if last and _departure(gram) > DELTA_MAX:
+            return None  # the last pass would not orthogonalise: rank deficient, or ~1/u
+        step = _pass(q, gram, 0.0, want_q or not last, overwrite=True)
         if step is None:
             return None
         q, r = step[0], _product(step[1], r)  # type: ignore[assignment]

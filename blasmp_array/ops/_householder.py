@@ -537,15 +537,21 @@ def r_factor(f: Factorization, rows: int) -> BlockCyclicArray:
     return out
 
 
-def factor(w: BlockCyclicArray) -> Factorization:
-    """Householder QR of the stored ``w`` (square blocks, source process ``(0, 0)``),
-    overwritten by LAPACK's ``geqrf`` layout; on one process one ``geqrf`` of a column-major
-    copy (kept in the result, ``w`` untouched). Collective."""
+def factor(w: BlockCyclicArray, overwrite: bool = False) -> Factorization:
+    """Householder QR of the stored ``w`` (square blocks, source process ``(0, 0)``): in
+    ``w``'s storage with ``overwrite`` (LAPACK's ``geqrf`` layout), else in a copy; on one
+    process one ``geqrf`` of a column-major copy (kept in the result; ``w`` untouched).
+    Collective."""
     if min(w.shape) == 0:
         return Factorization(w)
-    if w.grid.size == 1:
+    if w.grid.size == 1 and _LOCAL_ON_ONE_PROCESS:
         return _local_factor(w)
-    return _Pipeline(w).run()
+    return _Pipeline(w if overwrite else w.copy()).run()
+
+
+#: a 1x1 grid calls the backend's LAPACK (LAPACK and cuSOLVER block, and on the CPU thread,
+#: their own factorisation); tests turn it off to run the pipeline on one process
+_LOCAL_ON_ONE_PROCESS = True
 
 
 def _local_factor(w: BlockCyclicArray) -> Factorization:

@@ -454,7 +454,7 @@ def _factorization(
         done = cholesky_qr(a, want_q=want_q)
         if done is not None:  # else the fallback: Householder QR
             return None, done[0], done[1]
-    f = hh.factor(_working_copy(a, overwrite, "qr"))
+    f = _householder(a, overwrite, "qr")
     return f, None, hh.r_factor(f, min(m, n))
 
 
@@ -473,22 +473,17 @@ def _factor(
     return q, r
 
 
-def _working_copy(a: BlockCyclicArray, overwrite: bool, op: str) -> BlockCyclicArray:
-    """The matrix Householder QR factors: stored, square blocks, source process ``(0, 0)``;
-    ``a`` itself with ``overwrite`` (a stored matrix that needs no move), else a copy (one
-    process: ``a`` itself, which its ``geqrf`` reads into a column-major copy)."""
-    in_place = overwrite and not a.is_view
+def _householder(a: BlockCyclicArray, overwrite: bool, op: str) -> hh.Factorization:
+    """Householder QR of ``a``, stored with square blocks and source process ``(0, 0)`` first
+    (a window view copied, a lazy view materialised, other blocks or a shifted source moved);
+    in ``a``'s storage only with ``overwrite`` and a stored ``a`` that needs none of that."""
     w = a.copy() if a.is_window else a.resolve()
     mb = w.block[0]
     if w.block[1] != mb:
         w = ck.move(w, w.grid, (mb, mb), "a", op, f"a has non-square blocks {w.block}")
-        in_place = False
     if w.layout.src != (0, 0):
         w = redistribute(w)
-        in_place = False
-    if w is a and not in_place and a.grid.size > 1:
-        w = w.copy()
-    return w
+    return hh.factor(w, overwrite=w is not a or (overwrite and not a.is_view))
 
 
 # -- helpers ----------------------------------------------------------------------------------
