@@ -61,6 +61,7 @@ column-major copy and one ``orgqr`` (LAPACK blocks them itself; cuSOLVER on the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -327,7 +328,11 @@ class _Pipeline:
         be, f = self.be, self.f
         lr0 = _before(self.lay, k, self.myrow, 0)
         tail = self.w._data[lr0:, c0:] if vloc is not None else None
-        w = _reduce(self.be, self.grid, self.lay, k, f.refl(k), vloc, tail, self.dtype)
+        right = functools.partial(_before, self.lay, k + 1, axis=1)
+        sums = _sums_start(be, self.grid, self.lay, k, f.refl(k), vloc, tail, right)
+        after = be.record_event(be.compute)
+        _exchange(be, self.grid, f"qr column sums step {k}", sums.msgs, self.dtype, after)
+        w = _sums_end(be, sums)
         if w is None:
             return be.record_event(be.compute)
         be.trmm(1, f.ts[k], w, "L", "U", "C", "N", be.compute)  # W := T^H W
@@ -375,7 +380,18 @@ def _triu_into(xp: Any, out: Any, src: Any) -> None:
 
 
 # -- the reduction of V^H C over a grid column ------------------------------------------------
-def _reduce(
+@dataclass
+class _Sums:
+    """One step's column sums ``W = V^H C`` in flight: the messages of every rank (the same
+    list everywhere), my stack of partial products (one per grid row holding rows ``>= k0``,
+    mine computed on the compute stream) and my width (None: I take no part)."""
+
+    msgs: list[Any]
+    stack: Any = None
+    width: int | None = None
+
+
+def _sums_start(
     be: Backend,
     grid: Any,
     lay: BlockCyclicLayout,
@@ -383,55 +399,62 @@ def _reduce(
     r: int,
     vloc: Any,
     tail: Any,
-    dtype: Any,
-    col_start: Any = None,
-) -> Any:
-    """``W = V^H C`` summed over the grid column (collective): ``vloc`` my rows ``>= k nb`` of
-    ``V`` (``r`` columns), ``tail`` my part of ``C`` on those rows and the columns from
-    ``col_start(c)`` (default: those right of block column ``k``) on; returns ``W`` (the same on
-    every process of the grid column) or None where I have no rows or no such columns."""
-    xp, comp = be.xp, be.compute
+    col_start: Any,
+) -> _Sums:
+    """Enqueue my partial product ``V_p^H C_p`` (``vloc``: my rows ``>= k nb`` of ``V``,
+    ``r`` columns; ``tail``: my part of ``C`` on those rows, from column ``col_start(my grid
+    column)`` on) and list the messages ``# W_p -> the grid column`` (each holder of rows
+    ``>= k nb`` to the others of its grid column)."""
     pr, pc = lay.grid_shape
     myrow, mycol = grid.coords
-    start = col_start or (lambda c: _before(lay, k + 1, c, 1))
     holders = [q for q in range(pr) if _before(lay, k, q, 0) < lay.local_shape(q, 0)[0]]
-    width = [lay.local_shape(0, c)[1] - start(c) for c in range(pc)]
-    mine = myrow in holders and width[mycol] > 0
-    stack = None
-    if mine:
-        stack = xp.empty((len(holders), r, width[mycol]), dtype)
-        be.gemm(1, vloc, tail, 0, stack[holders.index(myrow)], "C", "N", comp)
-    msgs = []
+    width = [lay.local_shape(0, c)[1] - col_start(c) for c in range(pc)]
+    out = _Sums([])
+    if myrow in holders and width[mycol] > 0:
+        out.width = width[mycol]
+        out.stack = be.xp.empty((len(holders), r, width[mycol]), tail.dtype)
+        be.gemm(1, vloc, tail, 0, out.stack[holders.index(myrow)], "C", "N", be.compute)
     for c in range(pc):
         if len(holders) < 2 or width[c] <= 0:
             continue
         group = tuple(grid.rank_of(q, c) for q in holders)
         for i, sender in enumerate(group):
-            pack = stack[i] if sender == grid.rank else None
-            unpack = (stack, i) if (grid.rank in group and sender != grid.rank) else None
-            msgs.append((sender, group, r * width[c], pack, unpack))
-    if msgs:  # the same on every rank: decided from the layout
-        plan = _plan(f"qr column sums step {k}", msgs, grid.rank, grid.size)
-        run_plan(be, plan, dtype, _Kernels(), 1, after=be.record_event(comp))
-    if not mine:
+            pack = out.stack[i] if sender == grid.rank else None
+            unpack = (out.stack, i) if (grid.rank in group and sender != grid.rank) else None
+            out.msgs.append((sender, group, r * width[c], pack, unpack))
+    return out
+
+
+def _sums_end(be: Backend, sums: _Sums) -> Any:
+    """``W``, the sum of the stack in grid-row order (the same on every process of the grid
+    column), after the exchange; None where I take no part."""
+    if sums.width is None:
         return None
-    w = xp.empty((r, width[mycol]), dtype)
-    be.launch(comp, _sum_stack, w, stack)
+    w = be.xp.empty(sums.stack.shape[1:], sums.stack.dtype)
+    be.launch(be.compute, _sum_stack, w, sums.stack)
     return w
 
 
+def _exchange(be: Backend, grid: Any, name: str, msgs: list[Any], dtype: Any, after: Any) -> None:
+    """Run the one-step plan of ``msgs`` (collective; nothing when the list, the same on every
+    rank, is empty); the packing waits for ``after``."""
+    if msgs:
+        plan = _plan(name, msgs, grid.rank, grid.size)
+        run_plan(be, plan, dtype, _Kernels(), 1, after=after)
+
+
 # -- applying Q ---------------------------------------------------------------------------------
-def _v_rows(f: Factorization, k: int) -> Any:
-    """``# V_k -> the grid rows``: my rows ``>= k nb`` of the explicit ``V_k`` from the owners of
-    block column ``k`` (collective); None where I hold no such rows."""
+def _v_start(f: Factorization, k: int) -> tuple[list[Any], Any]:
+    """The messages ``# V_k -> the grid rows`` (each owner of block column ``k`` sends its rows
+    ``>= k nb`` of it along its grid row) and my buffer for them (None without such rows)."""
     w, be = f.w, f.w.backend
-    lay, grid, xp = w.layout, w.grid, be.xp
+    lay, grid = w.layout, w.grid
     pr, pc = lay.grid_shape
-    k0, r = k * f.nb, f.refl(k)
+    r = f.refl(k)
     c = _col_owner(lay, k)
     lr0 = _before(lay, k, grid.myrow, 0)
     nrow = lay.local_shape(grid.myrow, 0)[0]
-    out = xp.empty((nrow - lr0, r), w.dtype) if lr0 < nrow else None
+    out = be.xp.empty((nrow - lr0, r), w.dtype) if lr0 < nrow else None
     msgs = []
     for q in range(pr):
         lq0, nq = _before(lay, k, q, 0), lay.local_shape(q, 0)[0]
@@ -445,26 +468,46 @@ def _v_rows(f: Factorization, k: int) -> Any:
         row = tuple(grid.rank_of(q, x) for x in range(pc))
         unpack = (out, slice(None)) if grid.rank in row else None
         msgs.append((sender, row, (nq - lq0) * r, pack, unpack))
-    plan = _plan(f"qr reflectors step {k}", msgs, grid.rank, grid.size)
-    run_plan(be, plan, w.dtype, _Kernels(), 1)
-    if out is not None and grid.myrow == (k + lay.src[0]) % pr:  # the diagonal block's rows
-        be.launch(be.compute, _unit_lower, xp, out, min(f.nb, lay.shape[0] - k0), r)
+    return msgs, out
+
+
+def _v_end(f: Factorization, k: int, out: Any) -> Any:
+    """After the exchange: the diagonal block's rows of ``V_k`` made unit lower (they hold
+    ``R`` above the diagonal in the factored matrix)."""
+    lay, grid, be = f.w.layout, f.w.grid, f.w.backend
+    if out is not None and grid.myrow == (k + lay.src[0]) % lay.grid_shape[0]:
+        rows = min(f.nb, lay.shape[0] - k * f.nb)
+        be.launch(be.compute, _unit_lower, be.xp, out, rows, f.refl(k))
     return out
 
 
-def _apply_step(f: Factorization, k: int, c: BlockCyclicArray, trans: str, col_start: Any) -> None:
-    """``c[k0:, cols] := (I - V_k op(T_k) V_k^H) c[k0:, cols]`` (``op`` the conjugate
-    transpose for ``trans`` 'C'), cols from ``col_start(grid column)`` on (collective)."""
+def _apply_steps(
+    f: Factorization, c: BlockCyclicArray, trans: str, order: list[int], col_start: Any
+) -> None:
+    """``c[k0:, cols] := (I - V_k op(T_k) V_k^H) c[k0:, cols]`` for ``k`` in ``order``
+    (``op`` the conjugate transpose for ``trans`` 'C'; cols from ``col_start(k, grid
+    column)`` on). One exchange per step: step ``k``'s column sums travel with the next
+    step's ``V`` (collective)."""
     be, lay, grid = c.backend, c.layout, c.grid
-    vloc = _v_rows(f, k)
-    lr0 = _before(lay, k, grid.myrow, 0)
-    cs = col_start(grid.mycol)
-    tail = c._data[lr0:, cs:] if vloc is not None else None
-    w = _reduce(be, grid, lay, k, f.refl(k), vloc, tail, c.dtype, col_start)
-    if w is None:
-        return
-    be.trmm(1, f.ts[k], w, "L", "U", trans, "N", be.compute)
-    be.gemm(-1, vloc, w, 1, tail, "N", "N", be.compute)
+    msgs, vnext = _v_start(f, order[0])
+    _exchange(be, grid, f"qr reflectors step {order[0]}", msgs, c.dtype, None)
+    for i, k in enumerate(order):
+        vloc = _v_end(f, k, vnext)
+        start = functools.partial(col_start, k)
+        tail = None
+        if vloc is not None:
+            tail = c._data[_before(lay, k, grid.myrow, 0) :, start(grid.mycol) :]
+        sums = _sums_start(be, grid, lay, k, f.refl(k), vloc, tail, start)
+        msgs = list(sums.msgs)
+        if i + 1 < len(order):
+            more, vnext = _v_start(f, order[i + 1])
+            msgs += more
+        after = be.record_event(be.compute)
+        _exchange(be, grid, f"qr apply step {k}", msgs, c.dtype, after)
+        w = _sums_end(be, sums)
+        if w is not None:
+            be.trmm(1, f.ts[k], w, "L", "U", trans, "N", be.compute)
+            be.gemm(-1, vloc, w, 1, tail, "N", "N", be.compute)
 
 
 def apply_q(f: Factorization, c: BlockCyclicArray, trans: str) -> None:
@@ -479,9 +522,9 @@ def apply_q(f: Factorization, c: BlockCyclicArray, trans: str) -> None:
         be.synchronize()
         return
     K = f.steps
-    order = range(K) if trans == "C" else range(K - 1, -1, -1)
-    for k in order:
-        _apply_step(f, k, c, trans, lambda col: 0)
+    order = list(range(K)) if trans == "C" else list(range(K - 1, -1, -1))
+    if order:
+        _apply_steps(f, c, trans, order, lambda k, col: 0)
     be.synchronize()
 
 
@@ -514,8 +557,7 @@ def form_q(f: Factorization, ncols: int) -> BlockCyclicArray:
     q = eye(m, ncols, dtype=w.dtype, block=w.block, grid=grid)
     begin_pipeline(be, w.dtype)
     lq = q.layout
-    for k in range(f.steps - 1, -1, -1):
-        _apply_step(f, k, q, "N", lambda col, k=k: _before(lq, k, col, 1))
+    _apply_steps(f, q, "N", list(range(f.steps - 1, -1, -1)), lambda k, col: _before(lq, k, col, 1))
     be.synchronize()
     return q
 
