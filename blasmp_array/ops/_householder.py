@@ -191,7 +191,7 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     column-major panels and C-ordered buffers), and the panel's helpers."""
     src = xp.zeros((5, 4), dtype)
     flat = xp.zeros(8, dtype)
-    _pack(flat, src[1:3, 1:])
+    _pack(flat[:6], src[1:3, 1:])
     _pack(flat, src[1:3])
     panel = xp.zeros((5, 4), dtype, order="F")
     idx = xp.asarray(np.array([0, 2]))
@@ -205,12 +205,12 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     _sum_stack(stack[0].copy(), stack)
     _unit_lower(xp, panel, 3, 3)
     _unit_lower(xp, src, 2, 3)
-    _t_matrix(xp, xp.eye(3, dtype=dtype), xp.ones(3, dtype))
+    _build_t(xp, xp.eye(3, dtype=dtype), xp.ones(3, dtype), xp.empty((3, 3), dtype), src[:3, :3])
     _copy_rows(src[:2], panel, idx)
     _copy_rows(src[:2], panel, slice(1, 3))
     w = xp.zeros((4, 4), dtype)
     _triu_into(xp, w, panel[:4, :4])
-    _put_back(src, 1, panel, idx)
+    _put_back(src, 3, panel, idx)
     _put_back(src, 1, panel, slice(0, 4))
     _copy(w, panel[:4, :4])
 
@@ -257,6 +257,7 @@ class _Pipeline:
     def run(self) -> Factorization:
         be, f = self.be, self.f
         K = f.steps
+        self._warm()
         begin_pipeline(be, self.dtype)
         panel = self._gather(0, None)
         vloc = self._factor(0, panel)
@@ -272,6 +273,19 @@ class _Pipeline:
                 vloc = self._factor(nxt, panel)
         be.synchronize()
         return f
+
+    def _warm(self) -> None:
+        """Size the library's ``geqrf`` workspace on the first (largest) panel before any
+        signal wait (GPU: no device allocation while a stream waits on a signal)."""
+        if not self.be.jit_kernels:
+            return
+        xp = self.be.xp
+        e = self.f.ext(0)
+        panel = xp.zeros((self.m, e), self.dtype, order="F")
+        self.be.geqrf(
+            panel, xp.zeros(min(self.m, e), self.dtype), xp.zeros(1, np.int32), self.be.compute
+        )
+        self.be.synchronize()
 
     def _gather(self, k: int, after: Any) -> Any:
         """``# A[k0:, block column k] -> every process`` into a column-major panel (collective);
