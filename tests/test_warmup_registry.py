@@ -38,6 +38,8 @@ MODULES = [
     "cholesky",
     "lu",
     "_householder",
+    "_messages",
+    "_cholqr",
 ]
 
 

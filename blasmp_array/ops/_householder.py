@@ -71,7 +71,8 @@ from .._alloc import new_array
 from ..array import BlockCyclicArray
 from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
-from ._exchange import Message, Plan, positions_index, run_plan
+from ._exchange import positions_index
+from ._messages import exchange, sum_stack
 from ._triangle import zero_triangle
 from ._warmup import begin_pipeline, warmup_kernels
 from .indexing import window
@@ -125,102 +126,24 @@ def _col_owner(lay: BlockCyclicLayout, k: int) -> int:
 
 
 # -- the exchanges' local kernels -------------------------------------------------------------
-class _Kernels:
-    """``pack``: a 2-D (strided) source view, copied into the message; ``unpack``: ``(dst,
-    rows)``, the message written into ``dst[rows]`` (None: the sender's own copy is already in
-    place)."""
-
-    def pack(self, msg: Message, out: Any) -> None:
-        _pack(out, msg.pack)
-
-    def unpack(self, msg: Message, data: Any) -> None:
-        dst, rows = msg.unpack
-        _unpack(dst, rows, data)
-
-    def local(self, msg: Message) -> None:
-        if msg.unpack is not None:
-            dst, rows = msg.unpack
-            dst[rows] = msg.pack
-
-
-def _pack(out: Any, src: Any) -> None:
-    out.reshape(src.shape)[...] = src
-
-
-def _unpack(dst: Any, rows: Any, data: Any) -> None:
-    if isinstance(rows, int):  # one matrix of a stack
-        dst[rows] = data.reshape(dst.shape[1:])
-    else:
-        dst[rows] = data.reshape((-1, *dst.shape[1:]))
-
-
-def _plan(
-    name: str, msgs: list[tuple[int, tuple[int, ...], int, Any, Any]], me: int, p: int
-) -> Plan:
-    """A one-step plan of ``(sender, receivers, size, pack, unpack)`` entries (every rank lists
-    all of them, in the same order): offsets packed per receiver, slot and staging sizes the
-    maxima over all ranks."""
-    fill = [0] * p
-    stage = [0] * p
-    mine = []
-    for sender, receivers, size, pack, unpack in msgs:
-        remote = [q for q in receivers if q != sender]
-        off = 0
-        if remote and size:
-            off = max(fill[q] for q in remote)
-            for q in remote:
-                fill[q] = off + size
-            stage[sender] += size
-        if size and (sender == me or me in receivers):
-            mine.append(
-                Message(
-                    sender,
-                    receivers,
-                    off,
-                    size,
-                    pack if sender == me else None,
-                    unpack if me in receivers else None,
-                )
-            )
-    return Plan(name, me, p, (tuple(mine),), max(fill), max(stage))
-
-
 @warmup_kernels
 def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
-    """The exchanges' packs (strided views) and unpacks (row runs and index arrays into
-    column-major panels and C-ordered buffers), and the panel's helpers."""
+    """The panel's helpers: rows into and out of the column-major panel (row runs and index
+    arrays), its explicit ``V`` and ``T``, and the copies of the one-process path."""
     src = xp.zeros((5, 4), dtype)
-    flat = xp.zeros(8, dtype)
-    _pack(flat[:6], src[1:3, 1:])
-    _pack(flat, src[1:3])
     panel = xp.zeros((5, 4), dtype, order="F")
     idx = xp.asarray(np.array([0, 2]))
-    _unpack(panel, slice(1, 3), flat)
-    _unpack(panel, idx, flat)
-    _unpack(src, slice(0, 2), flat)
-    panel[idx] = src[1:3]
-    src[1:3] = panel[slice(0, 2)]
-    stack = xp.zeros((2, 2, 3), dtype)
-    _unpack(stack, 1, flat[:6])
-    _sum_stack(stack[0].copy(), stack)
+    panel[idx] = src[1:3]  # the gather's local copy into the panel
     _unit_lower(xp, panel, 3, 3)
     _unit_lower(xp, src, 2, 3)
     _build_t(xp, xp.eye(3, dtype=dtype), xp.ones(3, dtype), xp.empty((3, 3), dtype), src[:3, :3])
     _copy_rows(src[:2], panel, idx)
     _copy_rows(src[:2], panel, slice(1, 3))
-    w = xp.zeros((4, 4), dtype)
-    _triu_into(xp, w, panel[:4, :4])
     _put_back(src, 3, panel, idx)
     _put_back(src, 1, panel, slice(0, 4))
+    w = xp.zeros((4, 4), dtype)
+    _triu_into(xp, w, panel[:4, :4])
     _copy(w, panel[:4, :4])
-
-
-def _sum_stack(out: Any, stack: Any) -> None:
-    """``out`` := the sum of the partial products in grid-row order (the same on every
-    process of the grid column)."""
-    out[...] = stack[0]
-    for i in range(1, stack.shape[0]):
-        out += stack[i]
 
 
 def _unit_lower(xp: Any, v: Any, rows: int, cols: int) -> None:
@@ -307,8 +230,7 @@ class _Pipeline:
                 pack = self.w._data[lr0:, c0 : c0 + e]
             rows = positions_index(lay.local_rows(r)[lr0:] - k0, be.xp)
             msgs.append((sender, everyone, (nr - lr0) * e, pack, (panel, rows)))
-        plan = _plan(f"qr panel step {k}", msgs, grid.rank, grid.size)
-        run_plan(be, plan, self.dtype, _Kernels(), 1, after=after)
+        exchange(be, grid, f"qr panel step {k}", msgs, self.dtype, after)
         return panel
 
     def _factor(self, k: int, panel: Any) -> Any:
@@ -345,7 +267,7 @@ class _Pipeline:
         right = functools.partial(_before, self.lay, k + 1, axis=1)
         sums = _sums_start(be, self.grid, self.lay, k, f.refl(k), vloc, tail, right)
         after = be.record_event(be.compute)
-        _exchange(be, self.grid, f"qr column sums step {k}", sums.msgs, self.dtype, after)
+        exchange(be, self.grid, f"qr column sums step {k}", sums.msgs, self.dtype, after)
         w = _sums_end(be, sums)
         if w is None:
             return be.record_event(be.compute)
@@ -445,16 +367,8 @@ def _sums_end(be: Backend, sums: _Sums) -> Any:
     if sums.width is None:
         return None
     w = be.xp.empty(sums.stack.shape[1:], sums.stack.dtype)
-    be.launch(be.compute, _sum_stack, w, sums.stack)
+    be.launch(be.compute, sum_stack, w, sums.stack)
     return w
-
-
-def _exchange(be: Backend, grid: Any, name: str, msgs: list[Any], dtype: Any, after: Any) -> None:
-    """Run the one-step plan of ``msgs`` (collective; nothing when the list, the same on every
-    rank, is empty); the packing waits for ``after``."""
-    if msgs:
-        plan = _plan(name, msgs, grid.rank, grid.size)
-        run_plan(be, plan, dtype, _Kernels(), 1, after=after)
 
 
 # -- applying Q ---------------------------------------------------------------------------------
@@ -504,7 +418,7 @@ def _apply_steps(
     step's ``V`` (collective)."""
     be, lay, grid = c.backend, c.layout, c.grid
     msgs, vnext = _v_start(f, order[0])
-    _exchange(be, grid, f"qr reflectors step {order[0]}", msgs, c.dtype, None)
+    exchange(be, grid, f"qr reflectors step {order[0]}", msgs, c.dtype, None)
     for i, k in enumerate(order):
         vloc = _v_end(f, k, vnext)
         start = functools.partial(col_start, k)
@@ -517,7 +431,7 @@ def _apply_steps(
             more, vnext = _v_start(f, order[i + 1])
             msgs += more
         after = be.record_event(be.compute)
-        _exchange(be, grid, f"qr apply step {k}", msgs, c.dtype, after)
+        exchange(be, grid, f"qr apply step {k}", msgs, c.dtype, after)
         w = _sums_end(be, sums)
         if w is not None:
             be.trmm(1, f.ts[k], w, "L", "U", trans, "N", be.compute)
