@@ -269,7 +269,7 @@ class _Pipeline:
         after = be.record_event(be.compute)
         exchange(be, self.grid, f"qr column sums step {k}", sums.msgs, self.dtype, after)
         w = _sums_end(be, sums)
-        if w is None:
+        if w is None or tail is None:
             return be.record_event(be.compute)
         be.trmm(1, f.ts[k], w, "L", "U", "C", "N", be.compute)  # W := T^H W
         if split > c0:

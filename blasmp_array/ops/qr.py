@@ -351,7 +351,8 @@ def _np_qr(a: Any, mode: str = "reduced") -> Any:
     try:
         from numpy.linalg._linalg import QRResult
 
-        return QRResult(q, r)
+        # NumPy's named pair, holding BlockCyclicArrays
+        return QRResult(q, r)  # type: ignore[arg-type]
     except ImportError:  # NumPy < 2
         return q, r
 
@@ -465,8 +466,8 @@ def _factor(
     m, n = a.shape
     k = min(m, n)
     if k == 0:
-        q = zeros((m, m if complete else k), a.dtype, block=a.block, grid=a.grid)
-        return (q if want_q else None), zeros((k, n), a.dtype, block=a.block, grid=a.grid)
+        empty = zeros((m, m if complete else k), a.dtype, block=a.block, grid=a.grid)
+        return (empty if want_q else None), zeros((k, n), a.dtype, block=a.block, grid=a.grid)
     f, q, r = _factorization(a, method, complete, overwrite, want_q)
     if f is not None and want_q:
         q = hh.form_q(f, m if complete else k)
