@@ -187,7 +187,11 @@ def _dask_call(case: Case, g: dict[str, np.ndarray], chunk: int) -> Callable[[],
         raise NotImplementedError("dask.array has no pivoted LU factorisation (lu_factor)")
     elif op in ("qr", "qr_tall", "lstsq"):  # TSQR: one chunk across the columns
         a = a.rechunk((chunk, a.shape[1]))
-        expr = da.linalg.qr(a) if op != "lstsq" else da.linalg.lstsq(a, b.rechunk((chunk, -1)))
+        if op == "lstsq":
+            assert b is not None
+            expr = da.linalg.lstsq(a, b.rechunk((chunk, -1)))
+        else:
+            expr = da.linalg.qr(a)
     else:
         raise ValueError(op)
     if isinstance(expr, tuple):  # (Q, R), (x, residues, rank, s): one graph
