@@ -63,6 +63,10 @@ from .trsm import trsm
 
 __all__ = ["cholesky_qr", "DELTA_MAX"]
 
+#: a grid of one process column runs the passes on whole local rows (tests turn it off to run
+#: the distributed operators there too)
+_WHOLE_ROWS = True
+
 #: the largest departure ``||Q_1^H Q_1 - I||_F`` of the first pass that CholeskyQR2 accepts
 #: (``kappa(Q_1)^2 <= (1 + delta) / (1 - delta) = 3``: the second pass then orthogonalises to
 #: working precision)
@@ -77,7 +81,7 @@ def cholesky_qr(
     ``want_q``), ``method`` 'cholqr2' or 'shifted cholqr3'; ``None`` when both break down
     (see the module docstring). ``x`` is read, never written (a window view in place).
     Collective."""
-    if x.grid.npcol == 1 and not (x._transposed or x._conjugated):
+    if _WHOLE_ROWS and x.grid.npcol == 1 and not (x._transposed or x._conjugated):
         return _whole_rows(x, want_q)
     m, n = x.shape
     g = syrk(x, trans="C", lower=False)  # the upper triangle of x^H x, n x n

@@ -168,6 +168,17 @@ def test_condition_ladder_full(grid, dtype):
     ladder(grid, dtype)
 
 
+def test_cholqr_through_the_operators(grid, monkeypatch):
+    """A grid of one process column runs the passes on whole local rows; the distributed
+    SYRK/Cholesky/TRSM passes (what the other grids run) meet the same bounds there too."""
+    monkeypatch.setattr(_cholqr, "_WHOLE_ROWS", False)
+    for kappa in (1e2, 1e12):
+        a = conditioned(64, 9, kappa, np.complex128, seed=5)
+        done = _cholqr.cholesky_qr(bm.from_numpy(a, block=(4, 4), grid=grid))
+        assert done is not None
+        assert_qr(a, done[0].to_numpy(), done[1].to_numpy(), f"{done[2]} kappa={kappa:g}")
+
+
 def test_beyond_one_over_eps_falls_back_to_householder(grid, monkeypatch):
     """kappa ~ 1e17 (float64) or an exactly rank-deficient matrix: both CholeskyQRs break
     down, Householder QR completes (as LAPACK: a zero on R's diagonal is no error)."""
