@@ -78,9 +78,10 @@ def run_case(grid, dtype, m, n, k, nb, method="auto"):
     assert np.array_equal(A.to_numpy(), a) and np.array_equal(B.to_numpy(), b), "input modified"
 
 
-# (m, n, k, block): tall (CholeskyQR), over-determined, square, under-determined, ragged
+# (m, n, k, block): tall (CholeskyQR), over-determined, square, under-determined (the QR of
+# a^H: Householder), very wide (the QR of a^H: CholeskyQR)
 CASES = [(48, 7, 3, 4), (30, 19, 2, 5), (17, 17, 1, 3), (11, 26, 2, 4), (9, 40, 3, 6)]
-SAMPLE = [(dt, CASES[i % len(CASES)]) for i, dt in enumerate(DTYPES)] + [(np.float64, CASES[4])]
+SAMPLE = [(dt, CASES[i % len(CASES)]) for i, dt in enumerate(DTYPES)]
 
 
 @pytest.mark.parametrize(
@@ -93,7 +94,7 @@ def test_lstsq(grid, dtype, case):
 @pytest.mark.parametrize("method", ["householder", "cholqr"])
 def test_lstsq_forced_method(grid, method):
     run_case(grid, np.complex128, 36, 8, 2, 4, method)
-    run_case(grid, np.float32, 8, 30, 2, 4, method)  # the QR of a^H
+    run_case(grid, np.float32, 9, 40, 2, 6, method)  # the QR of a^H
 
 
 @pytest.mark.full_sweep
@@ -104,9 +105,10 @@ def test_lstsq_full(grid, dtype, case, method):
     run_case(grid, dtype, *case, method)
 
 
-@pytest.mark.parametrize("method", ["auto", "householder"])
-def test_rank_deficient(grid, method):
-    """A dependent column (or, for m < n, row) raises LinAlgError naming it, on every rank."""
+def test_rank_deficient(grid):
+    """A dependent column (or, for m < n, row) raises LinAlgError naming it, on every rank
+    (CholeskyQR breaks down there: the Householder fallback's R names it)."""
+    method = "auto"
     rng = np.random.default_rng(3)
     a = random_matrix(rng, (40, 9), np.float64)
     a[:, 5] = a[:, 1] + 0.5 * a[:, 3]

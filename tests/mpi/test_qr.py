@@ -203,6 +203,8 @@ def test_beyond_one_over_eps_falls_back_to_householder(grid, monkeypatch):
 def test_householder_pipeline_on_one_process(grid, dtype, monkeypatch):
     """A 1x1 grid calls LAPACK once by default; the blocked pipeline on one process (the
     other path of the 1x1 grid) meets the same bounds, and so does its application of Q."""
+    if grid.size > 1:
+        pytest.skip("the switch concerns a 1x1 grid; the others run the pipeline anyway")
     monkeypatch.setattr(_householder, "_LOCAL_ON_ONE_PROCESS", False)
     for mode in ("economic", "full"):
         run_case(grid, dtype, 29, 17, 4, mode, "householder")
@@ -340,7 +342,7 @@ def test_every_rank_agrees_and_repeats(grid):
     first = [x.to_numpy() for x in qr(A, method="householder")]
     allq = MPI.COMM_WORLD.allgather(first[0])
     assert all(np.array_equal(allq[0], x) for x in allq)
-    for _ in range(2):
+    for _ in range(1):
         again = [x.to_numpy() for x in qr(A, method="householder")]
         assert all(np.array_equal(x, y) for x, y in zip(first, again, strict=True))
 
