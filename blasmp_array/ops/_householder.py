@@ -62,6 +62,7 @@ column-major copy and one ``orgqr`` (LAPACK blocks them itself; cuSOLVER on the 
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,6 +145,7 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     w = xp.zeros((4, 4), dtype)
     _triu_into(xp, w, panel[:4, :4])
     _copy(w, panel[:4, :4])
+    _eye_into(xp, w)
 
 
 def _unit_lower(xp: Any, v: Any, rows: int, cols: int) -> None:
@@ -471,6 +473,11 @@ def form_q(f: Factorization, ncols: int) -> BlockCyclicArray:
         begin_pipeline(be, w.dtype)
         xp, comp = be.xp, be.compute
         tau = f.taus[0]
+        width = _local_q_block()
+        if width:
+            _blocked_q(be, f.local, tau, out._data, width)
+            be.synchronize()
+            return out
         info = xp.zeros(1, np.int32)
         if ncols <= f.local.shape[1]:
             q = f.local[:, :ncols]
@@ -488,6 +495,41 @@ def form_q(f: Factorization, ncols: int) -> BlockCyclicArray:
     _apply_steps(f, q, "N", list(range(f.steps - 1, -1, -1)), lambda k, col: _before(lq, k, col, 1))
     be.synchronize()
     return q
+
+
+def _local_q_block() -> int:
+    """Reflectors per block of :func:`_blocked_q` (``$BLASMP_QR_LOCAL_Q_BLOCK``); 0 (the
+    default): the library's ``orgqr``."""
+    text = os.environ.get("BLASMP_QR_LOCAL_Q_BLOCK", "").strip()
+    return int(text) if text.isdigit() else 0
+
+
+def _blocked_q(be: Backend, fa: Any, tau: Any, q: Any, width: int) -> None:
+    """``q`` (``m x ncols``, C-ordered) := the first columns of ``H_0 ... H_{p-1}`` from the
+    column-major factored ``fa`` (one process), in blocks of ``width`` reflectors applied to
+    the identity from the last block on, each as ``I - V T V^H`` with GEMMs of depth ``width``
+    (LAPACK's ``xorgqr`` with a block as wide as one likes; the library's block is fixed).
+    A variant of the one-process ``orgqr`` switched on by ``$BLASMP_QR_LOCAL_Q_BLOCK`` for
+    measuring it against the library's on the GPU node; not measured there yet."""
+    xp, comp = be.xp, be.compute
+    m, ncols = q.shape
+    p = int(tau.shape[0])
+    be.launch(comp, _eye_into, xp, q)
+    for k0 in range(((p - 1) // width) * width, -1, -width):
+        b = min(width, p - k0)
+        v = xp.empty((m - k0, b), fa.dtype, order="F")
+        be.launch(comp, _copy, v, fa[k0:, k0 : k0 + b])
+        be.launch(comp, _unit_lower, xp, v, b, b)
+        t = _t_factor(be, v, tau[k0 : k0 + b])
+        tail = q[k0:, k0:]
+        w = xp.empty((b, ncols - k0), q.dtype)
+        be.gemm(1, v, tail, 0, w, "C", "N", comp)
+        be.trmm(1, t, w, "L", "U", "N", "N", comp)
+        be.gemm(-1, v, w, 1, tail, "N", "N", comp)
+
+
+def _eye_into(xp: Any, q: Any) -> None:
+    q[...] = xp.eye(q.shape[0], q.shape[1], dtype=q.dtype)
 
 
 def r_factor(f: Factorization, rows: int) -> BlockCyclicArray:

@@ -209,6 +209,12 @@ def test_householder_pipeline_on_one_process(grid, dtype, monkeypatch):
     for mode in ("economic", "full"):
         run_case(grid, dtype, 29, 17, 4, mode, "householder")
         run_case(grid, dtype, 11, 19, 3, mode, "householder")
+    # the one-process Q formed in blocks of reflectors instead of the library's orgqr
+    monkeypatch.setattr(_householder, "_LOCAL_ON_ONE_PROCESS", True)
+    monkeypatch.setenv("BLASMP_QR_LOCAL_Q_BLOCK", "5")
+    for mode in ("economic", "full"):
+        run_case(grid, dtype, 29, 17, 4, mode, "householder")
+        run_case(grid, dtype, 11, 19, 3, mode, "householder")
 
 
 def test_numpy_qr():
