@@ -55,8 +55,12 @@ only, identically on every rank. Nothing depends on the data (no pivots): no ste
 data that is never sent, so nothing hangs; a rank-deficient matrix simply gives zeros on
 ``R``'s diagonal, as LAPACK's.
 
-One process (a ``1 x 1`` grid) needs none of this: :func:`local_qr` is one ``geqrf`` of a
-column-major copy and one ``orgqr`` (LAPACK blocks them itself; cuSOLVER on the GPU).
+Applying ``Q`` takes one exchange per block step: step ``k``'s column sums travel with the next
+step's ``V``.
+
+One process (a ``1 x 1`` grid) needs none of this: :func:`factor` makes one ``geqrf`` of a
+column-major copy, :func:`form_q` one ``orgqr`` and :func:`apply_q` one ``ormqr`` (LAPACK blocks
+them itself; cuSOLVER on the GPU).
 """
 
 from __future__ import annotations

@@ -273,7 +273,13 @@ def test_window_and_views(grid):
     non-square blocks are moved with a warning."""
     big = random_matrix(np.random.default_rng(8), (70, 30), np.float64)
     P = bm.from_numpy(big, block=(6, 6), grid=grid)
-    for rows, cols, method in (((3, 70), (2, 9), "cholqr"), ((5, 40), (1, 30), "householder")):
+    cases = (
+        ((3, 70), (2, 9), "cholqr"),
+        ((5, 40), (1, 30), "householder"),
+        ((6, 70), (6, 12), "cholqr"),  # block-aligned: a view whose first block is elsewhere
+        ((6, 40), (12, 30), "householder"),
+    )
+    for rows, cols, method in cases:
         a = big[slice(*rows), slice(*cols)]
         with warnings.catch_warnings():
             warnings.simplefilter("error", bm.ViewCopyWarning)
