@@ -17,6 +17,9 @@ function                        operation                                  flops
 :func:`solve`                   LU ('gen', the default); 'pos': Cholesky
 :func:`lu_factor`               ``A = P L U`` (partial pivoting)           ``2 n^3 / 3``
 :func:`lu_solve`                solve with the factor (two TRSMs)          ``2 n^2 k``
+:func:`qr`                      ``A = Q R`` (CholeskyQR2 or Householder)   ``4 m n^2``
+:func:`qr_multiply`             ``Q c`` / ``c Q`` without forming ``Q``
+:func:`lstsq`                   least squares (QR), minimum norm (LQ)
 ==============================  =========================================  ==============
 """
 
@@ -46,6 +49,9 @@ __all__ = [  # noqa: F822
     "solve",
     "lu_factor",
     "lu_solve",
+    "qr",
+    "qr_multiply",
+    "lstsq",
 ]
 
 
@@ -65,4 +71,9 @@ def __getattr__(name: str) -> Any:
         from .ops import lu as _lu
 
         return getattr(_lu, name)
+    # QR and least squares live in ops/qr.py (imported lazily likewise)
+    if name in ("qr", "qr_multiply", "lstsq"):
+        from .ops import qr as _qr
+
+        return getattr(_qr, name)
     raise AttributeError(f"module 'blasmp_array.linalg' has no attribute {name!r}")

@@ -37,6 +37,9 @@ MODULES = [
     "matmul",
     "cholesky",
     "lu",
+    "_householder",
+    "_messages",
+    "_cholqr",
 ]
 
 

@@ -193,6 +193,30 @@ class LU(_Operator):
     op = "lu"
 
 
+class QR(_Operator):
+    """``np.linalg.qr(A)``, square: Householder QR (``Q`` formed; ``4 m n^2 - 4 n^3 / 3``)."""
+
+    op = "qr"
+
+
+class QRTall(_Operator):
+    """``np.linalg.qr(A)`` of a tall-skinny ``32 N x N / 32`` matrix: CholeskyQR2."""
+
+    op = "qr_tall"
+
+    def extra(self, ranks, grid, block):
+        return ("--m", str(32 * N), "--n", str(max(1, N // 32)))
+
+
+class Lstsq(_Operator):
+    """``bm.linalg.lstsq(A, b)``, ``A`` ``4 N x N / 4``, one right-hand side."""
+
+    op = "lstsq"
+
+    def extra(self, ranks, grid, block):
+        return ("--m", str(4 * N), "--n", str(max(1, N // 4)), "--k", "1")
+
+
 class Redistribute(_DataMovement):
     """Block halved and grid transposed at once (the bench's default target)."""
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _cblas
 
-__all__ = ["gemm", "syrk", "syr2k", "trmm", "trsm", "potrf", "getrf"]
+__all__ = ["gemm", "syrk", "syr2k", "trmm", "trsm", "potrf", "getrf", "geqrf", "orgqr", "ormqr"]
 
 
 def _check(name: str, value: str, allowed: str) -> str:
@@ -473,4 +473,89 @@ def getrf(a: np.ndarray, ipiv: np.ndarray, info: np.ndarray) -> None:
     if not np.may_share_memory(lu, a):
         a[...] = lu
     ipiv[: piv.shape[0]] = piv
+    info[0] = inf
+
+
+def _lapack(name: str, dtype: np.dtype) -> Any:
+    from scipy.linalg import lapack
+
+    return lapack.get_lapack_funcs(name, dtype=dtype)
+
+
+def _lwork(fn: Any, *args: Any, **kwargs: Any) -> int:
+    """LAPACK's optimal workspace for ``fn(*args)`` (a query with ``lwork=-1``): without it
+    SciPy's wrappers pass the minimum, and LAPACK then runs its unblocked BLAS2 code."""
+    work = fn(*args, lwork=-1, **kwargs)[-2]
+    return max(1, int(np.real(work[0])))
+
+
+def _complex_name(real: str, cplx: str, dtype: np.dtype) -> str:
+    return cplx if dtype.kind == "c" else real
+
+
+def geqrf(a: np.ndarray, tau: np.ndarray, info: np.ndarray) -> None:
+    """QR factorisation of the ``m x k`` ``a`` in place (LAPACK ``xgeqrf`` through SciPy,
+    ``2 m k^2 - 2 k^3 / 3`` flops for ``m >= k``): ``R`` on and above the diagonal, the
+    Householder vectors below it, their scalars in ``tau[:min(m, k)]``, INFO in ``info[0]``.
+    A Fortran-ordered ``a`` is factored without a copy."""
+    if a.ndim != 2:
+        raise ValueError(f"geqrf needs a matrix, got shape {a.shape}")
+    if min(a.shape) == 0:
+        info[0] = 0
+        return
+    fn = _lapack("geqrf", a.dtype)
+    work = np.asfortranarray(a)
+    qr, t, _, inf = fn(work, lwork=_lwork(fn, work), overwrite_a=1)
+    if not np.may_share_memory(qr, a):
+        a[...] = qr
+    tau[: t.shape[0]] = t
+    info[0] = inf
+
+
+def orgqr(a: np.ndarray, tau: np.ndarray, info: np.ndarray) -> None:
+    """The ``m x n`` ``Q`` of the reflectors in the first ``tau.size`` columns of ``a``, in
+    place (LAPACK ``xorgqr``/``xungqr`` through SciPy)."""
+    m, n = a.shape
+    if not tau.size <= n <= m:
+        raise ValueError(f"orgqr needs tau.size <= n <= m, got a {a.shape} and {tau.size} taus")
+    if n == 0:
+        info[0] = 0
+        return
+    if tau.size == 0:  # no reflector: Q is the identity's first n columns
+        a[...] = np.eye(m, n, dtype=a.dtype)
+        info[0] = 0
+        return
+    fn = _lapack(_complex_name("orgqr", "ungqr", a.dtype), a.dtype)
+    work = np.asfortranarray(a)
+    t = np.ascontiguousarray(tau, dtype=a.dtype)
+    q, _, inf = fn(work, t, lwork=_lwork(fn, work, t), overwrite_a=1)
+    if not np.may_share_memory(q, a):
+        a[...] = q
+    info[0] = inf
+
+
+def ormqr(
+    side: str, trans: str, a: np.ndarray, tau: np.ndarray, c: np.ndarray, info: np.ndarray
+) -> None:
+    """``c := op(Q) c`` (side 'L') or ``c op(Q)`` (side 'R') in place, ``Q`` the product of the
+    reflectors in the first ``tau.size`` columns of ``a`` (LAPACK ``xormqr``/``xunmqr`` through
+    SciPy); ``trans`` 'N' or 'C' ('T' for a real dtype is 'C')."""
+    side = _check("side", side, "LR")
+    trans = _check("trans", trans, "NTC")
+    rows = c.shape[0] if side == "L" else c.shape[1]
+    if a.ndim != 2 or c.ndim != 2 or a.shape[0] != rows or tau.size > min(a.shape):
+        raise ValueError(f"ormqr shapes: a {a.shape}, {tau.size} taus, c {c.shape}, side {side}")
+    if c.size == 0 or tau.size == 0:
+        info[0] = 0
+        return
+    dt = c.dtype
+    t = "N" if trans == "N" else ("C" if dt.kind == "c" else "T")
+    fn = _lapack(_complex_name("ormqr", "unmqr", dt), dt)
+    v = np.asfortranarray(a[:, : tau.size])
+    tv = np.ascontiguousarray(tau, dtype=dt)
+    work = np.asfortranarray(c)
+    lwork = max(1, int(np.real(fn(side, t, v, tv, work, -1)[1][0])))
+    cq, _, inf = fn(side, t, v, tv, work, lwork, overwrite_c=1)
+    if not np.may_share_memory(cq, c):
+        c[...] = cq
     info[0] = inf

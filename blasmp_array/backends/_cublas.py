@@ -445,6 +445,87 @@ class CublasKernels:
             a[...] = work
         ipiv[: piv.shape[0]] = piv - 1
 
+    # -- GEQRF / ORGQR / ORMQR (cuSOLVER) -------------------------------------------------
+    def _solver_workspace(self, stream: cupy.cuda.Stream, lwork: int, dt: np.dtype) -> Any:
+        """The stream's cuSOLVER workspace, grown to ``lwork`` elements of ``dt`` (grown
+        outside pipelines: the QR operators call each kernel once on a full panel first)."""
+        ws = self._solver_ws.get(stream.ptr)
+        if ws is None or ws.nbytes < max(lwork, 1) * dt.itemsize:
+            ws = self._solver_ws[stream.ptr] = cupy.empty(max(lwork, 1) * dt.itemsize, np.uint8)
+        return ws
+
+    def geqrf(self, stream, a, tau, info) -> None:  # type: ignore[no-untyped-def]
+        """QR of the ``m x k`` ``a`` in place (cuSOLVER ``xgeqrf`` on ``stream``; a row-major
+        ``a`` is factored in a column-major copy); scalars -> ``tau``, INFO -> ``info[0]``."""
+        if a.ndim != 2:
+            raise ValueError(f"geqrf needs a matrix, got shape {tuple(a.shape)}")
+        m, k = a.shape
+        if min(m, k) == 0:
+            info[...] = 0
+            return
+        dt = np.dtype(a.dtype)
+        h, sol, prefix = self.solver_handle(stream), _cusolver(), _PREFIX[dt]
+        work = cupy.asfortranarray(a)
+        t = tau if tau.flags.c_contiguous else cupy.empty(min(m, k), dt)
+        lwork = int(getattr(sol, prefix + "geqrf_buffer_size")(h, m, k, work.data.ptr, m))
+        ws = self._solver_workspace(stream, lwork, dt)
+        getattr(sol, prefix + "geqrf")(
+            h, m, k, work.data.ptr, m, t.data.ptr, ws.data.ptr, lwork, info.data.ptr
+        )
+        if work is not a:
+            a[...] = work
+        if t is not tau:
+            tau[...] = t
+
+    def orgqr(self, stream, a, tau, info) -> None:  # type: ignore[no-untyped-def]
+        """The ``m x n`` ``Q`` of the reflectors in the first ``tau.size`` columns of ``a``, in
+        place (cuSOLVER ``xorgqr``/``xungqr`` on ``stream``)."""
+        m, n = a.shape
+        k = int(tau.size)
+        if not k <= n <= m:
+            raise ValueError(f"orgqr needs tau.size <= n <= m, got a {a.shape} and {k} taus")
+        if n == 0:
+            info[...] = 0
+            return
+        dt = np.dtype(a.dtype)
+        h, sol = self.solver_handle(stream), _cusolver()
+        name = _PREFIX[dt] + ("ungqr" if dt.kind == "c" else "orgqr")
+        work = cupy.asfortranarray(a)
+        t = cupy.ascontiguousarray(tau)
+        lwork = int(getattr(sol, name + "_buffer_size")(h, m, n, k, work.data.ptr, m, t.data.ptr))
+        ws = self._solver_workspace(stream, lwork, dt)
+        getattr(sol, name)(
+            h, m, n, k, work.data.ptr, m, t.data.ptr, ws.data.ptr, lwork, info.data.ptr
+        )
+        if work is not a:
+            a[...] = work
+
+    def ormqr(self, stream, side, trans, a, tau, c, info) -> None:  # type: ignore[no-untyped-def]
+        """``c := op(Q) c`` (side 'L') or ``c op(Q)`` ('R') in place, ``Q`` of the reflectors in
+        the first ``tau.size`` columns of ``a`` (cuSOLVER ``xormqr``/``xunmqr`` on ``stream``,
+        on column-major copies where needed)."""
+        side = _check("side", side, "LR")
+        trans = _check("trans", trans, "NTC")
+        m, n = c.shape
+        k = int(tau.size)
+        if c.size == 0 or k == 0:
+            info[...] = 0
+            return
+        dt = np.dtype(c.dtype)
+        op = "N" if trans == "N" else ("C" if dt.kind == "c" else "T")
+        h, sol = self.solver_handle(stream), _cusolver()
+        name = _PREFIX[dt] + ("unmqr" if dt.kind == "c" else "ormqr")
+        v = cupy.asfortranarray(a[:, :k])
+        lda = v.shape[0]
+        t = cupy.ascontiguousarray(tau)
+        work = cupy.asfortranarray(c)
+        args = (h, _SIDE[side], _OP[op], m, n, k, v.data.ptr, lda, t.data.ptr)
+        lwork = int(getattr(sol, name + "_buffer_size")(*args, work.data.ptr, m))
+        ws = self._solver_workspace(stream, lwork, dt)
+        getattr(sol, name)(*args, work.data.ptr, m, ws.data.ptr, lwork, info.data.ptr)
+        if work is not c:
+            c[...] = work
+
     def solver_handle(self, stream: cupy.cuda.Stream) -> int:
         """The cuSOLVER dense handle bound to ``stream`` (created on first use)."""
         h = self._solver_handles.get(stream.ptr)

@@ -406,5 +406,31 @@ class Backend(abc.ABC):
         the first time it is called on a backend (the GPU backend loads its kernel then): every
         process calls it, also with an empty ``out``."""
 
+    def geqrf(self, a: Any, tau: Any, info: Any, stream: Stream) -> None:
+        """QR factorisation of the ``m x k`` ``a`` in place (LAPACK ``xgeqrf``): ``R`` on and
+        above the diagonal, the Householder vectors ``v_i`` (unit first entry not stored) below
+        it, ``a = H_0 H_1 ... H_{p-1} R`` with ``H_i = I - tau_i v_i v_i^H``, ``p = min(m, k)``.
+        ``tau`` (a backend array of ``a``'s dtype, ``p`` entries) receives the scalars,
+        ``info`` (one ``int32`` element) LAPACK's INFO (``0``; negative: an illegal argument).
+        Both are written on the stream."""
+        raise NotImplementedError(f"{type(self).__name__} has no local geqrf")
+
+    def orgqr(self, a: Any, tau: Any, info: Any, stream: Stream) -> None:
+        """Form, in place, the ``m x n`` matrix ``Q`` of the first ``n`` columns of
+        ``H_0 ... H_{p-1}`` (LAPACK ``xorgqr``/``xungqr``), ``p = tau.size <= n <= m``: the
+        first ``p`` columns of ``a`` hold the Householder vectors as :meth:`geqrf` left
+        them (what lies on and above their diagonal is not read)."""
+        raise NotImplementedError(f"{type(self).__name__} has no local orgqr")
+
+    def ormqr(
+        self, side: str, trans: str, a: Any, tau: Any, c: Any, info: Any, stream: Stream
+    ) -> None:
+        """``c := op(Q) c`` (``side`` 'L') or ``c op(Q)`` ('R') in place, ``Q = H_0 ... H_{p-1}``
+        from the Householder vectors in the first ``p = tau.size`` columns of ``a`` as
+        :meth:`geqrf` left them (LAPACK ``xormqr``/``xunmqr``); ``trans`` 'N', or 'C' for
+        ``Q^H`` ('T' is read as 'C' for real dtypes). ``a`` has ``c``'s rows (side 'L') or
+        columns ('R')."""
+        raise NotImplementedError(f"{type(self).__name__} has no local ormqr")
+
     def free_all(self) -> None:  # noqa: B027 (optional hook, no-op by default)
         """Release backend resources at exit (collective)."""

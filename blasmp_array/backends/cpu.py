@@ -568,6 +568,18 @@ class CPUBackend(HostCollectives, Backend):
         rows = layout.local_rows(coords[0])[r0:r1]
         fill_local(out[r0:r1], rows, layout.local_cols(coords[1]), key, dist, low, high)
 
+    def geqrf(self, a, tau, info, stream):  # type: ignore[override]
+        assert isinstance(stream, CPUStream)
+        stream.enqueue(_kernels.geqrf, a, tau, info)
+
+    def orgqr(self, a, tau, info, stream):  # type: ignore[override]
+        assert isinstance(stream, CPUStream)
+        stream.enqueue(_kernels.orgqr, a, tau, info)
+
+    def ormqr(self, side, trans, a, tau, c, info, stream):  # type: ignore[override]
+        assert isinstance(stream, CPUStream)
+        stream.enqueue(_kernels.ormqr, side, trans, a, tau, c, info)
+
     def __repr__(self) -> str:
         return f"CPUBackend(rank={self.rank}, size={self.size})"
 

@@ -832,5 +832,14 @@ class GPUBackend(HostCollectives, Backend):
             self._random_loaded = True
         philox_fill(out, layout, coords, key, dist, low, high, local_rows)
 
+    def geqrf(self, a, tau, info, stream):  # type: ignore[override]
+        self._enqueue(stream, self._blas.geqrf, stream.cupy, a, tau, info)
+
+    def orgqr(self, a, tau, info, stream):  # type: ignore[override]
+        self._enqueue(stream, self._blas.orgqr, stream.cupy, a, tau, info)
+
+    def ormqr(self, side, trans, a, tau, c, info, stream):  # type: ignore[override]
+        self._enqueue(stream, self._blas.ormqr, stream.cupy, side, trans, a, tau, c, info)
+
     def __repr__(self) -> str:
         return f"GPUBackend(rank={self.rank}, size={self.size}, device={self.device_id})"

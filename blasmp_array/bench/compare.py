@@ -15,10 +15,12 @@ nothing is ever estimated.
   (threadpoolctl).
 * ``dask.array``: the same product with the threaded scheduler and ``threads`` workers, one BLAS
   thread each; SYRK/SYR2K/SYMM/TRMM are computed as full products (Dask has no structured BLAS3),
-  TRSM with ``dask.array.linalg.solve_triangular``, Cholesky with ``dask.array.linalg.cholesky``.
+  TRSM with ``dask.array.linalg.solve_triangular``, Cholesky with ``dask.array.linalg.cholesky``,
+  QR and least squares with ``dask.array.linalg.qr``/``lstsq`` (TSQR, one chunk of columns).
 * ``cupy``: the same on one GPU (``matmul``; ``cupyx.scipy.linalg.solve_triangular``;
   ``cupy.linalg.cholesky``, i.e. cuSOLVER ``potrf``; ``cupyx.scipy.linalg.lu_factor``, i.e.
-  cuSOLVER ``getrf``).
+  cuSOLVER ``getrf``; ``cupy.linalg.qr``, i.e. cuSOLVER ``geqrf`` + ``orgqr``;
+  ``cupy.linalg.lstsq``, SVD-based).
 * ``heat``, ``scalapack4py``, ``cublasmp`` and ``cusolvermp``: over MPI on the job's ranks, GEMM
   and TRSM (Heat, ScaLAPACK, cuBLASMp), Cholesky (``p?potrf``, ``cusolverMpPotrf``) and LU
   (``p?getrf``, ``cusolverMpGetrf``) (:mod:`.heat_adapter`, :mod:`.pblas_adapter`,
@@ -131,6 +133,13 @@ def _numpy_call(case: Case, g: dict[str, np.ndarray]) -> Callable[[], Any]:
         from scipy.linalg import lu_factor
 
         return lambda: lu_factor(a, check_finite=False)
+    if op in ("qr", "qr_tall"):
+        ac = np.ascontiguousarray(g["A"])
+        return lambda: np.linalg.qr(ac)
+    if op == "lstsq":
+        from scipy.linalg import lstsq
+
+        return lambda: lstsq(a, b, lapack_driver="gelsy", check_finite=False)
     if op in ("trmm", "trsm"):
         f = _blas(op, a, b)
         return lambda: f(1.0, a, b, side=0 if left else 1, lower=low, trans_a=trans, diag=0)
@@ -180,8 +189,19 @@ def _dask_call(case: Case, g: dict[str, np.ndarray], chunk: int) -> Callable[[],
         expr = da.linalg.cholesky(a, lower=case.lower)
     elif op == "lu":
         raise NotImplementedError("dask.array has no pivoted LU factorisation (lu_factor)")
+    elif op in ("qr", "qr_tall", "lstsq"):  # TSQR: one chunk across the columns
+        a = a.rechunk((chunk, a.shape[1]))
+        if op == "lstsq":
+            assert b is not None
+            expr = da.linalg.lstsq(a, b.rechunk((chunk, -1)))
+        else:
+            expr = da.linalg.qr(a)
     else:
         raise ValueError(op)
+    if isinstance(expr, tuple):  # (Q, R), (x, residues, rank, s): one graph
+        import dask
+
+        return lambda: dask.compute(*expr)
     return lambda: expr.compute()
 
 
@@ -238,6 +258,10 @@ def _cupy_call(
         from cupyx.scipy.linalg import lu_factor
 
         fn = lambda: lu_factor(a, check_finite=False)  # noqa: E731
+    elif op in ("qr", "qr_tall"):
+        fn = lambda: cp.linalg.qr(a)  # noqa: E731
+    elif op == "lstsq":
+        fn = lambda: cp.linalg.lstsq(a, b)  # noqa: E731
     else:
         raise ValueError(op)
     return fn, lambda: cp.cuda.get_current_stream().synchronize()

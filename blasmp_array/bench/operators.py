@@ -50,6 +50,9 @@ OPERATORS = (
     "sum_axis0",
     "cholesky",
     "lu",
+    "qr",
+    "qr_tall",
+    "lstsq",
     "redistribute",
     "transpose",
     *DOOR_OPERATORS,
@@ -116,6 +119,10 @@ def flop_count(case: Case) -> float:
         "solve_triangular": 1.0 * m * m * n,
         "cholesky": n**3 / 3.0,
         "lu": 2.0 * n**3 / 3.0,
+        # geqrf + orgqr (m >= n); lstsq: geqrf + ormqr on k columns + trsm (LAWN 41)
+        "qr": 4.0 * m * n * n - 4.0 * n**3 / 3.0,
+        "qr_tall": 4.0 * m * n * n - 4.0 * n**3 / 3.0,
+        "lstsq": 2.0 * m * n * n - 2.0 * n**3 / 3.0 + 4.0 * m * n * k - n * n * k,
     }
     flops = counts.get(case.op, 0.0)
     return flops * (4.0 if case.is_complex else 1.0)
@@ -273,6 +280,12 @@ def prepare(case: Case, directory: Path | None = None) -> Prepared:
         fn = _linalg("lu_factor")
         inputs = {"A": normal((n, n), 0)}
         return Prepared(case, grid, inputs, lambda: fn(inputs["A"]))
+    if op in ("qr", "qr_tall"):  # np.linalg.qr(A): the reduced Q and R
+        inputs = {"A": normal((m, n), 0)}
+        return Prepared(case, grid, inputs, lambda: np.linalg.qr(inputs["A"]))
+    if op == "lstsq":  # k right-hand sides
+        inputs = {"A": normal((m, n), 0), "B": normal((m, k), 1)}
+        return Prepared(case, grid, inputs, lambda: _linalg("lstsq")(inputs["A"], inputs["B"]))
     if op == "redistribute":
         inputs = {"A": normal((m, n), 0)}
         to_grid = _grid(case.to_grid or (grid.npcol, grid.nprow), case.backend)
@@ -358,9 +371,9 @@ def _gather(x: Any) -> Any:
         return x
     if isinstance(x, bm.BlockCyclicArray):
         return x.to_numpy(root=0)
-    if isinstance(x, tuple) and x and isinstance(x[0], bm.BlockCyclicArray):  # (lu, piv)
-        first = x[0].to_numpy(root=0)
-        return None if first is None else (first, *x[1:])
+    if isinstance(x, tuple) and x and isinstance(x[0], bm.BlockCyclicArray):  # (lu, piv), (q, r)
+        parts = [y.to_numpy(root=0) if isinstance(y, bm.BlockCyclicArray) else y for y in x]
+        return None if parts[0] is None else tuple(parts)
     return None
 
 
@@ -499,6 +512,8 @@ def _verdict(case: Case, g: dict[str, Any], result: Any) -> dict[str, Any]:
             "bound_eps": bound,
             "passed": bool(err <= bound),
         }
+    elif op in ("qr", "qr_tall", "lstsq"):
+        return _qr_verdict(case, a, g, result)
     else:  # pragma: no cover - guarded by prepare()
         raise ValueError(op)
     return {
@@ -507,6 +522,34 @@ def _verdict(case: Case, g: dict[str, Any], result: Any) -> dict[str, Any]:
         "bound_eps": bound,
         "passed": bool(err <= bound),
     }
+
+
+def _qr_verdict(case: Case, a: np.ndarray, g: dict[str, Any], result: Any) -> dict[str, Any]:
+    """LAPACK's testers' ratios in eps, against their threshold 30: QR, the larger of
+    ``||A - Q R||_1 / (||A||_1 max(m, n) eps)`` and ``||I - Q^H Q||_1 / (m eps)`` (xQRT01);
+    least squares, ``||b - A x||_1 / (max(m, n) ||A||_1 ||x||_1 eps)`` for ``m <= n``
+    (xQRT16) or ``||r^H A||_1 / (max(m, n, k) ||A||_1 ||b||_1 eps)`` for ``m > n`` (xQRT17)."""
+    m, n = a.shape
+    e = _eps(case.dtype)
+    one = lambda z: float(np.abs(z).sum(axis=0).max()) if z.size else 0.0  # noqa: E731
+    norm_a = max(one(a), np.finfo(np.float64).tiny)
+    if case.op == "lstsq":
+        b = g["B"].astype(a.dtype)
+        x = result[0].astype(a.dtype)
+        r = b - a @ x
+        if m <= n:
+            err = one(r) / (max(m, n) * norm_a * max(one(x), np.finfo(np.float64).tiny) * e)
+            measure = "||b - A x|| / (max(m,n) ||A|| ||x|| eps)"
+        else:
+            err = one(r.conj().T @ a) / (max(m, n, case.k) * norm_a * max(one(b), 1e-300) * e)
+            measure = "||r^H A|| / (max(m,n,k) ||A|| ||b|| eps)"
+    else:
+        q, r = (z.astype(a.dtype) for z in result)
+        resid = one(a - q @ r) / (norm_a * max(m, n) * e)
+        orth = one(np.eye(q.shape[1]) - q.conj().T @ q) / (m * e)
+        err = max(resid, orth)
+        measure = "max(||A - QR|| / (||A|| max(m,n) eps), ||I - Q^H Q|| / (m eps))"
+    return {"measure": measure, "error_eps": err, "bound_eps": 30.0, "passed": bool(err < 30)}
 
 
 def failed_check(exc: BaseException) -> dict[str, Any]:

@@ -1,0 +1,388 @@
+"""Distributed QR: qr, qr_multiply and np.linalg.qr (run on every rank under mpiexec).
+
+Pass/fail follows LAPACK's and ScaLAPACK's QR testers (xQRT01, PxQRINFO), in units of eps:
+
+* the factorisation: ``||A - Q R||_1 / (||A||_1 max(m, n) eps) < 30``;
+* orthogonality: ``||I - Q^H Q||_1 / (m eps) < 30``;
+
+with ``R`` checked upper trapezoidal (exact zeros below the diagonal) and every fresh array
+NaN-poisoned (``tests/mpi/conftest.py``), so an element left unwritten fails the bounds. The
+condition-number ladder builds ``A = U diag(s) V^H`` with known singular values (a geometric
+sequence from 1 to ``1 / kappa``) and checks both the bounds and which algorithm ran:
+CholeskyQR2 below its stability limit (``kappa <~ u^{-1/2}``), the shifted CholeskyQR3 above
+it, Householder QR past ``1 / u``. Inputs are checked unchanged. The exhaustive parameter
+product is marked ``full_sweep``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import blasmp_array as bm
+from blasmp_array.ops import _cholqr, _householder
+from blasmp_array.ops.qr import qr, qr_multiply
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from blas3_reference import DTYPES, eps, high, random_matrix  # noqa: E402
+from conftest import cached_grid  # noqa: E402
+
+#: the testers' threshold (LAPACK's dchkqr: THRESH = 30 in its input files)
+THRESH = 30.0
+
+# (m, n, block): tall-skinny (CholeskyQR), square and ragged, wide, n inside one block, block 1
+SHAPES = [(60, 9, 4), (23, 23, 5), (13, 29, 4), (31, 7, 16), (9, 6, 1), (40, 26, 6)]
+
+
+def square_grid():
+    """The near-square grid of this rank count (tests of arguments and shapes need one)."""
+    return cached_grid(*bm.square_grid_shape(MPI.COMM_WORLD.Get_size()))
+
+
+def ratios(a: np.ndarray, q: np.ndarray, r: np.ndarray) -> tuple[float, float]:
+    """The testers' two ratios (in units of eps) of a computed ``a = q r``."""
+    m, n = a.shape
+    e = eps(a.dtype)
+    ah, qh, rh = high(a), high(q), high(r)
+    anorm = max(float(np.abs(a).sum(axis=0).max()) if a.size else 0.0, 1e-300)
+    resid = float(np.abs(ah - qh @ rh).sum(axis=0).max()) if a.size else 0.0
+    orth = np.eye(q.shape[1]) - qh.conj().T @ qh
+    o = float(np.abs(orth).sum(axis=0).max()) if q.size else 0.0
+    return resid / (anorm * max(m, n, 1) * e), o / (max(m, 1) * e)
+
+
+def assert_qr(a: np.ndarray, q: np.ndarray, r: np.ndarray, what: str) -> None:
+    assert np.all(np.isfinite(q)) and np.all(np.isfinite(r)), f"{what}: non-finite entries"
+    assert np.all(np.tril(r, -1) == 0), f"{what}: R is not upper triangular"
+    res, orth = ratios(a, q, r)
+    assert res < THRESH, f"{what}: ||A - QR|| / (||A|| max(m,n) eps) = {res:.3g}"
+    assert orth < THRESH, f"{what}: ||I - Q^H Q|| / (m eps) = {orth:.3g}"
+
+
+def conditioned(m: int, n: int, kappa: float, dtype, seed: int = 0) -> np.ndarray:
+    """``U diag(s) V^H`` with ``s`` geometric from 1 to ``1 / kappa`` (same on every rank)."""
+    rng = np.random.default_rng(seed)
+    wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
+    u = np.linalg.qr(random_matrix(rng, (m, n), wide))[0]
+    v = np.linalg.qr(random_matrix(rng, (n, n), wide))[0]
+    s = np.logspace(0, -np.log10(kappa), n)
+    return ((u * s) @ v.conj().T).astype(dtype)
+
+
+def run_case(grid, dtype, m, n, nb, mode, method="auto"):
+    rng = np.random.default_rng(m * 100 + n + nb)
+    a = random_matrix(rng, (m, n), dtype)
+    A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    before = A.to_numpy()
+    out = qr(A, mode=mode, method=method)
+    k = min(m, n)
+    if mode == "r":
+        (R,) = out
+        assert R.shape == (m, n)
+        r = R.to_numpy()
+        assert np.all(np.tril(r, -1) == 0)
+        # the same R as the economic call's, below which zeros
+        Q2, R2 = qr(A, mode="economic", method=method)
+        assert np.array_equal(r[:k], R2.to_numpy())
+        assert_qr(a, Q2.to_numpy(), r[:k], f"mode='r' {m}x{n}")
+    else:
+        Q, R = out
+        ncols = m if mode == "full" else k
+        assert Q.shape == (m, ncols) and R.shape == (ncols, n)
+        assert Q.grid is A.grid and R.grid is A.grid
+        assert_qr(a, Q.to_numpy(), R.to_numpy(), f"{mode} {m}x{n} nb={nb} {method}")
+    assert np.array_equal(A.to_numpy(), before), "input modified"
+
+
+SAMPLE = [
+    (dt, SHAPES[(2 * i + j) % len(SHAPES)], mode)
+    for i, dt in enumerate(DTYPES)
+    for j, mode in enumerate(("economic", "full" if i % 2 else "r"))
+]
+
+
+@pytest.mark.parametrize(
+    "dtype,shape,mode",
+    SAMPLE,
+    ids=[f"{np.dtype(d).name}-{s[0]}x{s[1]}b{s[2]}-{mo}" for d, s, mo in SAMPLE],
+)
+def test_qr(grid, dtype, shape, mode):
+    run_case(grid, dtype, *shape, mode)
+
+
+@pytest.mark.parametrize("dtype,method", [(np.float64, "cholqr"), (np.complex64, "householder")])
+def test_forced_method(grid, dtype, method):
+    """Each algorithm on a shape the automatic choice gives to the other one."""
+    shape = (30, 20, 4) if method == "cholqr" else (64, 6, 5)
+    run_case(grid, dtype, *shape, "economic", method)
+
+
+@pytest.mark.full_sweep
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES + [(64, 64, 8), (65, 20, 64), (5, 40, 3), (1, 7, 2)])
+@pytest.mark.parametrize("mode", ["economic", "full", "r"])
+@pytest.mark.parametrize("method", ["auto", "householder"])
+def test_qr_full(grid, dtype, shape, mode, method):
+    run_case(grid, dtype, *shape, mode, method)
+
+
+def _ladder(dtype):
+    """``(kappa, algorithms that may run)``: below CholeskyQR2's limit, at it (rounding decides
+    there), and between it and the shifted CholeskyQR3's (about ``1 / (sqrt(m n) u)``): 1e2,
+    1e8, 1e12 in double; 1e1, 1e3, 3e4 in single."""
+    both = {"cholqr2", "shifted cholqr3"}
+    if np.dtype(dtype) in (np.float32, np.complex64):
+        return [(1e1, {"cholqr2"}), (1e3, both), (3e4, {"shifted cholqr3"})]
+    return [(1e2, {"cholqr2"}), (1e8, both), (1e12, {"shifted cholqr3"})]
+
+
+def ladder(grid, dtype):
+    m, n, nb = 96, 12, 5
+    for kappa, expect in _ladder(dtype):
+        a = conditioned(m, n, kappa, dtype, seed=int(np.log10(kappa)))
+        A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+        done = _cholqr.cholesky_qr(A)
+        assert done is not None, f"kappa={kappa:g}: CholeskyQR broke down"
+        q, r, method = done
+        assert method in expect, f"kappa={kappa:g}: {method} ran, {expect} expected"
+        assert_qr(a, q.to_numpy(), r.to_numpy(), f"{method} kappa={kappa:g}")
+        # the public call, and Householder QR at the top rung, meet the same bounds
+        for meth in ("auto", "householder") if kappa == _ladder(dtype)[-1][0] else ("auto",):
+            Q, R = qr(A, mode="economic", method=meth)
+            assert_qr(a, Q.to_numpy(), R.to_numpy(), f"qr({meth}) kappa={kappa:g}")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_condition_ladder(grid, dtype):
+    ladder(grid, dtype)
+
+
+@pytest.mark.full_sweep
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_condition_ladder_full(grid, dtype):
+    ladder(grid, dtype)
+
+
+def test_cholqr_through_the_operators(grid, monkeypatch):
+    """A grid of one process column runs the passes on whole local rows; the distributed
+    SYRK/Cholesky/TRSM passes (what the other grids run) meet the same bounds there too."""
+    monkeypatch.setattr(_cholqr, "_WHOLE_ROWS", False)
+    for kappa in (1e2, 1e12):
+        a = conditioned(64, 9, kappa, np.complex128, seed=5)
+        done = _cholqr.cholesky_qr(bm.from_numpy(a, block=(4, 4), grid=grid))
+        assert done is not None
+        assert_qr(a, done[0].to_numpy(), done[1].to_numpy(), f"{done[2]} kappa={kappa:g}")
+
+
+def test_beyond_one_over_eps_falls_back_to_householder(grid, monkeypatch):
+    """kappa ~ 1e17 (float64) or an exactly rank-deficient matrix: both CholeskyQRs break
+    down, Householder QR completes (as LAPACK: a zero on R's diagonal is no error)."""
+    m, n, nb = 80, 10, 4
+    a = conditioned(m, n, 1e17, np.float64, seed=3)
+    b = a.copy()
+    b[:, 6] = b[:, 1] - 2 * b[:, 4]  # rank deficient
+    calls = []
+    real = _householder.factor
+    monkeypatch.setattr(_householder, "factor", lambda *x, **k: calls.append(1) or real(*x, **k))
+    for x in (a, b):
+        X = bm.from_numpy(x, block=(nb, nb), grid=grid)
+        assert _cholqr.cholesky_qr(X) is None
+        Q, R = qr(X, mode="economic")
+        assert_qr(x, Q.to_numpy(), R.to_numpy(), "fallback")
+    assert len(calls) == 2
+    r = np.abs(np.diagonal(R.to_numpy()))
+    assert r[6] < 1e-12 * r.max(), "the dependent column has no zero on R's diagonal"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_householder_pipeline_on_one_process(grid, dtype, monkeypatch):
+    """A 1x1 grid calls LAPACK once by default; the blocked pipeline on one process (the
+    other path of the 1x1 grid) meets the same bounds, and so does its application of Q."""
+    if grid.size > 1:
+        pytest.skip("the switch concerns a 1x1 grid; the others run the pipeline anyway")
+    monkeypatch.setattr(_householder, "_LOCAL_ON_ONE_PROCESS", False)
+    for mode in ("economic", "full"):
+        run_case(grid, dtype, 29, 17, 4, mode, "householder")
+        run_case(grid, dtype, 11, 19, 3, mode, "householder")
+    # the one-process Q formed in blocks of reflectors instead of the library's orgqr
+    monkeypatch.setattr(_householder, "_LOCAL_ON_ONE_PROCESS", True)
+    monkeypatch.setenv("BLASMP_QR_LOCAL_Q_BLOCK", "5")
+    for mode in ("economic", "full"):
+        run_case(grid, dtype, 29, 17, 4, mode, "householder")
+        run_case(grid, dtype, 11, 19, 3, mode, "householder")
+
+
+def test_numpy_qr():
+    grid = square_grid()
+    m, n, nb = 33, 14, 4
+    a = random_matrix(np.random.default_rng(2), (m, n), np.float64)
+    A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    res = np.linalg.qr(A)
+    assert type(res).__name__ == "QRResult"
+    assert res.Q.shape == (m, n) and res.R.shape == (n, n)
+    assert_qr(a, res.Q.to_numpy(), res.R.to_numpy(), "np.linalg.qr")
+    Q, R = np.linalg.qr(A, mode="complete")
+    assert Q.shape == (m, m) and R.shape == (m, n)
+    assert_qr(a, Q.to_numpy(), R.to_numpy(), "complete")
+    R = np.linalg.qr(A, mode="r")
+    assert isinstance(R, bm.BlockCyclicArray) and R.shape == (n, n)
+    assert np.array_equal(R.to_numpy(), res.R.to_numpy())
+    # R agrees with NumPy's up to the signs of its rows
+    ref = np.linalg.qr(a, mode="r")
+    np.testing.assert_allclose(np.abs(R.to_numpy()), np.abs(ref), atol=1e-12 * n)
+    with pytest.raises(NotImplementedError, match="raw"):
+        np.linalg.qr(A, mode="raw")
+
+
+@pytest.mark.parametrize("dtype,method", [(np.float64, "householder"), (np.complex64, "cholqr")])
+def test_qr_multiply(grid, dtype, method):
+    """``Q c`` and ``c Q`` (and with ``conj(Q)``) against the explicit economic ``Q`` of the
+    same algorithm: componentwise GEMM-like bound ``k eps |Q| |c|``."""
+    from blas3_reference import check_bound
+
+    m, n, nb = (40, 9, 4) if method == "cholqr" else (26, 17, 5)
+    rng = np.random.default_rng(5)
+    a = random_matrix(rng, (m, n), dtype)
+    A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    q, r = (x.to_numpy() for x in qr(A, mode="economic", method=method))
+    k = min(m, n)
+    for mode in ("left", "right"):
+        c = random_matrix(rng, (k, 3) if mode == "left" else (4, m), dtype)
+        C = bm.from_numpy(c, block=(3, 2), grid=grid)
+        for conjugate in (False, True):
+            qq = q.conj() if conjugate else q
+            CQ, R = qr_multiply(A, C, mode=mode, conjugate=conjugate, method=method)
+            ref = high(qq) @ high(c) if mode == "left" else high(c) @ high(qq)
+            scale = np.abs(qq) @ np.abs(c) if mode == "left" else np.abs(c) @ np.abs(qq)
+            ok, worst = check_bound(CQ.to_numpy(), ref, scale, 4 * m, dtype)
+            assert ok, f"{mode} conjugate={conjugate}: {worst:.3g} x bound"
+            assert np.array_equal(R.to_numpy(), r)
+        assert np.array_equal(C.to_numpy(), c), "c modified"
+    with pytest.raises(ValueError, match="does not fit"):
+        qr_multiply(A, bm.from_numpy(np.ones((m, 2)), block=(4, 2), grid=grid), mode="left")
+
+
+def test_window_and_views(grid):
+    """A window view A[i:, j:] (offsets inside a block) is read in place by CholeskyQR and is
+    the working copy of Householder QR (no ViewCopyWarning either way); A.T is materialised;
+    non-square blocks are moved with a warning."""
+    big = random_matrix(np.random.default_rng(8), (70, 30), np.float64)
+    P = bm.from_numpy(big, block=(6, 6), grid=grid)
+    cases = (
+        ((3, 70), (2, 9), "cholqr"),
+        ((5, 40), (1, 30), "householder"),
+        ((6, 70), (6, 12), "cholqr"),  # block-aligned: a view whose first block is elsewhere
+        ((6, 40), (12, 30), "householder"),
+    )
+    for rows, cols, method in cases:
+        a = big[slice(*rows), slice(*cols)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", bm.ViewCopyWarning)
+            Q, R = qr(P[slice(*rows), slice(*cols)], mode="economic", method=method)
+        assert_qr(a, Q.to_numpy(), R.to_numpy(), f"window {method}")
+    assert np.array_equal(P.to_numpy(), big)
+    T = bm.from_numpy(big[:20, :12].T.copy(), block=(5, 5), grid=grid).T  # a 20x12 view
+    Q, R = qr(T, mode="economic")
+    assert_qr(big[:20, :12], Q.to_numpy(), R.to_numpy(), "A.T")
+    N = bm.from_numpy(big[:25, :25], block=(4, 6), grid=grid)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        Q, R = qr(N, method="householder")
+    assert any("non-square blocks" in str(w.message) for w in rec) or grid.size == 1
+    assert_qr(big[:25, :25], Q.to_numpy(), R.to_numpy(), "non-square blocks")
+
+
+def test_overwrite_a():
+    grid = square_grid()
+    a = random_matrix(np.random.default_rng(4), (21, 21), np.float64)
+    A = bm.from_numpy(a, block=(4, 4), grid=grid)
+    Q, R = qr(A, overwrite_a=True)
+    assert_qr(a, Q.to_numpy(), R.to_numpy(), "overwrite_a")
+    if grid.size > 1:  # the pipeline factored in A's storage: LAPACK's geqrf layout
+        assert np.allclose(np.triu(A.to_numpy()), R.to_numpy(), atol=1e-12)
+
+
+def test_zero_size():
+    grid = square_grid()
+    for m, n in ((0, 4), (5, 0)):
+        A = bm.from_numpy(np.zeros((m, n)), block=(2, 2), grid=grid)
+        Q, R = qr(A, mode="economic")
+        assert Q.shape == (m, min(m, n)) and R.shape == (min(m, n), n)
+        Q, R = qr(A)
+        assert Q.shape == (m, m) and R.shape == (m, n)
+
+
+def test_bad_input():
+    grid = square_grid()
+    a = random_matrix(np.random.default_rng(1), (12, 5), np.float64)
+    bad = a.copy()
+    bad[7, 3] = np.nan
+    B = bm.from_numpy(bad, block=(3, 3), grid=grid)
+    for mode in ("full", "economic", "r"):
+        with pytest.raises(ValueError, match="infs or NaNs"):
+            qr(B, mode=mode)
+    A = bm.from_numpy(a, block=(3, 3), grid=grid)
+    with pytest.raises(NotImplementedError, match="raw"):
+        qr(A, mode="raw")
+    with pytest.raises(NotImplementedError, match="pivoting"):
+        qr(A, pivoting=True)
+    with pytest.raises(ValueError, match="mode"):
+        qr(A, mode="reduced")
+    with pytest.raises(TypeError, match="BlockCyclicArray"):
+        qr(a)
+    with pytest.raises(ValueError, match="method"):
+        qr(A, method="tsqr")
+    W = bm.from_numpy(a.T.copy(), block=(3, 3), grid=grid)
+    with pytest.raises(ValueError, match="m >= n"):
+        qr(W, mode="economic", method="cholqr")
+    with pytest.raises(ValueError, match="economic"):
+        qr(A, mode="full", method="cholqr")
+    with pytest.raises(TypeError, match="2-D BlockCyclicArray"):
+        qr_multiply(A, np.ones((5, 2)))
+
+
+def test_every_rank_agrees_and_repeats(grid):
+    """Same bits on every rank's gathered copy, and over repeated calls (races between the
+    streams or the exchanges would show as differing bits)."""
+    a = random_matrix(np.random.default_rng(6), (30, 22), np.float64)
+    A = bm.from_numpy(a, block=(4, 4), grid=grid)
+    first = [x.to_numpy() for x in qr(A, method="householder")]
+    allq = MPI.COMM_WORLD.allgather(first[0])
+    assert all(np.array_equal(allq[0], x) for x in allq)
+    for _ in range(1):
+        again = [x.to_numpy() for x in qr(A, method="householder")]
+        assert all(np.array_equal(x, y) for x, y in zip(first, again, strict=True))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_backend_geqrf_orgqr_ormqr(grid, dtype):
+    """The local kernels on strided views: geqrf then orgqr and ormqr reproduce a."""
+    be = grid.backend
+    m, n = 11, 6
+    a = random_matrix(np.random.default_rng(7), (m, n), dtype)
+    big = np.full((m + 2, n + 3), np.nan, dtype=dtype)
+    big[1 : m + 1, 2 : n + 2] = a
+    dev = be.asarray(big)
+    view = dev[1 : m + 1, 2 : n + 2]
+    tau = be.xp.zeros(n, dtype)
+    info = be.xp.full(1, -7, dtype=np.int32)
+    be.geqrf(view, tau, info, be.compute)
+    be.synchronize()
+    f = be.asnumpy(dev)[1 : m + 1, 2 : n + 2]
+    assert int(be.asnumpy(info)[0]) == 0
+    q = be.asarray(np.array(f))
+    be.orgqr(q, tau, info, be.compute)
+    c = be.asarray(np.triu(f[:n]).astype(dtype))
+    cq = be.xp.zeros((m, n), dtype)
+    cq[:n] = c
+    be.ormqr("L", "N", view, tau, cq, info, be.compute)
+    be.synchronize()
+    assert_qr(a, be.asnumpy(q), np.triu(f[:n]), "geqrf/orgqr")
+    res = np.abs(be.asnumpy(cq) - a).max() / (np.abs(a).max() * m * eps(dtype))
+    assert res < THRESH, f"ormqr: {res:.3g}"
+    assert np.all(np.isnan(be.asnumpy(dev)[0])), "geqrf wrote outside its view"
