@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import math
 import os
 import shutil
@@ -28,6 +29,7 @@ from ._common import (
 )
 from ._deps import require
 from ._plan import chunk_bounds, chunk_parts
+from ._staging import host_resident
 
 __all__ = ["from_dask", "to_dask"]
 
@@ -50,11 +52,12 @@ def from_dask(
     one rectangle of the local matrix (indices ascending in a contiguous global range are
     contiguous in local order). Each rank builds one such selection task per chunk it
     intersects (so the graph grows with the chunks touched, not with the number of tiles) and
-    computes them with ``dask.compute(*pieces, scheduler=scheduler)``: chunks holding none of
-    its elements are never computed on that rank, and any chunking works, aligned with the
-    blocks or not. The pieces are computed in batches that close once they reach
-    ``batch_bytes`` (one ``dask.compute`` per batch; a single one when the local matrix fits),
-    which bounds the host memory of a rank.
+    computes them with ``dask.compute(..., scheduler=scheduler)``: chunks holding none of its
+    elements are never computed on that rank, and any chunking works, aligned with the blocks
+    or not. On the CPU backend the task that computes a piece also writes it into the local
+    matrix (one ``dask.compute``; the host holds only the pieces in flight). On the GPU backend
+    the pieces are computed in batches that close once they reach ``batch_bytes`` (one
+    ``dask.compute`` per batch), and copied to the device on the calling thread.
 
     Parameters
     ----------
@@ -71,7 +74,8 @@ def from_dask(
         Convert to this dtype; by default ``x.dtype`` (one of float32, float64, complex64,
         complex128).
     batch_bytes : int, optional
-        Upper bound of one batch on the host (default :data:`BATCH_BYTES`, 256 MiB).
+        Upper bound of one batch on the host, GPU backend (default :data:`BATCH_BYTES`,
+        256 MiB).
     scheduler : optional
         Dask scheduler used by each rank (default ``'threads'``).
 
@@ -123,6 +127,17 @@ def from_dask(
             return
         chunks = x.to_delayed()
         select = dask.delayed(_select, pure=True)
+        if host_resident(bk):
+            # x chunk (i, j)[my rows, my cols] -> local rectangle (lr, lc), written by the task
+            # that computed it: one compute, only the pieces in flight held on the host
+            put = dask.delayed(functools.partial(_put, out._data, bk), pure=False)
+            tasks = [
+                put(select(chunks[i, j], rsel, csel), lr, lc)
+                for i, rsel, lr in row_parts
+                for j, csel, lc in col_parts
+            ]
+            dask.compute(*tasks, scheduler=scheduler)
+            return
         batch: list[tuple[slice, slice, Any]] = []
         size = 0
         for i, rsel, lr in row_parts:
@@ -168,6 +183,11 @@ def _select(chunk: Any, rsel: Any, csel: Any) -> Any:
     if isinstance(rsel, slice) or isinstance(csel, slice):
         return chunk[rsel, csel]
     return chunk[np.ix_(rsel, csel)]
+
+
+def _put(local: Any, backend: Any, value: Any, lr: slice, lc: slice) -> None:
+    """``local[lr, lc] = value`` (a Dask task on a host-resident backend)."""
+    local[lr, lc] = _to_backend(value, backend)
 
 
 def _place(
