@@ -57,16 +57,15 @@ def write_from(
         sink(local, slice(0, ml))
         return
     pending: Future[None] | None = None
+    # leaving the pool waits for a band in flight, also when a copy failed
     with ThreadPoolExecutor(1, thread_name_prefix="blasmp-io") as helper:
-        try:
-            for rows in bands(layout, *coords, local.dtype.itemsize, STAGING_BYTES):
-                host = backend.asnumpy(local[rows])  # device band -> host
-                if pending is not None:
-                    pending.result()
-                pending = helper.submit(sink, host, rows)
-        finally:
+        for rows in bands(layout, *coords, local.dtype.itemsize, STAGING_BYTES):
+            host = backend.asnumpy(local[rows])  # device band -> host
             if pending is not None:
                 pending.result()
+            pending = helper.submit(sink, host, rows)
+        if pending is not None:
+            pending.result()
 
 
 def read_into(

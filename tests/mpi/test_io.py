@@ -513,6 +513,18 @@ def test_zarr_failure_mid_write_publishes_nothing(square, shared_dir, monkeypatc
         assert_holds(bm.from_zarr(path, grid=square), old)  # the old store is intact
 
 
+def test_staged_failure_publishes_nothing(square, shared_dir, monkeypatch):
+    """The device path (host bands, writes on a helper thread), run on the CPU, fails cleanly:
+    every rank raises, nothing is published, nothing keeps writing."""
+    A = build(matrix((40, 24), np.float64, 7), square, 4)
+    monkeypatch.setattr(_staging, "host_resident", lambda backend: False)
+    monkeypatch.setattr(_staging, "STAGING_BYTES", 1)  # one block row per band
+    _fail_on_last_rank(monkeypatch, _zarr_chunks, "write_pieces", _zarr_write_fails_after_one_chunk)
+    with pytest.raises(bio.DistributedIOError, match=f"rank {SIZE - 1}: OSError: injected"):
+        A.to_zarr(os.path.join(shared_dir, "a.zarr"))
+    assert listing(shared_dir) == []
+
+
 # -- bad input ---------------------------------------------------------------------------------
 def test_from_zarr_missing_wrong_shape_wrong_dtype(square, shared_dir):
     with pytest.raises(FileNotFoundError, match="nope.zarr"):
