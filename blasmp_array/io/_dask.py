@@ -22,6 +22,7 @@ from ._common import (
     BATCH_BYTES,
     agree,
     check_dtype_arg,
+    host_threads,
     normalize_block,
     ranks_on_node,
     resolve_grid,
@@ -29,7 +30,7 @@ from ._common import (
 )
 from ._deps import require
 from ._plan import chunk_bounds, chunk_parts
-from ._staging import host_resident
+from ._staging import host_copy, host_resident
 
 __all__ = ["from_dask", "to_dask"]
 
@@ -132,7 +133,7 @@ def from_dask(
             # that computed it: one compute, only the pieces in flight held on the host
             put = dask.delayed(functools.partial(_put, out._data, bk), pure=False)
             tasks = [
-                put(select(chunks[i, j], rsel, csel), lr, lc)
+                put(chunks[i, j], rsel, csel, lr, lc)
                 for i, rsel, lr in row_parts
                 for j, csel, lc in col_parts
             ]
@@ -185,9 +186,9 @@ def _select(chunk: Any, rsel: Any, csel: Any) -> Any:
     return chunk[np.ix_(rsel, csel)]
 
 
-def _put(local: Any, backend: Any, value: Any, lr: slice, lc: slice) -> None:
-    """``local[lr, lc] = value`` (a Dask task on a host-resident backend)."""
-    local[lr, lc] = _to_backend(value, backend)
+def _put(local: Any, backend: Any, chunk: Any, rsel: Any, csel: Any, lr: slice, lc: slice) -> None:
+    """``local[lr, lc] = chunk[rsel, csel]`` (one Dask task on a host-resident backend)."""
+    local[lr, lc] = _to_backend(_select(chunk, rsel, csel), backend)
 
 
 def _place(
@@ -239,9 +240,9 @@ def to_dask(
     The result is independent of ``A`` (later changes to ``A`` are not seen) and usable on any
     rank after the call. Two routes, chosen by ``via``:
 
-    * ``'memory'``: every rank gathers the matrix (:meth:`~BlockCyclicArray.to_numpy`) and
-      returns a Dask array over that NumPy array; no disk. **Each rank holds the whole matrix**
-      as long as the Dask array lives.
+    * ``'memory'``: every rank gathers the matrix (:meth:`~BlockCyclicArray.to_numpy`; on one
+      process one copy of the local matrix) and returns a Dask array over that NumPy array; no
+      disk. **Each rank holds the whole matrix** as long as the Dask array lives.
     * ``'zarr'``: the ranks write the matrix in parallel into a temporary zarr store (see
       :func:`blasmp_array.io.to_zarr`, uncompressed) and every rank returns
       ``dask.array.from_zarr`` of it: lazy, nothing is held in memory until computed, and a
@@ -294,10 +295,24 @@ def to_dask(
     if via == "auto":
         via = "memory" if bk.size == 1 or _fits_in_memory(A) else "zarr"
     if via == "memory":
-        a = A.to_numpy()
+        a = _snapshot(A)
         # a name of our own: Dask would otherwise hash the whole matrix to name it
         return da.from_array(a, chunks=chunks, name=f"blasmp-to_dask-{uuid.uuid4().hex}")
     return _via_zarr(da, A, chunks, tmpdir)
+
+
+def _snapshot(A: BlockCyclicArray) -> np.ndarray:
+    """The matrix as a new NumPy array on every rank: on one process one copy of the local
+    matrix (on a few threads from host memory), else :meth:`~BlockCyclicArray.to_numpy`."""
+    if A.grid.size > 1:
+        gathered = A.to_numpy()
+        assert gathered is not None  # root=None: every rank receives
+        return gathered
+    S = stored(A, "to_dask")
+    bk = S.grid.backend
+    if host_resident(bk):
+        return host_copy(np.asarray(S._data), host_threads(bk))
+    return bk.asnumpy(S._data)  # device -> a new host array
 
 
 def _fits_in_memory(A: BlockCyclicArray) -> bool:
