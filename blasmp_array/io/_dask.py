@@ -279,6 +279,7 @@ def to_dask(
     dask.array.Array
         Shape ``A.shape``, dtype ``A.dtype``.
     """
+    dask = require("dask", "to_dask")
     da = require("dask.array", "to_dask")
     if not isinstance(A, BlockCyclicArray):
         raise TypeError(f"to_dask needs a BlockCyclicArray, got {type(A).__name__}")
@@ -295,10 +296,20 @@ def to_dask(
     if via == "auto":
         via = "memory" if bk.size == 1 or _fits_in_memory(A) else "zarr"
     if via == "memory":
-        a = _snapshot(A)
-        # a name of our own: Dask would otherwise hash the whole matrix to name it
-        return da.from_array(a, chunks=chunks, name=f"blasmp-to_dask-{uuid.uuid4().hex}")
+        return _over(dask, da, _snapshot(A), chunks)
     return _via_zarr(da, A, chunks, tmpdir)
+
+
+def _over(dask: Any, da: Any, a: np.ndarray, chunks: Any) -> Any:
+    """A Dask array over the new NumPy array ``a``, which it keeps without copying.
+
+    ``dask.array.from_array`` would copy ``a`` again (Dask >= 2024.12 copies array inputs so
+    that later changes to them are not seen; ``a`` is private already) and, without a name,
+    hash all of it; one delayed chunk of our own naming, rechunked, does neither.
+    """
+    name = f"blasmp-to_dask-{uuid.uuid4().hex}"
+    whole = da.from_delayed(dask.delayed(a, name=name), a.shape, dtype=a.dtype, meta=a[:0, :0])
+    return whole.rechunk(chunks)
 
 
 def _snapshot(A: BlockCyclicArray) -> np.ndarray:
