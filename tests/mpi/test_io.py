@@ -134,10 +134,12 @@ def build(a, grid, block):
 
 
 def listing(path):
-    """The directory's entries, once every rank got here (collective: a rank running ahead
-    into the next write would otherwise show its temporary store)."""
+    """The directory's entries, seen by every rank between two barriers (collective: a rank
+    running ahead into the next write would otherwise show its temporary store)."""
     COMM.Barrier()
-    return sorted(os.listdir(path))
+    names = sorted(os.listdir(path))
+    COMM.Barrier()
+    return names
 
 
 # -- from_dask -------------------------------------------------------------------------------
@@ -526,6 +528,7 @@ def test_staged_failure_publishes_nothing(square, shared_dir, monkeypatch):
 
 
 # -- bad input ---------------------------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")
 def test_from_zarr_missing_wrong_shape_wrong_dtype(square, shared_dir):
     with pytest.raises(FileNotFoundError, match="nope.zarr"):
         bm.from_zarr(os.path.join(shared_dir, "nope.zarr"), grid=square)
