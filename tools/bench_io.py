@@ -42,6 +42,12 @@ MB/s with MB = 1e6 bytes of ``8 n^2``), the same-run time ratios ours / referenc
 ``python tools/bench_io.py --pool a.json b.json ...`` (no MPI) pools the repeats of several
 records.
 
+``mpiexec -n P python tools/bench_io.py --memory [--n N --block B]`` measures the host staging of
+every file path (zarr, ``.npy``, HDF5, ``from_dask``): the largest traced allocation
+(``tracemalloc``, all threads: NumPy arrays, zarr's buffers, Python objects) that each call
+holds at once beyond what the rank held before it (and beyond a reader's result), the largest
+over the ranks, each call run once before to exclude imports and caches.
+
 ``python tools/bench_io.py --codecs [--n N --block B --repeat R]`` (one process, no MPI) measures
 the codec choice of ``to_zarr``: for a random normal and a lower-triangular ``n x n`` float64
 matrix, the median time to write (``z[...] = a``) and read (``z[...]``) it through zarr with
@@ -93,6 +99,7 @@ def parse() -> argparse.Namespace:
         "--threads", type=int, default=None, help="Dask threads of the baseline (default: ranks)"
     )
     p.add_argument("--codecs", action="store_true", help="the codec table (one process)")
+    p.add_argument("--memory", action="store_true", help="the host staging table")
     p.add_argument("--json", default=None, help="write every repeat's time here (rank 0)")
     return p.parse_args()
 
@@ -126,7 +133,7 @@ def local_tiles_match(A: Any, x: Any, k: int, rng: np.random.Generator) -> bool:
         bi, bj = tiles[t]
         (h, w), (il, jl) = lay.block_extent(bi, bj), lay.local_offset(bi, bj)
         want = x[bi * mb : bi * mb + h, bj * nb : bj * nb + w].compute()
-        if not np.array_equal(A.local[il : il + h, jl : jl + w], want):
+        if not np.array_equal(A.backend.asnumpy(A.local[il : il + h, jl : jl + w]), want):
             return False
     return True
 
@@ -304,6 +311,59 @@ def codecs(n: int, block: int, repeat: int) -> None:
         remove(workdir)
 
 
+def memory(n: int, block: int) -> None:
+    """The staging table of docs/io.md: peak traced bytes per call beyond the local matrix."""
+    import tracemalloc
+
+    import dask.array as da
+    from mpi4py import MPI
+
+    import blasmp_array as bm
+
+    comm = MPI.COMM_WORLD
+    a = np.random.default_rng(0).standard_normal((n, n))
+    A = bm.from_numpy(a, block=block)
+    local = A.local.nbytes
+    workdir = comm.bcast(tempfile.mkdtemp(prefix="bench-io-mem-") if comm.rank == 0 else None)
+    path = {k: os.path.join(workdir, f"a.{k}") for k in ("zarr", "npy", "h5")}
+    x = da.from_array(a, chunks=4 * block)
+    calls: dict[str, Callable[[], Any]] = {
+        "A.to_zarr": lambda: A.to_zarr(path["zarr"], overwrite=True),
+        "A.to_npy": lambda: A.to_npy(path["npy"], overwrite=True),
+        "A.to_hdf5": lambda: A.to_hdf5(path["h5"], "m", overwrite=True),
+        "bm.from_zarr": lambda: bm.from_zarr(path["zarr"]),
+        "bm.from_npy": lambda: bm.from_npy(path["npy"], block),
+        "bm.from_hdf5": lambda: bm.from_hdf5(path["h5"], "m", block),
+        f"bm.from_dask (chunks {4 * block})": lambda: bm.from_dask(x, block),
+    }
+    try:
+        for call in calls.values():
+            call()
+        extra = {}
+        for name, call in calls.items():
+            tracemalloc.start()
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            result = call()
+            peak = tracemalloc.get_traced_memory()[1] - before
+            tracemalloc.stop()
+            extra[name] = peak - (local if result is not None else 0)
+            del result
+        extra = {k: comm.allreduce(v, MPI.MAX) for k, v in extra.items()}
+    finally:
+        comm.Barrier()
+        if comm.rank == 0:
+            remove(workdir)
+    if comm.rank == 0:
+        print(
+            f"# {comm.size} ranks, n={n}, block={block}, float64, local matrix "
+            f"{local / 2**20:.1f} MiB (rank 0); peak traced MiB beyond the local matrix, "
+            "largest rank"
+        )
+        for name, value in extra.items():
+            print(f"{name:<32s} {value / 2**20:8.2f}")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--pool"]:
         pool(sys.argv[2:])
@@ -311,6 +371,9 @@ def main() -> None:
     args = parse()
     if args.codecs:
         codecs(args.n, args.block, args.repeat)
+        return
+    if args.memory:
+        memory(args.n, args.block)
         return
     import dask
     import dask.array as da

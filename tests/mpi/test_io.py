@@ -527,6 +527,20 @@ def test_staged_failure_publishes_nothing(square, shared_dir, monkeypatch):
     assert listing(shared_dir) == []
 
 
+@pytest.mark.parametrize("shape", [(0, 5), (3, 0)])
+def test_empty_matrices(square, shared_dir, shape):
+    a = np.zeros(shape)
+    A = build(a, square, 2)
+    A.to_zarr(os.path.join(shared_dir, "e.zarr"))
+    assert_holds(bm.from_zarr(os.path.join(shared_dir, "e.zarr"), grid=square), a, (2, 2))
+    if HAVE_H5PY:
+        A.to_hdf5(os.path.join(shared_dir, "e.h5"), "m")
+        assert_holds(bm.from_hdf5(os.path.join(shared_dir, "e.h5"), "m", 3, square), a)
+    for via in ("memory", "zarr"):
+        y = A.to_dask(via=via, tmpdir=shared_dir)
+        assert COMM.allreduce(same_bits(y.compute(), a), op=MPI.LAND)
+
+
 # -- bad input ---------------------------------------------------------------------------------
 @pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")
 def test_from_zarr_missing_wrong_shape_wrong_dtype(square, shared_dir):
