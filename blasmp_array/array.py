@@ -393,14 +393,6 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         to_zarr = _dispatch.method("to_zarr")  # io/_zarr.py
         to_zarr(self, url_or_store, overwrite=overwrite, progress=progress, **options)
 
-    def to_hdf5(
-        self, path: Any, dataset: str, overwrite: bool = False, progress: bool = False
-    ) -> None:
-        """Parallel write to a new HDF5 file holding one dataset
-        (:func:`blasmp_array.io.to_hdf5`). Collective."""
-        to_hdf5 = _dispatch.method("to_hdf5")  # io/_hdf5.py
-        to_hdf5(self, path, dataset, overwrite=overwrite, progress=progress)
-
     def to_npy(self, path: Any, overwrite: bool = False, progress: bool = False) -> None:
         """Parallel write to a ``.npy`` file through memory maps (:func:`blasmp_array.io.to_npy`).
         Collective."""

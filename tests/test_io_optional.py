@@ -57,7 +57,7 @@ def test_zarr_npy_and_hdf5_need_no_dask(hide, tmp_path):
     A = bm.from_numpy(a, block=2)
     A.to_zarr(tmp_path / "a.zarr")
     A.to_npy(tmp_path / "a.npy")
-    A.to_hdf5(tmp_path / "a.h5", "m")
+    bio.to_hdf5(A, tmp_path / "a.h5", "m")
     for B in (
         bm.from_zarr(tmp_path / "a.zarr", block=3),
         bm.from_npy(tmp_path / "a.npy", block=3),

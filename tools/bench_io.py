@@ -330,7 +330,7 @@ def memory(n: int, block: int) -> None:
     calls: dict[str, Callable[[], Any]] = {
         "A.to_zarr": lambda: A.to_zarr(path["zarr"], overwrite=True),
         "A.to_npy": lambda: A.to_npy(path["npy"], overwrite=True),
-        "A.to_hdf5": lambda: A.to_hdf5(path["h5"], "m", overwrite=True),
+        "bm.io.to_hdf5": lambda: bm.io.to_hdf5(A, path["h5"], "m", overwrite=True),
         "bm.from_zarr": lambda: bm.from_zarr(path["zarr"]),
         "bm.from_npy": lambda: bm.from_npy(path["npy"], block),
         "bm.from_hdf5": lambda: bm.from_hdf5(path["h5"], "m", block),

@@ -12,9 +12,9 @@ Only this package imports Dask, zarr and h5py, lazily inside the functions: they
 * :func:`to_hdf5` / :func:`from_hdf5` -- parallel HDF5 (hyperslabs per rank; MPI-IO where h5py
   is built with MPI).
 
-Importing this package registers :func:`to_dask`, :func:`to_zarr`, :func:`to_npy` and
-:func:`to_hdf5` as the implementations of the array methods of the same names (see
-:mod:`blasmp_array._dispatch`; the array never imports io).
+Importing this package registers :func:`to_dask`, :func:`to_zarr` and :func:`to_npy` as the
+implementations of the array methods of the same names (see :mod:`blasmp_array._dispatch`; the
+array never imports io).
 
 The writers publish a store only when every rank has written its part (see
 :mod:`blasmp_array.io._common`); a failure on any rank raises :class:`DistributedIOError` on
@@ -42,8 +42,7 @@ __all__ = [
     "to_hdf5",
 ]
 
-# the implementations of BlockCyclicArray.to_dask, .to_zarr, .to_npy and .to_hdf5
+# the implementations of BlockCyclicArray.to_dask, .to_zarr and .to_npy
 implements_method("to_dask")(to_dask)
 implements_method("to_zarr")(to_zarr)
 implements_method("to_npy")(to_npy)
-implements_method("to_hdf5")(to_hdf5)

@@ -534,7 +534,7 @@ def test_empty_matrices(square, shared_dir, shape):
     A.to_zarr(os.path.join(shared_dir, "e.zarr"))
     assert_holds(bm.from_zarr(os.path.join(shared_dir, "e.zarr"), grid=square), a, (2, 2))
     if HAVE_H5PY:
-        A.to_hdf5(os.path.join(shared_dir, "e.h5"), "m")
+        bio.to_hdf5(A, os.path.join(shared_dir, "e.h5"), "m")
         assert_holds(bm.from_hdf5(os.path.join(shared_dir, "e.h5"), "m", 3, square), a)
     for via in ("memory", "zarr"):
         y = A.to_dask(via=via, tmpdir=shared_dir)
@@ -687,7 +687,7 @@ def test_bounded_staging(square, shared_dir, monkeypatch, staged):
         x = da.from_array(a, chunks=(128, 128))
         readers["dask"] = lambda: bm.from_dask(x, block, square)
     if HAVE_H5PY:
-        writers["h5"] = lambda: A.to_hdf5(paths["h5"], "m", overwrite=True)
+        writers["h5"] = lambda: bio.to_hdf5(A, paths["h5"], "m", overwrite=True)
         readers["h5"] = lambda: bm.from_hdf5(paths["h5"], "m", block, square)
     for write in writers.values():  # once first: imports and caches are not staging
         write()
@@ -827,7 +827,7 @@ def test_hdf5_round_trip_across_layouts(shared_dir, case, dtype):
     shape, wgrid, wblock, rgrid, rblock = case
     a = matrix(shape, dtype, seed=4)
     path = os.path.join(shared_dir, "a.h5")
-    build(a, grid_at(wgrid), wblock).to_hdf5(path, "g/m")
+    bio.to_hdf5(build(a, grid_at(wgrid), wblock), path, "g/m")
     with h5py.File(path, "r") as f:
         ok = same_bits(f["g/m"][...], a)
     assert COMM.allreduce(ok, op=MPI.LAND)
@@ -861,10 +861,10 @@ def test_hdf5_errors_overwrite_and_failure(square, shared_dir, monkeypatch):
     with pytest.raises(FileNotFoundError):
         bm.from_hdf5(os.path.join(shared_dir, "nope.h5"), "m", grid=square)
     with pytest.raises(FileExistsError, match="overwrite=True"):
-        build(a, square, 2).to_hdf5(path, "m")
+        bio.to_hdf5(build(a, square, 2), path, "m")
     with pytest.raises(ValueError, match="dataset"):
-        build(a, square, 2).to_hdf5(path, "", overwrite=True)
-    build(a, square, 2).to_hdf5(path, "m", overwrite=True, progress=True)
+        bio.to_hdf5(build(a, square, 2), path, "", overwrite=True)
+    bio.to_hdf5(build(a, square, 2), path, "m", overwrite=True, progress=True)
 
     def fails(real):
         def failing(*args, **kwargs):
@@ -874,7 +874,7 @@ def test_hdf5_errors_overwrite_and_failure(square, shared_dir, monkeypatch):
 
     _fail_on_last_rank(monkeypatch, _hdf5, "copy_rects", fails)
     with pytest.raises(bio.DistributedIOError, match=f"rank {SIZE - 1}: OSError"):
-        build(b, square, 3).to_hdf5(path, "m", overwrite=True)
+        bio.to_hdf5(build(b, square, 3), path, "m", overwrite=True)
     monkeypatch.undo()
     assert listing(shared_dir) == ["a.h5"]
     assert_holds(bm.from_hdf5(path, "m", 2, square), a)
@@ -897,7 +897,7 @@ def test_gpu_bands_round_trip(square, shared_dir, monkeypatch):
             A.to_npy(path)
             B = bm.from_npy(path, (20, 8), square)
         else:
-            A.to_hdf5(path, "m")
+            bio.to_hdf5(A, path, "m")
             B = bm.from_hdf5(path, "m", (20, 8), square)
         assert type(B.local).__module__.startswith("cupy")
         assert_holds(B, a, (20, 8))
