@@ -114,8 +114,10 @@ def to_zarr(
     zarr = require("zarr", "to_zarr")
     final = _destination(zarr, url_or_store)
     check_flag(progress, "progress")
+    if not isinstance(A, BlockCyclicArray):
+        raise TypeError(f"to_zarr needs a BlockCyclicArray, got {type(A).__name__}")
+    _check_codecs(zarr, A.dtype, compressors, zarr_format)  # before any collective
     A = stored(A, "to_zarr")
-    _check_codecs(zarr, A.dtype, compressors, zarr_format)
     layout, g, bk = A.layout, A.grid, A.grid.backend
     mark = {
         "writer": f"blasmp_array {_version()}",
