@@ -50,8 +50,9 @@ over the ranks, each call run once before to exclude imports and caches.
 
 ``python tools/bench_io.py --codecs [--n N --block B --repeat R]`` (one process, no MPI) measures
 the codec choice of ``to_zarr``: for a random normal and a lower-triangular ``n x n`` float64
-matrix, the median time to write (``z[...] = a``) and read (``z[...]``) it through zarr with
-chunks ``B x B`` and each candidate codec, and the size ratio raw / stored.
+matrix, the median time and CPU time (all threads of the process) to write (``z[...] = a``) and
+read (``z[...]``) it through zarr with chunks ``B x B`` and each candidate codec, and the size
+ratio raw / stored.
 """
 
 from __future__ import annotations
@@ -279,11 +280,14 @@ def codecs(n: int, block: int, repeat: int) -> None:
     workdir = tempfile.mkdtemp(prefix="bench-io-codecs-")
     path = os.path.join(workdir, "c.zarr")
     print(f"# n={n}, chunks {block}x{block}, float64, median of {repeat}; zarr {zarr.__version__}")
-    print(f"# {'codec':<28s} {'matrix':<17s} {'write s':>8s} {'read s':>8s} {'raw/stored':>10s}")
+    print(
+        f"# {'codec':<28s} {'matrix':<17s} {'write s':>8s} {'read s':>8s} {'write cpu s':>11s} "
+        f"{'read cpu s':>10s} {'raw/stored':>10s}"
+    )
     try:
         for name, codec in candidates.items():
             for label, a in matrices.items():
-                writes, reads = [], []
+                writes, reads, write_cpu, read_cpu = [], [], [], []
                 for _ in range(repeat):
                     remove(path)
                     z = zarr.create_array(
@@ -294,16 +298,19 @@ def codecs(n: int, block: int, repeat: int) -> None:
                         compressors=codec,
                         fill_value=0,
                     ).with_config({"write_empty_chunks": True})
-                    t = time.perf_counter()
+                    t, c = time.perf_counter(), time.process_time()
                     z[...] = a
                     writes.append(time.perf_counter() - t)
+                    write_cpu.append(time.process_time() - c)
                     os.sync()
-                    t = time.perf_counter()
+                    t, c = time.perf_counter(), time.process_time()
                     back = z[...]
                     reads.append(time.perf_counter() - t)
+                    read_cpu.append(time.process_time() - c)
                 assert np.array_equal(back, a)
                 print(
                     f"{name:<30s} {label:<17s} {np.median(writes):8.3f} {np.median(reads):8.3f} "
+                    f"{np.median(write_cpu):11.3f} {np.median(read_cpu):10.3f} "
                     f"{a.nbytes / du(path):10.2f}",
                     flush=True,
                 )
