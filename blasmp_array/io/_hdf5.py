@@ -3,9 +3,9 @@ selection per band, and writes them into a dataset that rank 0 created.
 
 A rank's elements are a regular pattern of the dataset -- start ``(p mb, q nb)``, stride
 ``(Pr mb, Pc nb)``, block ``(mb, nb)`` -- plus the ragged last block row and column: a union
-of at most four regular hyperslabs, which HDF5 reads (decompressing each chunk of a chunked
-dataset once, converting the type) in one call straight into the local matrix, in the
-dataspace's row-major order, which is the local order.
+of at most four regular hyperslabs, which HDF5 reads (decoding the chunks of a chunked dataset
+that the selection touches, converting the type) in one call straight into the local matrix,
+in the dataspace's row-major order, which is the local order.
 
 Writing: rank 0 creates the file with a contiguous dataset whose storage is allocated at once.
 With an MPI-parallel h5py (``h5py.get_config().mpi``) every rank then opens it with the
@@ -118,9 +118,9 @@ def from_hdf5(
 
     Rank 0 checks the file and dataset (every rank raises the same error when they are
     missing or not 2-D); every rank then opens the file read-only and reads only its own
-    elements with one hyperslab selection (HDF5 converts the type and decompresses each chunk
-    of a chunked dataset once), straight into its local matrix on the CPU backend, through host
-    bands of at most 64 MiB on the GPU backend. With an MPI-parallel h5py the file is opened
+    elements with one hyperslab selection (HDF5 converts the type and decodes the chunks of a
+    chunked dataset that the selection touches), straight into its local matrix on the CPU
+    backend, through host bands of at most 64 MiB on the GPU backend. With an MPI-parallel h5py the file is opened
     with the ``mpio`` driver on several ranks.
 
     Parameters
