@@ -120,8 +120,8 @@ def from_hdf5(
     missing or not 2-D); every rank then opens the file read-only and reads only its own
     elements with one hyperslab selection (HDF5 converts the type and decodes the chunks of a
     chunked dataset that the selection touches), straight into its local matrix on the CPU
-    backend, through host bands of at most 64 MiB on the GPU backend. With an MPI-parallel h5py the file is opened
-    with the ``mpio`` driver on several ranks.
+    backend, through host bands of at most 64 MiB on the GPU backend. With an MPI-parallel
+    h5py the file is opened with the ``mpio`` driver on several ranks.
 
     Parameters
     ----------
