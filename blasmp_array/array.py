@@ -381,16 +381,17 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         return redistribute(self, grid=grid, block=block)
 
     def to_dask(self, **kwargs: Any) -> Any:
-        """Lazy Dask array of the matrix, through a temporary zarr store (see
-        :func:`blasmp_array.io.to_dask`; the store must be on a filesystem all ranks share).
-        Collective."""
+        """The matrix as a Dask array on every rank, in memory or over a temporary zarr store
+        (see :func:`blasmp_array.io.to_dask`). Collective."""
         return _dispatch.method("to_dask")(self, **kwargs)  # io/_dask.py
 
-    def to_zarr(self, url_or_store: Any, overwrite: bool = False, progress: bool = False) -> None:
-        """Parallel write to a zarr store, one chunk per block (:func:`blasmp_array.io.to_zarr`).
-        Collective."""
+    def to_zarr(
+        self, url_or_store: Any, overwrite: bool = False, progress: bool = False, **options: Any
+    ) -> None:
+        """Parallel write to a zarr store, one chunk per block; ``options`` (``compressors``,
+        ``zarr_format``) as in :func:`blasmp_array.io.to_zarr`. Collective."""
         to_zarr = _dispatch.method("to_zarr")  # io/_zarr.py
-        to_zarr(self, url_or_store, overwrite=overwrite, progress=progress)
+        to_zarr(self, url_or_store, overwrite=overwrite, progress=progress, **options)
 
     def to_npy(self, path: Any, overwrite: bool = False, progress: bool = False) -> None:
         """Parallel write to a ``.npy`` file through memory maps (:func:`blasmp_array.io.to_npy`).

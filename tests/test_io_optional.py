@@ -35,10 +35,8 @@ def hide(monkeypatch):
     [
         (lambda: bio.from_dask(object(), block=2), "from_dask"),
         (lambda: bio.to_dask(object()), "to_dask"),
-        (lambda: bio.from_zarr("a.zarr"), "from_zarr"),
-        (lambda: bio.from_hdf5("a.h5", "m"), "from_hdf5"),
     ],
-    ids=["from_dask", "to_dask", "from_zarr", "from_hdf5"],
+    ids=["from_dask", "to_dask"],
 )
 def test_missing_dask_names_the_extra(hide, call, feature):
     hide("dask")
@@ -46,6 +44,27 @@ def test_missing_dask_names_the_extra(hide, call, feature):
         call()
     message = str(info.value)
     assert feature in message and "dask[array]" in message and EXTRA in message
+
+
+def test_zarr_npy_and_hdf5_need_no_dask(hide, tmp_path):
+    """The file formats go through zarr, NumPy and h5py alone (one process)."""
+    import numpy as np
+
+    import blasmp_array as bm
+
+    hide("dask")
+    a = np.arange(30.0).reshape(5, 6)
+    A = bm.from_numpy(a, block=2)
+    A.to_zarr(tmp_path / "a.zarr")
+    A.to_npy(tmp_path / "a.npy")
+    bio.to_hdf5(A, tmp_path / "a.h5", "m")
+    for B in (
+        bm.from_zarr(tmp_path / "a.zarr", block=3),
+        bm.from_npy(tmp_path / "a.npy", block=3),
+        bm.from_hdf5(tmp_path / "a.h5", "m", block=3),
+    ):
+        assert np.array_equal(B.to_numpy(), a)
+    assert "dask" not in {m.split(".")[0] for m in sys.modules if sys.modules[m] is not None}
 
 
 @pytest.mark.parametrize(
@@ -63,10 +82,18 @@ def test_missing_zarr_names_the_extra(hide, call, feature):
     assert feature in str(info.value) and EXTRA in str(info.value)
 
 
-def test_missing_h5py_names_the_extra(hide):
+@pytest.mark.parametrize(
+    "call, feature",
+    [
+        (lambda: bio.from_hdf5("a.h5", "m"), "from_hdf5"),
+        (lambda: bio.to_hdf5(object(), "a.h5", "m"), "to_hdf5"),
+    ],
+    ids=["from_hdf5", "to_hdf5"],
+)
+def test_missing_h5py_names_the_extra(hide, call, feature):
     hide("h5py")
-    with pytest.raises(ImportError, match=r"from_hdf5 needs the optional package 'h5py'") as info:
-        bio.from_hdf5("a.h5", "m")
+    with pytest.raises(ImportError, match=rf"{feature} needs the optional package 'h5py'") as info:
+        call()
     assert EXTRA in str(info.value)
 
 

@@ -1,18 +1,30 @@
-"""Shared pieces of the I/O module: argument checks, local batches and tiles, agreement on
-errors across ranks, and the create-write-publish protocol of the parallel writers.
+"""Shared pieces of the I/O module: argument checks, agreement on errors across ranks, the
+create-write-publish protocol of the parallel writers, host threads and progress bars.
 
-Publishing protocol (``to_zarr``, ``to_npy``)
---------------------------------------------
-1. Every rank validates its arguments; rank 0 checks whether the destination exists and picks a
-   temporary sibling name ``.<name>.tmp-<random>`` (same directory, so the final rename stays on
-   one filesystem and is atomic); both are broadcast.
+Errors
+------
+Every collective I/O call raises the same exception on every rank. Problems one rank can see
+for all (a missing path, a store of the wrong shape or dtype, a directory without write
+permission) are found by rank 0 before any data moves and raised on every rank with their own
+type (:func:`on_root`: ``FileNotFoundError``, ``PermissionError``, ``ValueError``, ...).
+Failures while the ranks move data (a chunk missing or corrupt, a disk full) are gathered from
+every rank and raised everywhere as :class:`DistributedIOError`, naming the failing ranks and
+their errors (:func:`agree`).
+
+Publishing protocol (``to_zarr``, ``to_npy``, ``to_hdf5``)
+---------------------------------------------------------
+1. Every rank validates its arguments; rank 0 checks the destination (exists? replaceable? its
+   directory exists and is writable?) and picks a temporary sibling name
+   ``.<name>.tmp-<random>`` (same directory, so the final rename stays on one filesystem and is
+   atomic); both are broadcast and every rank raises the same error if one is found.
 2. Rank 0 creates the empty store under the temporary name (header / metadata).
-3. Every rank writes its own tiles into it (no two ranks write the same chunk or element).
+3. Every rank writes its own part into it (no two ranks write the same chunk or element).
 4. The ranks agree on errors (an all-gather of per-rank error messages). On any error the
    temporary store is removed and every rank raises :class:`DistributedIOError`; otherwise
-   rank 0 renames the temporary store to the final name (replacing an old one only with
-   ``overwrite=True``). A reader therefore sees either nothing, the old store, or the complete
-   new one, never a half-written store under the final name.
+   rank 0 finishes the store (e.g. marks a zarr store complete) and renames it to the final
+   name (replacing an old one only with ``overwrite=True``). A reader therefore sees either
+   nothing, the old store, or the complete new one, never a half-written store under the final
+   name.
 """
 
 from __future__ import annotations
@@ -20,7 +32,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,26 +42,26 @@ from .._progress import progress_bar
 from ..array import BlockCyclicArray, check_dtype
 from ..creation import default_grid, normalize_block
 from ..grid import ProcessGrid
-from ..layout import BlockCyclicLayout
 
 __all__ = [
     "DistributedIOError",
     "resolve_grid",
     "normalize_block",
     "check_dtype_arg",
+    "check_flag",
     "stored",
-    "local_batches",
-    "local_tiles",
-    "as_index",
     "agree",
+    "on_root",
     "local_path",
     "write_published",
+    "host_threads",
+    "ranks_on_node",
     "progress_bar",
     "BATCH_BYTES",
 ]
 
-#: Default upper bound (bytes) of one batch of a rank's local matrix that a reader materialises
-#: on the host at once (one ``dask.compute`` or one memory-map read per batch).
+#: Default upper bound (bytes) of one batch of a rank's local matrix that ``from_dask``
+#: materialises on the host at once (one ``dask.compute`` per batch).
 BATCH_BYTES = 256 * 2**20
 
 _grids_by_backend: dict[str, ProcessGrid] = {}
@@ -93,6 +105,13 @@ def check_dtype_arg(dtype: Any, source_dtype: Any, what: str) -> np.dtype:
         raise TypeError(f"{what}: {exc}; pass dtype=... to convert") from None
 
 
+def check_flag(value: Any, name: str) -> bool:
+    """``value`` if it is True or False, else a TypeError naming the argument."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def stored(A: Any, what: str) -> BlockCyclicArray:
     """``A`` as stored (views materialised) with its streams drained, ready to be read."""
     if not isinstance(A, BlockCyclicArray):
@@ -101,52 +120,6 @@ def stored(A: Any, what: str) -> BlockCyclicArray:
     # pending stream work (e.g. an operator's last update) must land before the host reads
     A.grid.backend.synchronize()
     return A
-
-
-# -- local index sets ------------------------------------------------------------------------
-def local_batches(
-    layout: BlockCyclicLayout, prow: int, pcol: int, itemsize: int, budget: int
-) -> list[tuple[slice, slice]]:
-    """Cut the local matrix of ``(prow, pcol)`` into rectangles of whole local blocks whose
-    size stays under ``budget`` bytes (at least one block each). Returns local slices."""
-    ml, nl = layout.local_shape(prow, pcol)
-    if ml == 0 or nl == 0:
-        return []
-    mb, nb = layout.block
-    nbr, nbc = -(-ml // mb), -(-nl // nb)
-    per_block = max(1, mb * nb * itemsize)
-    col_blocks = max(1, min(nbc, budget // per_block))
-    row_blocks = max(1, min(nbr, budget // (per_block * col_blocks)))
-    return [
-        (
-            slice(i * mb, min(ml, (i + row_blocks) * mb)),
-            slice(j * nb, min(nl, (j + col_blocks) * nb)),
-        )
-        for i in range(0, nbr, row_blocks)
-        for j in range(0, nbc, col_blocks)
-    ]
-
-
-def local_tiles(layout: BlockCyclicLayout, prow: int, pcol: int) -> Iterator[tuple[slice, ...]]:
-    """Blocks of ``(prow, pcol)`` as ``(global rows, global cols, local rows, local cols)``."""
-    mb, nb = layout.block
-    for bi in layout.local_block_rows(prow):
-        for bj in layout.local_block_cols(pcol):
-            h, w = layout.block_extent(bi, bj)
-            il, jl = layout.local_offset(bi, bj)
-            yield (
-                slice(bi * mb, bi * mb + h),
-                slice(bj * nb, bj * nb + w),
-                slice(il, il + h),
-                slice(jl, jl + w),
-            )
-
-
-def as_index(idx: np.ndarray) -> slice | np.ndarray:
-    """A slice when the ascending global indices ``idx`` are contiguous, else ``idx``."""
-    if idx.size and int(idx[-1]) - int(idx[0]) + 1 == idx.size:
-        return slice(int(idx[0]), int(idx[-1]) + 1)
-    return idx
 
 
 # -- agreement on errors ---------------------------------------------------------------------
@@ -168,6 +141,48 @@ def agree(backend: Any, what: str, fn: Callable[[], Any]) -> Any:
         detail = "; ".join(f"rank {r}: {m}" for r, m in failed)
         raise DistributedIOError(f"{what} failed on {len(failed)} rank(s): {detail}") from error
     return result
+
+
+#: Exception types that :func:`on_root` raises as themselves on every rank (a subclass, e.g.
+#: zarr's ``ArrayNotFoundError``, is raised as the first of these it derives from).
+_PORTABLE: tuple[type[Exception], ...] = (
+    FileNotFoundError,
+    FileExistsError,
+    PermissionError,
+    IsADirectoryError,
+    NotADirectoryError,
+    KeyError,
+    TypeError,
+    ValueError,
+    ImportError,
+)
+
+
+def on_root(backend: Any, what: str, fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` on rank 0 only and return its (broadcast) result on every rank.
+
+    Collective (one broadcast). When ``fn`` raises, every rank raises an exception of the same
+    type -- the first of ``FileNotFoundError``, ``FileExistsError``, ``PermissionError``,
+    ``IsADirectoryError``, ``NotADirectoryError``, ``KeyError``, ``TypeError``, ``ValueError``,
+    ``ImportError`` that the error derives from, else :class:`DistributedIOError` -- with the
+    message ``"<what>: <error>"`` (chained to the original on rank 0).
+    """
+    payload: Any = None
+    error: Exception | None = None
+    if backend.rank == 0:
+        try:
+            payload = ("ok", fn())
+        except Exception as exc:
+            error = exc
+            kind = next((t.__name__ for t in _PORTABLE if isinstance(exc, t)), "")
+            text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            payload = ("error", kind, f"{what}: {text}")
+    payload = backend.bcast(payload, root=0)
+    if payload[0] == "ok":
+        return payload[1]
+    _, kind, message = payload
+    types = {t.__name__: t for t in _PORTABLE}
+    raise types.get(kind, DistributedIOError)(message) from error
 
 
 # -- paths and publication -------------------------------------------------------------------
@@ -216,6 +231,24 @@ def _publish(tmp: Path, final: Path, overwrite: bool) -> None:
     os.rename(tmp, final)
 
 
+def _destination_problem(
+    final: Path, overwrite: bool, replaceable: Callable[[Path], str | None]
+) -> tuple[str, str] | None:
+    """Rank 0: ``(exception type, message)`` of what forbids writing ``final``, or None."""
+    parent = final.parent
+    if not parent.is_dir():
+        return "FileNotFoundError", f"the directory {parent} does not exist"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return "PermissionError", f"no permission to create files in {parent}"
+    if final.exists() or final.is_symlink():
+        if not overwrite:
+            return "FileExistsError", f"{final} already exists; pass overwrite=True to replace it"
+        reason = replaceable(final)
+        if reason is not None:
+            return "FileExistsError", f"{final} {reason}; refusing to replace it"
+    return None
+
+
 def write_published(
     backend: Any,
     final: Path,
@@ -223,27 +256,38 @@ def write_published(
     what: str,
     create: Callable[[Path], None],
     write: Callable[[Path], None],
+    *,
+    replaceable: Callable[[Path], str | None] = lambda path: None,
+    finish: Callable[[Path], None] = lambda path: None,
 ) -> None:
-    """Collective create (rank 0) / write (all ranks) / publish (rank 0); see module docstring."""
-    if not isinstance(overwrite, bool):
-        raise TypeError(f"overwrite must be True or False, got {overwrite!r}")
+    """Collective create (rank 0) / write (all ranks) / finish and publish (rank 0).
+
+    See the module docstring. ``replaceable(final)`` (rank 0, with ``overwrite=True``) returns
+    why an existing ``final`` must not be replaced (e.g. a directory that is not a zarr store),
+    or None. ``finish(tmp)`` runs on rank 0 once every rank has written without error, before
+    the rename.
+    """
+    check_flag(overwrite, "overwrite")
     root = backend.rank == 0
     state: Any = None
     if root:
         state = (
-            final.exists() or final.is_symlink(),
-            final.parent.is_dir(),
+            _destination_problem(final, overwrite, replaceable),
             str(final.with_name(f".{final.name}.tmp-{uuid.uuid4().hex[:12]}")),
         )
-    exists, parent_ok, tmp_name = backend.bcast(state, root=0)
-    if not parent_ok:
-        raise FileNotFoundError(f"{what}: the directory {final.parent} does not exist")
-    if exists and not overwrite:
-        raise FileExistsError(f"{what}: {final} already exists; pass overwrite=True to replace it")
+    problem, tmp_name = backend.bcast(state, root=0)
+    if problem is not None:
+        kind, message = problem
+        raise {
+            "FileNotFoundError": FileNotFoundError,
+            "PermissionError": PermissionError,
+            "FileExistsError": FileExistsError,
+        }[kind](f"{what}: {message}")
     tmp = Path(tmp_name)
-    agree(backend, f"{what}: creating {tmp}", lambda: create(tmp) if root else None)
     try:
+        agree(backend, f"{what}: creating {tmp}", lambda: create(tmp) if root else None)
         agree(backend, f"{what}: writing {tmp}", lambda: write(tmp))
+        agree(backend, f"{what}: finishing {tmp}", lambda: finish(tmp) if root else None)
     except DistributedIOError:
         agree(backend, f"{what}: removing {tmp}", lambda: _remove(tmp) if root else None)
         raise
@@ -252,3 +296,35 @@ def write_published(
         f"{what}: publishing {final}",
         lambda: _publish(tmp, final, overwrite) if root else None,
     )
+
+
+# -- host threads ----------------------------------------------------------------------------
+_ranks_on_node: dict[int, int] = {}
+
+
+def ranks_on_node(backend: Any) -> int:
+    """How many ranks of the backend's communicator run on this rank's node.
+
+    Collective on first use per communicator (a shared-memory split of it), so call it at the
+    same point on every rank.
+    """
+    key = id(backend.comm)
+    if key not in _ranks_on_node:
+        from mpi4py import MPI
+
+        node = backend.comm.Split_type(MPI.COMM_TYPE_SHARED)
+        _ranks_on_node[key] = node.Get_size()
+        node.Free()
+    return _ranks_on_node[key]
+
+
+def host_threads(backend: Any, cap: int = 8) -> int:
+    """Threads a rank may use for host copies: the CPUs this process may run on, divided
+    among the ranks of its node (at least 1, at most ``cap``). Collective on first use, like
+    :func:`ranks_on_node`."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cap, cpus // ranks_on_node(backend)))
+

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import math
 import os
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +21,16 @@ from ..layout import BlockCyclicLayout
 from ._common import (
     BATCH_BYTES,
     agree,
-    as_index,
     check_dtype_arg,
+    host_threads,
     normalize_block,
+    ranks_on_node,
     resolve_grid,
+    stored,
 )
 from ._deps import require
+from ._plan import chunk_bounds, chunk_parts
+from ._staging import host_copy, host_resident
 
 __all__ = ["from_dask", "to_dask"]
 
@@ -47,11 +53,12 @@ def from_dask(
     one rectangle of the local matrix (indices ascending in a contiguous global range are
     contiguous in local order). Each rank builds one such selection task per chunk it
     intersects (so the graph grows with the chunks touched, not with the number of tiles) and
-    computes them with ``dask.compute(*pieces, scheduler=scheduler)``: chunks holding none of
-    its elements are never computed on that rank, and any chunking works, aligned with the
-    blocks or not. The pieces are computed in batches that close once they reach
-    ``batch_bytes`` (one ``dask.compute`` per batch; a single one when the local matrix fits),
-    which bounds the host memory of a rank.
+    computes them with ``dask.compute(..., scheduler=scheduler)``: chunks holding none of its
+    elements are never computed on that rank, and any chunking works, aligned with the blocks
+    or not. On the CPU backend the task that computes a piece also writes it into the local
+    matrix (one ``dask.compute``; the host holds only the pieces in flight). On the GPU backend
+    the pieces are computed in batches that close once they reach ``batch_bytes`` (one
+    ``dask.compute`` per batch), and copied to the device on the calling thread.
 
     Parameters
     ----------
@@ -68,7 +75,8 @@ def from_dask(
         Convert to this dtype; by default ``x.dtype`` (one of float32, float64, complex64,
         complex128).
     batch_bytes : int, optional
-        Upper bound of one batch on the host (default :data:`BATCH_BYTES`, 256 MiB).
+        Upper bound of one batch on the host, GPU backend (default :data:`BATCH_BYTES`,
+        256 MiB).
     scheduler : optional
         Dask scheduler used by each rank (default ``'threads'``).
 
@@ -120,6 +128,17 @@ def from_dask(
             return
         chunks = x.to_delayed()
         select = dask.delayed(_select, pure=True)
+        if host_resident(bk):
+            # x chunk (i, j)[my rows, my cols] -> local rectangle (lr, lc), written by the task
+            # that computed it: one compute, only the pieces in flight held on the host
+            put = dask.delayed(functools.partial(_put, out._data, bk), pure=False)
+            tasks = [
+                put(chunks[i, j], rsel, csel, lr, lc)
+                for i, rsel, lr in row_parts
+                for j, csel, lc in col_parts
+            ]
+            dask.compute(*tasks, scheduler=scheduler)
+            return
         batch: list[tuple[slice, slice, Any]] = []
         size = 0
         for i, rsel, lr in row_parts:
@@ -140,14 +159,17 @@ def from_dask(
 def _parts(idx: np.ndarray, chunks: tuple[int, ...]) -> list[tuple[int, Any, slice]]:
     """For each chunk along one axis holding some of the ascending global indices ``idx``:
     ``(chunk number, selection inside the chunk, slice of positions in idx)``."""
-    bounds = np.concatenate([[0], np.cumsum(chunks, dtype=np.int64)])
-    pos = np.searchsorted(idx, bounds)
-    parts = []
-    for k in range(len(chunks)):
-        if pos[k + 1] > pos[k]:
-            inside = idx[pos[k] : pos[k + 1]] - bounds[k]
-            parts.append((k, as_index(inside), slice(int(pos[k]), int(pos[k + 1]))))
-    return parts
+    bounds = chunk_bounds(chunks)
+    return [
+        (p.chunk, _shift(p.select, -int(bounds[p.chunk])), p.local)
+        for p in chunk_parts(idx, bounds)
+    ]
+
+
+def _shift(sel: slice | np.ndarray, by: int) -> slice | np.ndarray:
+    if isinstance(sel, slice):
+        return slice(sel.start + by, sel.stop + by)
+    return sel + by
 
 
 def _select(chunk: Any, rsel: Any, csel: Any) -> Any:
@@ -162,6 +184,11 @@ def _select(chunk: Any, rsel: Any, csel: Any) -> Any:
     if isinstance(rsel, slice) or isinstance(csel, slice):
         return chunk[rsel, csel]
     return chunk[np.ix_(rsel, csel)]
+
+
+def _put(local: Any, backend: Any, chunk: Any, rsel: Any, csel: Any, lr: slice, lc: slice) -> None:
+    """``local[lr, lc] = chunk[rsel, csel]`` (one Dask task on a host-resident backend)."""
+    local[lr, lc] = _to_backend(_select(chunk, rsel, csel), backend)
 
 
 def _place(
@@ -184,6 +211,10 @@ def _to_backend(a: Any, backend: Any) -> Any:
 
 _to_remove_at_exit: list[tuple[Any, Path | None]] = []
 
+#: Fraction of a node's available memory that the ``'memory'`` route of :func:`to_dask` may fill
+#: with the copies of the matrix its ranks hold (one per rank).
+MEMORY_FRACTION = 0.25
+
 
 def _remove_at_exit() -> None:
     """At interpreter exit: wait until every rank is done with the stores, then rank 0 removes
@@ -197,43 +228,133 @@ def _remove_at_exit() -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def to_dask(A: BlockCyclicArray, *, tmpdir: str | os.PathLike[str] | None = None) -> Any:
-    """The global matrix as a lazy Dask array chunked by the block size. Collective.
+def to_dask(
+    A: BlockCyclicArray,
+    *,
+    via: str = "auto",
+    chunks: Any = "auto",
+    tmpdir: str | os.PathLike[str] | None = None,
+) -> Any:
+    """The global matrix as a Dask array, on every rank. Collective.
 
-    The ranks write the matrix in parallel into a temporary zarr store (one chunk per block,
-    see :func:`blasmp_array.io.to_zarr`) and every rank returns ``dask.array.from_zarr`` of it,
-    usable on any rank after the call and independent of ``A`` (later changes to ``A`` are not
-    seen).
+    The result is independent of ``A`` (later changes to ``A`` are not seen) and usable on any
+    rank after the call. Two routes, chosen by ``via``:
 
-    The store lives in a fresh directory created by rank 0 under ``tmpdir`` (default
-    ``$TMPDIR``, else the system's temporary directory of rank 0) and is removed at interpreter
-    exit, once every rank has reached its exit (a barrier in an ``atexit`` hook).
-    **The directory must be on a filesystem that all ranks and every reader of the Dask array
-    share**: ``/tmp`` is fine when all ranks run on one node; on several nodes pass a directory
-    of a shared filesystem. For a store that outlives the job, use
-    ``A.to_zarr(path)`` and ``dask.array.from_zarr(path)``.
+    * ``'memory'``: every rank gathers the matrix (:meth:`~BlockCyclicArray.to_numpy`; on one
+      process one copy of the local matrix) and returns a Dask array over that NumPy array; no
+      disk. **Each rank holds the whole matrix** as long as the Dask array lives.
+    * ``'zarr'``: the ranks write the matrix in parallel into a temporary zarr store (see
+      :func:`blasmp_array.io.to_zarr`, uncompressed) and every rank returns
+      ``dask.array.from_zarr`` of it: lazy, nothing is held in memory until computed, and a
+      rank that computes only a part reads only that part. The store lives in a fresh
+      directory created by rank 0 under ``tmpdir`` (default ``$TMPDIR``, else the system's
+      temporary directory of rank 0) and is removed at interpreter exit, once every rank has
+      reached its exit (a barrier in an ``atexit`` hook). **The directory must be on a
+      filesystem that all ranks and every reader of the Dask array share**: ``/tmp`` is fine
+      when all ranks run on one node. For a store that outlives the job, use
+      ``A.to_zarr(path)`` and ``dask.array.from_zarr(path)``.
+    * ``'auto'`` (default): ``'memory'`` on one process; on several, ``'memory'`` when the
+      copies of the matrix, one per rank of a node, fit in a quarter of the node's available
+      memory (on every node), else ``'zarr'``. The memory route is the faster one where it
+      fits (see ``docs/io.md``, "Dask").
 
     Parameters
     ----------
     A : BlockCyclicArray
         The matrix (lazy views are materialised first).
+    via : {'auto', 'memory', 'zarr'}, optional
+        The route (see above).
+    chunks : 'auto', 'block' or Dask chunks, optional
+        Chunks of the Dask array. ``'auto'`` (default): Dask's automatic chunks
+        (``dask.config`` ``array.chunk-size``, 128 MiB by default) made of whole blocks, so
+        they stay aligned with the blocks and a computed result is assembled from few
+        pieces; ``'block'``: one chunk per block ``A.block``; anything else is passed to
+        Dask.
     tmpdir : str or PathLike, optional
-        Parent directory of the temporary store, seen identically by all ranks.
+        Parent directory of the temporary store of the ``'zarr'`` route, seen identically by all
+        ranks.
 
     Returns
     -------
     dask.array.Array
-        Shape ``A.shape``, dtype ``A.dtype``, chunks ``A.block``.
+        Shape ``A.shape``, dtype ``A.dtype``.
     """
+    dask = require("dask", "to_dask")
     da = require("dask.array", "to_dask")
+    if not isinstance(A, BlockCyclicArray):
+        raise TypeError(f"to_dask needs a BlockCyclicArray, got {type(A).__name__}")
+    if via not in ("auto", "memory", "zarr"):
+        raise ValueError(f"via must be 'auto', 'memory' or 'zarr', got {via!r}")
+    if tmpdir is not None and not isinstance(tmpdir, str | os.PathLike):
+        raise TypeError(f"tmpdir must be a path or None, got {type(tmpdir).__name__}")
+    block = A.block
+    if isinstance(chunks, str) and chunks == "block":
+        chunks = block
+    elif isinstance(chunks, str) and chunks == "auto":
+        chunks = da.core.normalize_chunks("auto", A.shape, dtype=A.dtype, previous_chunks=block)
+    bk = A.grid.backend
+    if via == "auto":
+        via = "memory" if bk.size == 1 or _fits_in_memory(A) else "zarr"
+    if via == "memory":
+        return _over(dask, da, _snapshot(A), chunks)
+    return _via_zarr(da, A, chunks, tmpdir)
+
+
+def _over(dask: Any, da: Any, a: np.ndarray, chunks: Any) -> Any:
+    """A Dask array over the new NumPy array ``a``, which it keeps without copying.
+
+    ``dask.array.from_array`` would copy ``a`` again (Dask >= 2024.12 copies array inputs so
+    that later changes to them are not seen; ``a`` is private already) and, without a name,
+    hash all of it; one delayed chunk of our own naming, rechunked, does neither.
+    """
+    name = f"blasmp-to_dask-{uuid.uuid4().hex}"
+    whole = da.from_delayed(dask.delayed(a, name=name), a.shape, dtype=a.dtype, meta=a[:0, :0])
+    return whole.rechunk(chunks)
+
+
+def _snapshot(A: BlockCyclicArray) -> np.ndarray:
+    """The matrix as a new NumPy array on every rank: on one process one copy of the local
+    matrix (on a few threads from host memory), else :meth:`~BlockCyclicArray.to_numpy`."""
+    if A.grid.size > 1:
+        gathered = A.to_numpy()
+        assert gathered is not None  # root=None: every rank receives
+        return gathered
+    S = stored(A, "to_dask")
+    bk = S.grid.backend
+    if host_resident(bk):
+        return host_copy(np.asarray(S._data), host_threads(bk))
+    return bk.asnumpy(S._data)  # device -> a new host array
+
+
+def _fits_in_memory(A: BlockCyclicArray) -> bool:
+    """Collective: whether every node has room for one copy of ``A`` per rank it runs."""
+    bk = A.grid.backend
+    need = ranks_on_node(bk) * A.shape[0] * A.shape[1] * A.dtype.itemsize
+    ok = need <= MEMORY_FRACTION * _available_memory()
+    return bool(bk.allreduce(int(ok), op="min"))
+
+
+def _available_memory() -> int:
+    """Bytes of memory available to new allocations on this node (Linux ``MemAvailable``)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _via_zarr(da: Any, A: BlockCyclicArray, chunks: Any, tmpdir: Any) -> Any:
+    """The ``'zarr'`` route of :func:`to_dask`."""
     require("zarr", "to_dask")
     from ._zarr import to_zarr
 
-    if not isinstance(A, BlockCyclicArray):
-        raise TypeError(f"to_dask needs a BlockCyclicArray, got {type(A).__name__}")
     bk = A.grid.backend
-    if tmpdir is not None and not isinstance(tmpdir, str | os.PathLike):
-        raise TypeError(f"tmpdir must be a path or None, got {type(tmpdir).__name__}")
 
     def make_dir() -> str | None:
         if bk.rank != 0:
@@ -247,5 +368,5 @@ def to_dask(A: BlockCyclicArray, *, tmpdir: str | os.PathLike[str] | None = None
         atexit.register(_remove_at_exit)
     _to_remove_at_exit.append((bk.comm, Path(directory) if bk.rank == 0 else None))
     store = Path(directory) / "array.zarr"
-    to_zarr(A, store)
-    return da.from_zarr(str(store))
+    to_zarr(stored(A, "to_dask"), store)
+    return da.from_zarr(str(store), chunks=chunks)

@@ -1,8 +1,16 @@
-"""Parallel ``.npy`` I/O through memory maps (NumPy only: no optional dependency)."""
+"""Parallel ``.npy`` I/O through memory maps: every rank copies its own rectangles of the file.
+
+A rank's elements form rectangles of the global matrix: the runs of consecutive rows it
+stores times the runs of consecutive columns (one run per block, merged where blocks touch: a
+whole axis on a grid of one process along it). Each rectangle is one strided copy between the
+memory map and the local matrix, on a few threads per rank (:func:`copy_rects`).
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -13,22 +21,56 @@ from ..array import BlockCyclicArray
 from ..grid import ProcessGrid
 from ..layout import BlockCyclicLayout
 from ._common import (
-    BATCH_BYTES,
     agree,
-    as_index,
     check_dtype_arg,
-    local_batches,
+    check_flag,
+    host_threads,
     local_path,
     normalize_block,
+    on_root,
     progress_bar,
     resolve_grid,
     stored,
     write_published,
 )
+from ._plan import runs
+from ._staging import read_into, write_from
 
-__all__ = ["to_npy", "from_npy"]
+__all__ = ["to_npy", "from_npy", "copy_rects", "Rect"]
+
+#: ``(global rows, global cols, host rows, host cols)`` of one rectangle
+Rect = tuple[slice, slice, slice, slice]
 
 
+def rects(rows: np.ndarray, col_runs: list[Any]) -> list[Rect]:
+    """The rectangles of the global ``rows`` (a band of local rows) x the rank's column runs,
+    with their positions in the band."""
+    return [(r.span, c.span, r.local, c.local) for r in runs(rows) for c in col_runs]
+
+
+def copy_rects(
+    parts: list[Rect],
+    copy: Callable[[Rect], None],
+    threads: int,
+    bar: Any,
+) -> None:
+    """``copy(rect)`` for every rectangle, on ``threads`` threads (NumPy's copies release the
+    GIL); the first error is raised after the copies in flight end."""
+
+    def one(rect: Rect) -> None:
+        copy(rect)
+        bar.update(1)
+
+    if threads <= 1 or len(parts) <= 1:
+        for rect in parts:
+            one(rect)
+        return
+    with ThreadPoolExecutor(min(threads, len(parts)), thread_name_prefix="blasmp-io") as pool:
+        for _ in pool.map(one, parts):
+            pass
+
+
+# -- writing ---------------------------------------------------------------------------------
 def to_npy(
     A: BlockCyclicArray,
     path: str | os.PathLike[str],
@@ -38,10 +80,12 @@ def to_npy(
     """Write the matrix to a ``.npy`` file, in parallel through memory maps. Collective.
 
     Rank 0 creates the file (header and full size) under a temporary sibling name; every rank
-    then maps it and writes its own elements; rank 0 renames it to ``path`` once every rank has
-    finished without error (on an error anywhere the temporary file is removed and every rank
-    raises :class:`~blasmp_array.io.DistributedIOError`). ``path`` is used as given (no
-    ``.npy`` suffix is added).
+    then maps it and copies its own rectangles of the matrix into it, on a few threads; rank 0
+    renames it to ``path`` once every rank has finished without error (on an error anywhere the
+    temporary file is removed and every rank raises
+    :class:`~blasmp_array.io.DistributedIOError`). ``path`` is used as given (no ``.npy``
+    suffix is added). On the GPU backend the local matrix goes to the host in bands of whole
+    block rows (at most 64 MiB).
 
     The ranks write interleaved elements of the same pages, so the file must be on a filesystem
     whose shared memory maps are coherent between the ranks: a local disk or ``/tmp`` of one node
@@ -55,14 +99,25 @@ def to_npy(
         Destination file.
     overwrite : bool, default False
         Replace an existing file (atomically, after the new one is complete); without it an
-        existing ``path`` raises :class:`FileExistsError` on every rank.
+        existing ``path`` raises :class:`FileExistsError` on every rank. A directory is never
+        replaced.
     progress : bool, default False
         Progress bar on rank 0 when stdout is a terminal.
+
+    Raises
+    ------
+    FileNotFoundError, PermissionError, FileExistsError
+        The directory is missing or not writable, or ``path`` exists; on every rank, before any
+        data moves.
+    DistributedIOError
+        Writing failed on some rank; nothing was published.
     """
     final = local_path(path, "to_npy")
+    check_flag(progress, "progress")
     A = stored(A, "to_npy")
     layout, g, bk = A.layout, A.grid, A.grid.backend
     dtype = A.dtype
+    threads = host_threads(bk)
 
     def create(tmp: Path) -> None:
         if layout.shape[0] * layout.shape[1] == 0:
@@ -74,31 +129,65 @@ def to_npy(
         del mm
 
     def write(tmp: Path) -> None:
-        batches = local_batches(layout, g.myrow, g.mycol, dtype.itemsize, BATCH_BYTES)
-        if not batches:
+        if A._data.size == 0:
             return
         rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
+        col_runs = runs(cols)
+        bar = progress_bar(progress, g.rank, len(runs(rows)) * len(col_runs), "to_npy", "rect")
         mm = np.load(tmp, mmap_mode="r+")
-        bar = progress_bar(progress, g.rank, len(batches), "to_npy (rank 0)")
+
+        def sink(host: np.ndarray, band: slice) -> None:
+            def copy(rect: Rect) -> None:
+                gr, gc, hr, hc = rect
+                _write_rect(mm, gr, gc, host[hr, hc])  # local rectangle -> file
+
+            copy_rects(rects(rows[band], col_runs), copy, threads, bar)
+
         try:
-            for lr, lc in batches:
-                _write_batch(mm, rows[lr], cols[lc], bk.asnumpy(A._data[lr, lc]))
-                bar.update(1)
+            write_from(bk, A._data, layout, (g.myrow, g.mycol), sink)
             mm.flush()
         finally:
             bar.close()
-            del mm
 
-    write_published(bk, final, overwrite, "to_npy", create, write)
+    write_published(
+        bk,
+        final,
+        overwrite,
+        "to_npy",
+        create,
+        write,
+        replaceable=lambda p: "is a directory" if p.is_dir() else None,
+    )
 
 
-def _write_batch(mm: np.ndarray, rows: np.ndarray, cols: np.ndarray, values: Any) -> None:
-    """Write ``values`` at global ``rows x cols`` of the map. A test hook for fault injection."""
-    r, c = as_index(rows), as_index(cols)
-    if isinstance(r, slice) and isinstance(c, slice):
-        mm[r, c] = values
-    else:
-        mm[np.ix_(rows, cols)] = values
+def _write_rect(mm: np.ndarray, rows: slice, cols: slice, values: np.ndarray) -> None:
+    """``mm[rows, cols] = values``. A test hook: tests replace it to inject faults."""
+    mm[rows, cols] = values
+
+
+# -- reading ---------------------------------------------------------------------------------
+def _header(name: str) -> tuple[tuple[int, ...], str, str]:
+    """Rank 0: shape, dtype (``.str``, or ``""`` for a dtype that is not numeric) and dtype name
+    of a ``.npy`` file, checking that the file holds all of its data."""
+    fmt = np.lib.format
+    with open(name, "rb") as f:
+        try:
+            version = fmt.read_magic(f)
+        except ValueError as exc:
+            raise ValueError(f"{name!r} is not a .npy file ({exc})") from None
+        if version == (1, 0):
+            shape, _, dt = fmt.read_array_header_1_0(f)
+        else:
+            shape, _, dt = fmt.read_array_header_2_0(f)
+        offset = f.tell()
+    size = os.path.getsize(name)
+    need = offset + int(np.prod(shape)) * dt.itemsize
+    if dt.kind in "biufc" and size < need:
+        raise ValueError(
+            f"{name!r} is truncated: its header promises {need} bytes, the file holds {size} "
+            "(a writer that did not finish?)"
+        )
+    return tuple(int(s) for s in shape), dt.str if dt.kind in "biufc" else "", str(dt)
 
 
 def from_npy(
@@ -108,11 +197,15 @@ def from_npy(
     backend: str | None = None,
     *,
     dtype: Any = None,
+    progress: bool = False,
 ) -> BlockCyclicArray:
     """Read a 2-D ``.npy`` file into a block-cyclic layout through a memory map. Collective.
 
-    Every rank maps the file read-only and copies out only its own elements, in batches of
-    whole local blocks (at most 256 MiB each on the host). C- and Fortran-ordered files work.
+    Rank 0 reads the header (every rank raises the same error for a missing, truncated or
+    non-2-D file); every rank then maps the file read-only and copies out only its own
+    rectangles, on a few threads, straight into its local matrix (through host bands of at
+    most 64 MiB on the GPU backend, or when converting the dtype). C- and Fortran-ordered files
+    work.
 
     Parameters
     ----------
@@ -126,43 +219,60 @@ def from_npy(
         Backend of the default grid.
     dtype : dtype, optional
         Convert to this dtype (default: the file's, one of the four BLAS dtypes).
+    progress : bool, default False
+        Progress bar on rank 0 when stdout is a terminal.
 
     Returns
     -------
     BlockCyclicArray
+
+    Raises
+    ------
+    FileNotFoundError, PermissionError
+        The file is missing or unreadable (on every rank).
+    ValueError
+        Not a ``.npy`` file, truncated, or not 2-D.
+    TypeError
+        The file's dtype is none of the four BLAS dtypes and ``dtype`` is not given.
     """
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"from_npy reads a path (str or PathLike), got {type(path).__name__}")
+    check_flag(progress, "progress")
     blk = normalize_block(block)
     g = resolve_grid(grid, backend)
     bk = g.backend
-
-    def open_map() -> tuple[tuple[int, ...], str]:
-        mm = np.load(os.fspath(path), mmap_mode="r", allow_pickle=False)
-        return mm.shape, mm.dtype.str
-
-    # every rank reads the header; all agree that it is readable before allocating
-    shape, file_dtype = agree(bk, f"from_npy({os.fspath(path)!r})", open_map)
+    threads = host_threads(bk)
+    name = os.fspath(path)
+    what = f"from_npy({name!r})"
+    shape, file_dtype, dtype_name = on_root(bk, what, lambda: _header(name))
     if len(shape) != 2:
-        raise ValueError(f"from_npy needs a 2-D array, {os.fspath(path)!r} holds shape {shape}")
-    dt = check_dtype_arg(dtype, np.dtype(file_dtype), "from_npy")
+        raise ValueError(f"from_npy needs a 2-D array, {name!r} holds shape {shape}")
+    if not file_dtype:
+        raise TypeError(f"{what}: the file holds {dtype_name} data, not numbers")
+    stored_dtype = np.dtype(file_dtype)
+    dt = check_dtype_arg(dtype, stored_dtype, what)
     out = new_array(BlockCyclicLayout((int(shape[0]), int(shape[1])), blk, g.shape), g, dt)
     layout = out.layout
-    rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
 
     def fill() -> None:
-        batches = local_batches(layout, g.myrow, g.mycol, dt.itemsize, BATCH_BYTES)
-        if not batches:
+        if out._data.size == 0:
             return
-        mm = np.load(os.fspath(path), mmap_mode="r", allow_pickle=False)
-        for lr, lc in batches:
-            r, c = as_index(rows[lr]), as_index(cols[lc])
-            # file[my rows][:, my cols] -> local batch
-            host = (
-                mm[r, c]
-                if isinstance(r, slice) and isinstance(c, slice)
-                else mm[np.ix_(rows[lr], cols[lc])]
-            )
-            out._data[lr, lc] = bk.asarray(np.asarray(host, dtype=dt))
-        del mm
+        rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
+        col_runs = runs(cols)
+        bar = progress_bar(progress, g.rank, len(runs(rows)) * len(col_runs), "from_npy", "rect")
+        mm = np.load(name, mmap_mode="r", allow_pickle=False)
 
-    agree(bk, f"from_npy({os.fspath(path)!r})", fill)
+        def source(host: np.ndarray, band: slice) -> None:
+            def copy(rect: Rect) -> None:
+                gr, gc, hr, hc = rect
+                host[hr, hc] = mm[gr, gc]  # file rectangle -> local
+
+            copy_rects(rects(rows[band], col_runs), copy, threads, bar)
+
+        try:
+            read_into(bk, out._data, layout, (g.myrow, g.mycol), source, stored_dtype)
+        finally:
+            bar.close()
+
+    agree(bk, what, fill)
     return out
