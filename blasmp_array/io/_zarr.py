@@ -336,9 +336,8 @@ def from_zarr(
         rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
         row_bounds = chunk_bounds(_regular(layout.shape[0], chunks[0]))
         col_parts = chunk_parts(cols, chunk_bounds(_regular(layout.shape[1], chunks[1])))
-        bar = progress_bar(
-            progress, g.rank, len(chunk_parts(rows, row_bounds)) * len(col_parts), "from_zarr", "chunk"
-        )
+        nchunks = len(chunk_parts(rows, row_bounds)) * len(col_parts)
+        bar = progress_bar(progress, g.rank, nchunks, "from_zarr", "chunk")
         limit = chunk_io.limit_for(chunks[0] * chunks[1] * stored_dtype.itemsize)
 
         def source(host: np.ndarray, band: slice) -> None:
