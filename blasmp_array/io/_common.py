@@ -327,4 +327,3 @@ def host_threads(backend: Any, cap: int = 8) -> int:
     except AttributeError:  # not Linux
         cpus = os.cpu_count() or 1
     return max(1, min(cap, cpus // ranks_on_node(backend)))
-
