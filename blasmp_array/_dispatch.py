@@ -38,6 +38,7 @@ import numpy as np
 
 __all__ = [
     "implements",
+    "wrap_implementation",
     "implements_ufunc",
     "implements_method",
     "method",
@@ -66,6 +67,24 @@ def implements(*numpy_functions: Any) -> Callable[[Callable[..., Any]], Callable
         return impl
 
     return decorator
+
+
+def wrap_implementation(
+    numpy_function: Any, wrapper: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> Callable[..., Any]:
+    """Replace the registered implementation ``impl`` of ``numpy_function`` by
+    ``wrapper(impl)`` and return the new one: a higher layer adapts what a lower one registered
+    (e.g. vector right-hand sides around the solves) without the two agreeing on an import
+    order. ``RuntimeError`` if nothing is registered yet (import the implementing module
+    first)."""
+    impl = _FUNCTIONS.get(numpy_function)
+    if impl is None:
+        raise RuntimeError(
+            f"wrap_implementation: no implementation of {numpy_function!r} is registered yet; "
+            "import the module that registers it first"
+        )
+    _FUNCTIONS[numpy_function] = wrapped = wrapper(impl)
+    return wrapped
 
 
 def implements_ufunc(*ufuncs: np.ufunc) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -23,10 +23,21 @@ import numpy as np
 
 from .._dispatch import implements_method, implements_ufunc
 from ..array import BlockCyclicArray
-from . import cholesky, elementwise, functions, lu, reductions  # noqa: F401  (they register)
+from . import (  # noqa: F401  (they register)
+    cholesky,
+    elementwise,
+    functions,
+    lu,
+    products,
+    reductions,
+    scans,
+    selection,
+    solves,
+)
 from .elementwise import assign
 from .indexing import getitem, materialize_window, setitem
 from .matmul import matmul
+from .products import replicated_operands
 from .redistribute import redistribute, transpose
 
 __all__: list[str] = []
@@ -40,20 +51,20 @@ implements_method("materialize_window")(materialize_window)
 
 @implements_ufunc(np.matmul)
 def _matmul_ufunc(ufunc: np.ufunc, a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
-    """``np.matmul(a, b, out=...)`` and ``a @ b``: :func:`matmul`, then the copy into ``out``."""
+    """``np.matmul(a, b, out=...)`` and ``a @ b``: :func:`matmul`, then the copy into ``out``.
+
+    An ndarray beside a BlockCyclicArray is taken to be the same on every rank (checked, see
+    :mod:`._replicated`) and laid out to match its partner."""
     if kwargs:
         raise TypeError(
             f"np.matmul on BlockCyclicArrays does not support the keywords {sorted(kwargs)}"
         )
-    for x in (a, b):
-        if not isinstance(x, BlockCyclicArray):
-            raise TypeError(
-                f"np.matmul needs two BlockCyclicArrays, got {type(x).__name__}; distribute "
-                "NumPy operands with bm.from_numpy(...) (matrix-scalar products use `*`)"
-            )
+    a, b = replicated_operands(a, b, "np.matmul")
     result = matmul(a, b)
     if out is None:
         return result
     (target,) = out
+    if not isinstance(result, BlockCyclicArray):
+        raise TypeError("np.matmul: out= of a scalar product (x @ y) is not supported")
     assign(target, result)
     return target
