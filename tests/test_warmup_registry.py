@@ -37,6 +37,7 @@ MODULES = [
     "matmul",
     "cholesky",
     "lu",
+    "selection",
 ]
 
 
