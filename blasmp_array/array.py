@@ -127,6 +127,20 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
                 raise ValueError(f"a vector's column face is n x 1, got {self._shape2}")
             self._vector = True
 
+    @classmethod
+    def _of(
+        cls, data: Any, layout: BlockCyclicLayout, grid: ProcessGrid, vector: bool = False
+    ) -> BlockCyclicArray:
+        """A stored array (no flags) of ``data``, which the caller guarantees has
+        ``layout``'s local shape on ``grid``: the constructor without its checks, for the
+        one-process fast paths whose Python cost matters."""
+        new = object.__new__(cls)
+        new._window, new._data, new._dtype = None, data, np.dtype(data.dtype)
+        new.layout, new.grid = layout, grid
+        new._transposed = new._conjugated = False
+        new._vector = vector
+        return new
+
     def _face(self, **flags: Any) -> BlockCyclicArray:
         """This array with some of its flags changed (``_transposed``, ``_conjugated``,
         ``_vector``): the same storage, no validation, no copy."""

@@ -59,7 +59,8 @@ def _matmul_ufunc(ufunc: np.ufunc, a: Any, b: Any, out: Any = None, **kwargs: An
         raise TypeError(
             f"np.matmul on BlockCyclicArrays does not support the keywords {sorted(kwargs)}"
         )
-    a, b = replicated_operands(a, b, "np.matmul")
+    if type(a) is not BlockCyclicArray or type(b) is not BlockCyclicArray:
+        a, b = replicated_operands(a, b, "np.matmul")
     result = matmul(a, b)
     if out is None:
         return result

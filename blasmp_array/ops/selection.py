@@ -366,27 +366,30 @@ def _run(
 
 
 # -- boolean matrices: elements in row-major order --------------------------------------------
-def _mask_local(a: BlockCyclicArray, mask: Any) -> tuple[BlockCyclicArray, np.ndarray]:
-    """``a`` stored and this rank's part of ``mask`` (aligned with it) on the host."""
+def _mask_local(a: BlockCyclicArray, mask: Any) -> tuple[BlockCyclicArray, Any]:
+    """``a`` stored and this rank's part of ``mask`` (aligned with it), a bool array on the
+    backend's device."""
     s = a.resolve()
     g = s.grid
     if isinstance(mask, BlockCyclicArray):
         from .elementwise import aligned
 
         m = aligned(mask.resolve(), s, "A[mask]")
-        return s, s.backend.asnumpy(m._data).astype(bool, copy=False)
+        return s, m._data.astype(bool, copy=False)
     check_replicated([replicated(mask)], g, "A[mask]")
-    host = mask if isinstance(mask, np.ndarray) else s.backend.asnumpy(mask)
+    from ._replicated import local_part
+
     rows, cols = s.layout.local_rows(g.myrow), s.layout.local_cols(g.mycol)
-    return s, host[np.ix_(rows, cols)]
+    return s, s.backend.asarray(local_part(mask, rows, cols, 2)).astype(bool, copy=False)
 
 
-def _selected(s: BlockCyclicArray, local_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _selected(s: BlockCyclicArray, local_mask: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(order, mine)``: the global row-major positions of every selected element, sorted
-    (one allgather, ``O(k)``), and those of this rank's, in its local row-major order."""
+    (one allgather, ``O(k)``), and those of this rank's, in its local row-major order (only
+    the selected elements' local indices leave the device)."""
     g, lay = s.grid, s.layout
     rows, cols = lay.local_rows(g.myrow), lay.local_cols(g.mycol)
-    il, jl = np.nonzero(local_mask)
+    il, jl = (s.backend.asnumpy(i) for i in s.backend.xp.nonzero(local_mask))
     mine = (rows[il] * lay.shape[1] + cols[jl]).astype(np.int64)
     every = g.backend.allgather(mine)
     return np.sort(np.concatenate(every)), mine
@@ -558,7 +561,6 @@ def _assign_elements(a: BlockCyclicArray, mask: Any, value: Any) -> None:
             "into the stored matrix"
         )
     s, local_mask = _mask_local(a, mask)
-    xp = s.backend.xp
     what = "A[mask] = value"
     if isinstance(value, BlockCyclicArray) or np.ndim(value) > 0:
         order, mine = _selected(s, local_mask)
@@ -576,11 +578,11 @@ def _assign_elements(a: BlockCyclicArray, mask: Any, value: Any) -> None:
             host = _broadcast_value(value, s.dtype, (1, k), s.grid, what)[0]
         if mine.size:
             vals = s.backend.asarray(np.ascontiguousarray(host[np.searchsorted(order, mine)]))
-            s._data[xp.asarray(local_mask)] = vals.astype(s.dtype)
+            s._data[local_mask] = vals.astype(s.dtype)
         return
     v = _broadcast_value(value, s.dtype, (1, 1), s.grid, what)
-    if local_mask.any():
-        s._data[xp.asarray(local_mask)] = v[()]
+    if local_mask.size:
+        s._data[local_mask] = v[()]
 
 
 # -- np.take ---------------------------------------------------------------------------------------
