@@ -103,19 +103,19 @@ def _local_matvec(a: BlockCyclicArray, x: BlockCyclicArray, trans: str) -> Any:
         or x._window is not None  # the flags of a vector are its column face's
         or x._transposed
         or x._conjugated
-        or (a._conjugated and not a._transposed)
         or a._dtype != x._dtype
         or a._dtype not in BLAS_DTYPES
         or not (x.grid is g or x.grid.same_as(g))
     ):
         return None
-    op = compose_op(ck.op_of(a), trans)  # 'N', 'T' or 'C' over a's storage
+    op = compose_op(ck.op_of(a), trans)  # 'N', 'T', 'C' or 'R' (conjugate) over a's storage
     lay = a.layout
-    m, rb = (lay.shape[0], lay.block[0]) if op == "N" else (lay.shape[1], lay.block[1])
+    rows = op in ("N", "R")  # op(a) has a's rows
+    m, rb = (lay.shape[0], lay.block[0]) if rows else (lay.shape[1], lay.block[1])
     be = g.backend
     y = BlockCyclicArray._of(be.empty((m, 1), a._dtype), _column_layout(m, rb), g, vector=True)
     if m:
-        if lay.shape[1 if op == "N" else 0] == 0:
+        if lay.shape[1 if rows else 0] == 0:
             y._data[...] = 0
         else:
             be.begin()
@@ -131,10 +131,11 @@ def _column_layout(m: int, rb: int) -> BlockCyclicLayout:
 
 
 def _matvec(xp: Any, a: Any, op: str, x: Any, y: Any) -> None:
-    """``y := op(a) @ x`` (``x``, ``y`` columns): the array module's matrix product, which is
-    a BLAS gemv on the CPU (NumPy) and the cuBLAS call of ``cupy.matmul`` on the GPU, the
-    same kernels as the reference ``a @ x``."""
-    xp.matmul(a if op == "N" else a.T if op == "T" else xp.conj(a).T, x, out=y)
+    """``y := op(a) @ x`` (``x``, ``y`` columns; ``op`` 'N', 'T', 'C' or 'R', the conjugate):
+    the array module's matrix product, which is a BLAS gemv on the CPU (NumPy) and the cuBLAS
+    call of ``cupy.matmul`` on the GPU, the same kernels as the reference ``a @ x``."""
+    m = xp.conj(a) if op in ("C", "R") else a
+    xp.matmul(m.T if op in ("T", "C") else m, x, out=y)
 
 
 @warmup_kernels
@@ -142,7 +143,7 @@ def _warm_matvec(backend: Backend, xp: Any, dtype: Any) -> None:
     """:func:`_matvec` in each op (the conjugate transpose launches a conjugation)."""
     a = sample_matrix(xp, dtype)
     x = xp.ones((a.shape[1], 1), dtype)
-    for op in ("N", "T", "C"):
+    for op in ("N", "T", "C", "R"):
         _matvec(xp, a, op, x, xp.empty((a.shape[0], 1), dtype))
 
 

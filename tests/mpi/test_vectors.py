@@ -679,3 +679,51 @@ def test_property_vectors_match_numpy(data):
     assert np.all(np.abs(got - ref) <= 4 * max(n, 1) * 1e-15 * scale)
     d = X @ Y
     assert abs(d - x @ y) <= 4 * max(n, 1) * 1e-15 * (np.abs(x) @ np.abs(y))
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.float64], ids=lambda d: np.dtype(d).name)
+def test_products_with_views(grid, dtype):
+    m, n = 7, 5
+    a = _data((m, n), dtype, 11)
+    x, y = _data(n, dtype, 12), _data(m, dtype, 13)
+    A = bm.from_numpy(a, block=(2, 3), grid=grid)
+    X = bm.from_numpy(x, block=3, grid=grid)
+    Y = bm.from_numpy(y, block=2, grid=grid)
+    for got, xx, yy, what in (
+        (A.conj() @ X, a.conj(), x, "conj(A) @ x"),
+        (X @ A.H, x, a.conj().T, "x @ A.H"),
+        (Y @ A.conj(), y, a.conj(), "y @ conj(A)"),
+        (A.T @ A[:, 1], a.T, a[:, 1], "A.T @ A[:, 1]"),
+        (A[2] @ A.T, a[2], a.T, "A[2] @ A.T"),
+        (A @ A[3].conj(), a, a[3].conj(), "A @ conj(A[3])"),
+        (A[1:6, 1:4] @ X[1:4], a[1:6, 1:4], x[1:4], "window @ vector window"),
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", bm.ViewCopyWarning)
+            g = got.to_numpy()
+        _bound_check(g, xx, yy, dtype, what)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    os.environ.get("BLASMP_BACKEND") != "gpu", reason="needs BLASMP_BACKEND=gpu and a usable GPU"
+)
+def test_cupy_operands_are_replicated(grid, comm):
+    import cupy
+
+    m, n = 9, 6
+    a, x = _data((m, n), np.float64, 1), _data(n, np.float64, 2)
+    A = bm.from_numpy(a, block=(2, 3), grid=grid)
+    ca, cx = cupy.asarray(a), cupy.asarray(x)
+    np.testing.assert_array_equal((A + ca).to_numpy(), a + a)
+    np.testing.assert_array_equal((A * cx).to_numpy(), a * x)
+    _bound_check((A @ cx).to_numpy(), a, x, np.float64, "A @ cupy x")
+    s = bm.from_numpy(a.T @ a + n * np.eye(n), block=3, grid=grid)
+    got = np.linalg.solve(s, cx).to_numpy()
+    np.testing.assert_allclose(got, np.linalg.solve(a.T @ a + n * np.eye(n), x), rtol=1e-10)
+    np.testing.assert_array_equal(A[cupy.asarray([2, 0])].to_numpy(), a[[2, 0]])
+    if comm.size > 1:
+        bad = cupy.asarray(a + (comm.rank == comm.size - 1))
+        with pytest.raises(ValueError, match="same on every rank") as e:
+            A + bad
+        assert _same_everywhere(str(e.value))
