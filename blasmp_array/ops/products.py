@@ -13,15 +13,18 @@ collective checks it, :mod:`._replicated`) and laid out to fit its partner:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from .._dispatch import implements
 from ..array import BLAS_DTYPES, BlockCyclicArray, as_vector
+from ..creation import eye
 from ..layout import BlockCyclicLayout
 from ._replicated import check_replicated, distribute, is_replicated, replicated
 from ._vectors import vector_layout
+from .elementwise import aligned, local_view
 from .gemm import gemm
 from .matmul import dot_vectors, matmul
 from .reductions import _no_extras, _require
@@ -87,10 +90,6 @@ def _vdot(a: Any, b: Any) -> Any:
 
 
 def _vdot_matrices(x: BlockCyclicArray, y: BlockCyclicArray) -> Any:
-    import functools
-
-    from .elementwise import aligned, local_view
-
     if x._transposed and y._transposed:
         xs, ys = local_view(x.T), local_view(y.T)  # the same pairs, as stored
     else:
@@ -226,8 +225,6 @@ def _matrix_power(a: Any, n: Any) -> BlockCyclicArray:
         raise np.linalg.LinAlgError("Last 2 dimensions of the array must be square")
     k = int(n)
     if k == 0:
-        from ..creation import eye
-
         return eye(x.shape[0], dtype=x.dtype, block=x.block, grid=x.grid)
     if x.dtype not in BLAS_DTYPES:
         x = x.astype(np.float64)

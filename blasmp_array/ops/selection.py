@@ -36,14 +36,16 @@ from typing import Any
 
 import numpy as np
 
+from .._alloc import new_array
 from .._dispatch import implements
 from ..array import BlockCyclicArray, as_vector
 from ..backends.base import Backend
 from ..layout import BlockCyclicLayout, numroc
 from ._exchange import Message, Plan, positions_index, run_plan
-from ._replicated import check_replicated, is_replicated, replicated
+from ._replicated import check_replicated, is_replicated, local_part, replicated
 from ._vectors import vector_layout
 from ._warmup import sample_matrix, warmup_kernels
+from .elementwise import aligned
 
 __all__ = ["is_selection", "select", "select_assign"]
 
@@ -209,8 +211,6 @@ def _result_layout(s: BlockCyclicArray, axis: int, k: int) -> BlockCyclicLayout:
 
 def _gather(s: BlockCyclicArray, axis: int, pos: np.ndarray) -> BlockCyclicArray:
     """``s[pos]`` (rows) or ``s[:, pos]`` of the stored ``s``. Collective."""
-    from .._alloc import new_array
-
     lay = _result_layout(s, axis, pos.size)
     out = new_array(lay, s.grid, s.dtype)
     moves = _axis_moves(s.layout, lay, s.grid, axis, pos, np.arange(pos.size))
@@ -372,13 +372,9 @@ def _mask_local(a: BlockCyclicArray, mask: Any) -> tuple[BlockCyclicArray, Any]:
     s = a.resolve()
     g = s.grid
     if isinstance(mask, BlockCyclicArray):
-        from .elementwise import aligned
-
         m = aligned(mask.resolve(), s, "A[mask]")
         return s, m._data.astype(bool, copy=False)
     check_replicated([replicated(mask)], g, "A[mask]")
-    from ._replicated import local_part
-
     rows, cols = s.layout.local_rows(g.myrow), s.layout.local_cols(g.mycol)
     return s, s.backend.asarray(local_part(mask, rows, cols, 2)).astype(bool, copy=False)
 
@@ -411,8 +407,9 @@ def _element_moves(
     )
     src_flat = _local(i, lay, 0) * widths[pc] + _local(j, lay, 1)
     t = np.arange(order.size)
-    senders = np.array([g.rank_of(int(r), int(c)) for r, c in zip(pr, pc, strict=True)], np.int64)
-    receivers = np.array([g.rank_of(int(r), 0) for r in _owner(t, vlay, 0)], np.int64)
+    rank = np.array([[g.rank_of(r, c) for c in range(g.npcol)] for r in range(g.nprow)])
+    senders = rank[pr, pc].astype(np.int64)
+    receivers = rank[_owner(t, vlay, 0), 0].astype(np.int64)
     dst = _local(t, vlay, 0)
     pair = senders * g.size + receivers
     moves = []
@@ -423,8 +420,6 @@ def _element_moves(
 
 
 def _select_elements(a: BlockCyclicArray, mask: Any) -> BlockCyclicArray:
-    from .._alloc import new_array
-
     s, local_mask = _mask_local(a, mask)
     order, _ = _selected(s, local_mask)
     g = s.grid
@@ -530,8 +525,6 @@ def _assign_distributed(
 ) -> None:
     """``x[pos] = value`` for a distributed ``value`` of the selection's shape: ``value`` in
     the selection's layout, then the reverse of :func:`_gather`'s plan."""
-    from .elementwise import aligned
-
     if value.ndim == 1 and len(shape) == 2 and 1 in shape:
         value = value._column if shape[1] == 1 else value._column.T
     if value.shape != shape:
@@ -542,10 +535,8 @@ def _assign_distributed(
     if not np.can_cast(value.dtype, x.dtype, "same_kind"):
         raise TypeError(f"A[index] = value: cannot cast {value.dtype} to {x.dtype}")
     lay = _result_layout(x, axis, pos.size)
-    from .._alloc import new_array
-
     like = new_array(lay, x.grid, x.dtype)
-    v = aligned(value.resolve(), like, "A[index] = value", quiet=True)
+    v = aligned(value.resolve(), like, "A[index] = value", quiet=min(shape) <= 1)
     if v.dtype != x.dtype:
         v = BlockCyclicArray(v._data.astype(x.dtype), v.layout, v.grid)
     moves = _axis_moves(lay, x.layout, x.grid, axis, keep, pos[keep])
