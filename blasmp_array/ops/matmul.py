@@ -165,8 +165,8 @@ def dot_vectors(x: BlockCyclicArray, y: BlockCyclicArray, what: str, conj: bool 
         raise ValueError(f"{what}: vectors of lengths {x.shape[0]} and {y.shape[0]} differ")
 
     dt = np.result_type(x.dtype, y.dtype)
-    xs = x._column.resolve()
-    ys = aligned(y._column.resolve(), xs, what, quiet=True)
+    xs = x._column.resolve() if x.is_view else x._column
+    ys = aligned(y._column.resolve() if y.is_view else y._column, xs, what, quiet=True)
     backend, xp = xs.backend, xs.backend.xp
     part = None
     if xs._data.size:
@@ -177,7 +177,8 @@ def dot_vectors(x: BlockCyclicArray, y: BlockCyclicArray, what: str, conj: bool 
             part = bool(xp.any(u & v))
         else:
             part = backend.asnumpy(xp.dot(u.astype(dt, copy=False), v.astype(dt, copy=False)))
-    valid = [p for p in backend.allgather(part) if p is not None]
+    parts = [part] if xs.grid.size == 1 else backend.allgather(part)
+    valid = [p for p in parts if p is not None]
     if dt == np.bool_:
         return np.bool_(any(valid))
     return dt.type(functools.reduce(np.add, valid)) if valid else dt.type(0)
