@@ -8,8 +8,10 @@ module fills the registry for the ops layer, in one place:
   ``A[key]`` (``getitem``), ``A[key] = value`` (``setitem``) and the copy of a window view
   (``materialize_window``, behind ``A.storage``);
 * ``np.matmul``, so ``A @ B`` (NumPy's ufunc protocol) reaches :func:`ops.matmul.matmul`;
-* the NumPy functions and ufuncs of :mod:`.elementwise`, :mod:`.reductions` and
-  :mod:`.functions`, :mod:`.cholesky` and :mod:`.lu`, which register themselves when imported here.
+* the NumPy functions and ufuncs of :mod:`.elementwise`, :mod:`.reductions`,
+  :mod:`.functions`, :mod:`.products`, :mod:`.selection`, :mod:`.scans`, :mod:`.cholesky` and
+  :mod:`.lu`, which register themselves when imported here, and :mod:`.solves`, which wraps the
+  solvers' registrations with NumPy's operands (vectors, replicated ndarrays, integers).
 
 ``blasmp_array/__init__.py`` imports this module, so ``import blasmp_array`` fills the registry.
 To give the array a new operator-backed method, see CONTRIBUTING.md ("Adding an array method").
