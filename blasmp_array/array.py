@@ -362,10 +362,12 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         return BlockCyclicArray(r._data.astype(dtype), r.layout, r.grid)
 
     # -- NumPy methods (each the NumPy function of the same name, see ops/reductions.py) --------
-    # Full reductions return a NumPy scalar on every rank; reductions along an axis return a
-    # 1-D NumPy array on every rank (2-D with keepdims=True), as np.sum(A, axis=0) does.
+    # Full reductions (and any reduction of a vector) return a NumPy scalar on every rank;
+    # reductions along an axis of a matrix return a distributed vector (a 1 x n / m x 1 matrix
+    # with keepdims=True).
     def sum(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
-        """Sum of the elements (``np.sum``): a scalar or a NumPy vector on every rank."""
+        """Sum of the elements (``np.sum``): a scalar on every rank, or a distributed vector
+        along an axis of a matrix."""
         return np.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
 
     def prod(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
