@@ -10,8 +10,8 @@ Usage (from the repository root)::
 
 ``speed`` is the reference's median over ours (> 1: we are faster). The reference runs on
 rank 0 alone (on several ranks it is the one-process time the distributed call is compared
-with); every call is followed by a device synchronisation on both sides, and each side is
-warmed up before it is timed.
+with); the two sides are timed alternately, every call followed by a device synchronisation,
+after a warm-up of both.
 """
 
 from __future__ import annotations
@@ -28,20 +28,35 @@ from mpi4py import MPI
 import blasmp_array as bm
 
 
-def _median(fn: Callable[[], Any], sync: Callable[[], None], repeats: int, comm: Any) -> float:
+def _interleaved(
+    ours: Callable[[], Any],
+    ours_sync: Callable[[], None],
+    ref: Callable[[], Any] | None,
+    ref_sync: Callable[[], None],
+    repeats: int,
+    comm: Any,
+) -> tuple[float, float]:
+    """Medians of ``ours`` (max over ranks) and ``ref`` (rank 0), timed alternately so that a
+    machine whose load changes during the run slows both alike."""
     for _ in range(3):
-        fn()
-    sync()
-    times = []
+        ours()
+        if ref is not None:
+            ref()
+    ours_sync()
+    ref_sync()
+    t_ours, t_ref = [], []
     for _ in range(repeats):
-        if comm is not None:
-            comm.Barrier()
+        comm.Barrier()
         t0 = time.perf_counter()
-        fn()
-        sync()
-        dt = time.perf_counter() - t0
-        times.append(comm.allreduce(dt, op=MPI.MAX) if comm is not None else dt)
-    return statistics.median(times)
+        ours()
+        ours_sync()
+        t_ours.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+        if ref is not None:
+            t0 = time.perf_counter()
+            ref()
+            ref_sync()
+            t_ref.append(time.perf_counter() - t0)
+    return statistics.median(t_ours), statistics.median(t_ref) if t_ref else float("nan")
 
 
 def main() -> None:
@@ -70,41 +85,37 @@ def main() -> None:
         "x @ y": lambda: X @ X,
         "solve(A, b)": lambda: np.linalg.solve(A, X),
     }
-    got = {k: _median(f, ours_sync, args.repeats, comm) for k, f in ours.items()}
-
-    ref: dict[str, float] = {}
+    refs: dict[str, Any] = dict.fromkeys(ours)
+    ref_sync: Callable[[], None] = lambda: None  # noqa: E731
+    lib = "cupy" if backend.name == "gpu" else "numpy"
     if comm.rank == 0:
         if backend.name == "gpu":
             import cupy
 
             ca, cx = cupy.asarray(a), cupy.asarray(x)
             xp: Any = cupy
-
-            def ref_sync() -> None:
-                cupy.cuda.Device().synchronize()
-
+            ref_sync = cupy.cuda.Device().synchronize
         else:
             ca, cx, xp = a, x, np
-
-            def ref_sync() -> None:
-                return None
-
         refs = {
             "A @ x": lambda: ca @ cx,
             "x @ A": lambda: cx @ ca,
             "x @ y": lambda: cx @ cx,
             "solve(A, b)": lambda: xp.linalg.solve(ca, cx),
         }
-        ref = {k: _median(f, ref_sync, args.repeats, None) for k, f in refs.items()}
-        lib = "cupy" if backend.name == "gpu" else "numpy"
+    results = {
+        k: _interleaved(f, ours_sync, refs[k], ref_sync, args.repeats, comm)
+        for k, f in ours.items()
+    }
+    if comm.rank == 0:
         print(
             f"n={n} {dt} block={args.block} grid={grid.nprow}x{grid.npcol} "
-            f"backend={backend.name} ranks={comm.size} (medians of {args.repeats})"
+            f"backend={backend.name} ranks={comm.size} (medians of {args.repeats}, alternating)"
         )
-        for k in ours:
+        for k, (got, ref) in results.items():
             print(
-                f"  {k:12s} ours {got[k] * 1e3:9.3f} ms   {lib} (1 process) "
-                f"{ref[k] * 1e3:9.3f} ms   speed {ref[k] / got[k]:.2f}x"
+                f"  {k:12s} ours {got * 1e3:9.3f} ms   {lib} (1 process) "
+                f"{ref * 1e3:9.3f} ms   speed {ref / got:.2f}x"
             )
 
 
