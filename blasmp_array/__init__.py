@@ -33,6 +33,7 @@ from .grid import ProcessGrid, square_grid_shape
 from .io import from_dask, from_hdf5, from_npy, from_zarr
 from .layout import BlockCyclicLayout
 from .ops import _methods  # noqa: F401  (fills the registry of _dispatch)
+from .ops.ranges import arange, linspace
 from .trace import trace
 
 __version__ = "0.1.0"
@@ -43,6 +44,7 @@ __all__ = [
     "ProcessGrid",
     "RedistributionWarning",
     "SUPPORTED_DTYPES",
+    "arange",
     "SignalTimeoutError",
     "empty",
     "empty_like",
@@ -53,6 +55,7 @@ __all__ = [
     "io",
     "layout",
     "linalg",
+    "linspace",
     "ones",
     "ones_like",
     "random",

@@ -21,12 +21,15 @@ else returns ``NotImplemented``, so NumPy raises a ``TypeError`` naming the func
 silent gather-and-compute fallback). To run an unsupported NumPy function, gather explicitly with
 ``A.to_numpy()``. A method with no registered implementation raises a ``RuntimeError`` naming it.
 
-Who fills what: :mod:`blasmp_array.ops.elementwise` (ufuncs), :mod:`blasmp_array.ops.reductions`
-and :mod:`blasmp_array.ops.functions` (NumPy functions) register themselves;
-:mod:`blasmp_array.ops._methods` registers ``np.matmul`` and the operator-backed methods and
-imports the three modules above; :mod:`blasmp_array.creation` registers ``gather``;
-:mod:`blasmp_array.io` registers ``to_dask``, ``to_zarr`` and ``to_npy``. This module imports
-nothing of the package.
+Who fills what: :mod:`blasmp_array.ops.elementwise` (ufuncs), :mod:`blasmp_array.ops.reductions`,
+:mod:`blasmp_array.ops.functions`, :mod:`blasmp_array.ops.products`,
+:mod:`blasmp_array.ops.selection` and :mod:`blasmp_array.ops.scans` (NumPy functions) register
+themselves, and :mod:`blasmp_array.ops.solves` wraps the ``np.linalg`` solvers that
+:mod:`blasmp_array.ops.lu` and :mod:`blasmp_array.ops.cholesky` registered
+(:func:`wrap_implementation`); :mod:`blasmp_array.ops._methods` registers ``np.matmul`` and the
+operator-backed methods and imports the modules above; :mod:`blasmp_array.creation` registers
+``gather``; :mod:`blasmp_array.io` registers ``to_dask``, ``to_zarr`` and ``to_npy``. This module
+imports nothing of the package.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import numpy as np
 
 __all__ = [
     "implements",
+    "wrap_implementation",
     "implements_ufunc",
     "implements_method",
     "method",
@@ -66,6 +70,24 @@ def implements(*numpy_functions: Any) -> Callable[[Callable[..., Any]], Callable
         return impl
 
     return decorator
+
+
+def wrap_implementation(
+    numpy_function: Any, wrapper: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> Callable[..., Any]:
+    """Replace the registered implementation ``impl`` of ``numpy_function`` by
+    ``wrapper(impl)`` and return the new one: a higher layer adapts what a lower one registered
+    (e.g. vector right-hand sides around the solves) without the two agreeing on an import
+    order. ``RuntimeError`` if nothing is registered yet (import the implementing module
+    first)."""
+    impl = _FUNCTIONS.get(numpy_function)
+    if impl is None:
+        raise RuntimeError(
+            f"wrap_implementation: no implementation of {numpy_function!r} is registered yet; "
+            "import the module that registers it first"
+        )
+    _FUNCTIONS[numpy_function] = wrapped = wrapper(impl)
+    return wrapped
 
 
 def implements_ufunc(*ufuncs: np.ufunc) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

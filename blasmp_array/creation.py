@@ -21,7 +21,13 @@ import numpy as np
 from . import _dispatch
 from ._alloc import new_array
 from ._dispatch import implements_method
-from .array import SUPPORTED_DTYPES, BlockCyclicArray, check_dtype
+from .array import (
+    SUPPORTED_DTYPES,
+    BlockCyclicArray,
+    _vector_block,
+    as_vector,
+    check_array_dtype,
+)
 from .grid import ProcessGrid
 from .layout import BlockCyclicLayout
 
@@ -111,6 +117,33 @@ def normalize_shape(shape: Any) -> tuple[int, int]:
     )
 
 
+def _vector_length(shape: Any) -> int | None:
+    """``n`` when ``shape`` asks for a vector (an int ``n`` or ``(n,)``), else None."""
+    if _is_int(shape) and shape >= 0:
+        return int(shape)
+    if (
+        isinstance(shape, Sequence)
+        and not isinstance(shape, str)
+        and len(shape) == 1
+        and _is_int(shape[0])
+        and shape[0] >= 0
+    ):
+        return int(shape[0])
+    return None
+
+
+def _vector_of(a: Any, root: int | None, grid: ProcessGrid | None) -> tuple[bool, ProcessGrid]:
+    """Whether ``from_numpy`` got a 1-D array (read on ``root`` and broadcast when given) and
+    the grid."""
+    g = _check_grid(grid)
+    if root is not None and not (_is_int(root) and 0 <= root < g.size):
+        raise ValueError(f"root must be a rank in [0, {g.size}) or None, got {root!r}")
+    here = a is not None and not isinstance(a, BlockCyclicArray) and np.ndim(a) == 1
+    if root is None:
+        return here, g
+    return bool(g.backend.bcast(here if g.rank == root else None, root=root)), g
+
+
 def _check_grid(grid: ProcessGrid | None) -> ProcessGrid:
     if grid is None:
         return default_grid()
@@ -136,7 +169,7 @@ def new_like(a: BlockCyclicArray, dtype: Any = None) -> BlockCyclicArray:
     """
     dt = a.dtype if dtype is None else np.dtype(dtype)
     if dt != np.bool_:
-        check_dtype(dt)
+        check_array_dtype(dt)
     return new_array(_layout_of(a), a.grid, dt)
 
 
@@ -163,10 +196,20 @@ def empty(
     Returns
     -------
     BlockCyclicArray
+
+    Notes
+    -----
+    ``shape`` an int ``n`` or ``(n,)`` gives a vector (``ndim == 1``), stored as an ``n x 1``
+    column over one process column; ``block`` is then its elements per block (an int, or the
+    ``mb`` of a pair). This holds for every constructor.
     """
+    n = _vector_length(shape)
+    if n is not None:  # a vector: its n x 1 column
+        vb = _vector_block(block, DEFAULT_BLOCK[0])
+        return as_vector(empty((n, 1), dtype=dtype, block=(vb, 1), grid=grid))
     shape = normalize_shape(shape)
     blk = normalize_block(block)
-    dt = check_dtype(dtype)
+    dt = check_array_dtype(dtype)
     g = _check_grid(grid)
     return new_array(BlockCyclicLayout(shape, blk, g.shape), g, dt)
 
@@ -259,12 +302,14 @@ def eye(
 def _like_args(a: Any, dtype: Any, shape: Any, what: str) -> tuple[BlockCyclicArray, np.dtype]:
     if not isinstance(a, BlockCyclicArray):
         raise TypeError(f"{what} expects a BlockCyclicArray, got {type(a).__name__}")
-    if shape is not None and normalize_shape(shape) != a.shape:
+    n = None if shape is None else _vector_length(shape)
+    want = a.shape if shape is None else (n,) if n is not None else normalize_shape(shape)
+    if want != a.shape:
         raise ValueError(
             f"{what}: shape={shape!r} differs from the array's shape {a.shape}; use "
             "bm.empty/zeros/ones/full with block= and grid= for a new shape"
         )
-    dt = a.dtype if dtype is None else check_dtype(dtype)
+    dt = a.dtype if dtype is None else check_array_dtype(dtype)
     return a, dt
 
 
@@ -274,6 +319,8 @@ def empty_like(a: BlockCyclicArray, dtype: Any = None, shape: Any = None) -> Blo
     ``a`` may be a lazy view (``A.T``): the result then has ``A.T``'s shape and block.
     """
     a, dt = _like_args(a, dtype, shape, "empty_like")
+    if a.ndim == 1:
+        return as_vector(new_array(_layout_of(a._column), a.grid, dt))
     return new_array(_layout_of(a), a.grid, dt)
 
 
@@ -326,16 +373,17 @@ def from_numpy(
     root: int | None = None,
     dtype: Any = None,
 ) -> BlockCyclicArray:
-    """Distribute a 2-D NumPy array.
+    """Distribute a 2-D (or 1-D) NumPy array.
 
     Parameters
     ----------
     a : numpy.ndarray
-        The global ``m x n`` matrix. With ``root=None`` it must be given (identical) on every
-        rank and each rank copies out its own local matrix without communication. With
-        ``root=r`` it is read only on rank ``r`` (pass ``None`` elsewhere) and scattered: rank
-        ``r`` sends each process only its local matrix, in rounds of at most
-        :data:`TRANSFER_ROUND_BYTES` of messages.
+        The global ``m x n`` matrix, or a vector of length ``n`` (then stored as an ``n x 1``
+        column over one process column, ``block`` its elements per block). With ``root=None``
+        it must be given (identical) on every rank and each rank copies out its own local
+        matrix without communication. With ``root=r`` it is read only on rank ``r`` (pass
+        ``None`` elsewhere) and scattered: rank ``r`` sends each process only its local
+        matrix, in rounds of at most :data:`TRANSFER_ROUND_BYTES` of messages.
     block : int or (int, int), optional
         Block shape (default :data:`DEFAULT_BLOCK`).
     grid : ProcessGrid, optional
@@ -357,8 +405,12 @@ def from_numpy(
     TypeError
         Unsupported dtype, or ``a`` is not array-like.
     """
+    vector, g = _vector_of(a, root, grid)
+    if vector:  # a vector: its n x 1 column
+        vb = _vector_block(block, DEFAULT_BLOCK[0])
+        col = None if a is None else (a if hasattr(a, "reshape") else np.asarray(a)).reshape(-1, 1)
+        return as_vector(from_numpy(col, block=(vb, 1), grid=g, root=root, dtype=dtype))
     blk = normalize_block(block)
-    g = _check_grid(grid)
     backend = g.backend
     if root is not None and not (_is_int(root) and 0 <= root < g.size):
         raise ValueError(f"root must be a rank in [0, {g.size}) or None, got {root!r}")
@@ -424,7 +476,7 @@ def _host_matrix(a: Any, dtype: Any, backend: Any) -> np.ndarray:
             f"from_numpy needs a 2-D array, got shape {host.shape}; reshape vectors to (n, 1)"
         )
     if dtype is not None:
-        host = host.astype(check_dtype(dtype), copy=False)
+        host = host.astype(check_array_dtype(dtype), copy=False)
     elif host.dtype not in SUPPORTED_DTYPES:
         raise TypeError(
             f"from_numpy: dtype {host.dtype} is not supported; use one of float32, float64, "

@@ -21,6 +21,10 @@ function                        operation                                  flops
 :func:`qr_multiply`             ``Q c`` / ``c Q`` without forming ``Q``
 :func:`lstsq`                   least squares (QR), minimum norm (LQ)
 ==============================  =========================================  ==============
+
+The solvers take NumPy's operands: a vector right-hand side ``b`` (``ndim == 1``) gives a vector
+solution; an ndarray beside a BlockCyclicArray is taken to be the same on every rank (checked
+by one collective) and distributed to fit; integer and bool input is computed in float64.
 """
 
 from __future__ import annotations
@@ -56,21 +60,13 @@ __all__ = [  # noqa: F822
 
 
 def __getattr__(name: str) -> Any:
-    # TRSM lives in ops/trsm.py (imported lazily so this namespace imports without it)
-    if name in ("trsm", "solve_triangular"):
-        from .ops import trsm as _trsm
+    # the solvers live in ops/trsm.py, ops/cholesky.py and ops/lu.py; their entry points with
+    # NumPy's operands (vector right-hand sides, replicated ndarrays, integer input) in
+    # ops/solves.py (imported lazily so this namespace imports without them)
+    from .ops import solves
 
-        return getattr(_trsm, name)
-    # Cholesky lives in ops/cholesky.py (imported lazily likewise)
-    if name in ("cholesky", "cho_factor", "cho_solve", "solve"):
-        from .ops import cholesky as _cholesky
-
-        return getattr(_cholesky, name)
-    # LU lives in ops/lu.py (imported lazily likewise)
-    if name in ("lu_factor", "lu_solve"):
-        from .ops import lu as _lu
-
-        return getattr(_lu, name)
+    if name in solves.PUBLIC:
+        return solves.PUBLIC[name]
     # QR and least squares live in ops/qr.py (imported lazily likewise)
     if name in ("qr", "qr_multiply", "lstsq"):
         from .ops import qr as _qr

@@ -40,6 +40,7 @@ MODULES = [
     "_householder",
     "_messages",
     "_cholqr",
+    "selection",
 ]
 
 

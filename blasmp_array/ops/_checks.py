@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .._warnings import RedistributionWarning
-from ..array import BlockCyclicArray, check_dtype
+from ..array import BlockCyclicArray, blas_dtype, check_dtype
 
 __all__ = [
     "check_trans",
@@ -218,8 +218,9 @@ def op_of(x: BlockCyclicArray) -> str:
 
 
 def result_dtype(op: str, *arrays: BlockCyclicArray | None, out: BlockCyclicArray | None = None):
-    """NumPy's promotion of the operands' dtypes; C's dtype must hold it."""
-    dt = np.result_type(*[a.dtype for a in arrays if a is not None])
+    """NumPy's promotion of the operands' dtypes, integer and bool promoted to float64 (as
+    ``np.linalg``: the BLAS compute in floating point); C's dtype must hold it."""
+    dt = blas_dtype(np.result_type(*[a.dtype for a in arrays if a is not None]))
     check_dtype(dt)
     if out is not None and np.result_type(dt, out.dtype) != out.dtype:
         names = ", ".join(str(a.dtype) for a in arrays if a is not None)

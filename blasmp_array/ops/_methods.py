@@ -8,9 +8,11 @@ module fills the registry for the ops layer, in one place:
   ``A[key]`` (``getitem``), ``A[key] = value`` (``setitem``) and the copy of a window view
   (``materialize_window``, behind ``A.storage``);
 * ``np.matmul``, so ``A @ B`` (NumPy's ufunc protocol) reaches :func:`ops.matmul.matmul`;
-* the NumPy functions and ufuncs of :mod:`.elementwise`, :mod:`.reductions` and
-  :mod:`.functions`, :mod:`.cholesky`, :mod:`.lu` and :mod:`.qr`, which register themselves
-  when imported here.
+* the NumPy functions and ufuncs of :mod:`.elementwise`, :mod:`.reductions`,
+  :mod:`.functions`, :mod:`.products`, :mod:`.selection`, :mod:`.scans`, :mod:`.cholesky`,
+  :mod:`.lu` and :mod:`.qr`, which register themselves when imported here, and :mod:`.solves`,
+  which wraps the solvers' registrations with NumPy's operands (vectors, replicated ndarrays,
+  integers).
 
 ``blasmp_array/__init__.py`` imports this module, so ``import blasmp_array`` fills the registry.
 To give the array a new operator-backed method, see CONTRIBUTING.md ("Adding an array method").
@@ -24,10 +26,22 @@ import numpy as np
 
 from .._dispatch import implements_method, implements_ufunc
 from ..array import BlockCyclicArray
-from . import cholesky, elementwise, functions, lu, qr, reductions  # noqa: F401  (they register)
+from . import (  # noqa: F401  (they register)
+    cholesky,
+    elementwise,
+    functions,
+    lu,
+    products,
+    qr,
+    reductions,
+    scans,
+    selection,
+    solves,
+)
 from .elementwise import assign
 from .indexing import getitem, materialize_window, setitem
 from .matmul import matmul
+from .products import replicated_operands
 from .redistribute import redistribute, transpose
 
 __all__: list[str] = []
@@ -41,20 +55,21 @@ implements_method("materialize_window")(materialize_window)
 
 @implements_ufunc(np.matmul)
 def _matmul_ufunc(ufunc: np.ufunc, a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
-    """``np.matmul(a, b, out=...)`` and ``a @ b``: :func:`matmul`, then the copy into ``out``."""
+    """``np.matmul(a, b, out=...)`` and ``a @ b``: :func:`matmul`, then the copy into ``out``.
+
+    An ndarray beside a BlockCyclicArray is taken to be the same on every rank (checked, see
+    :mod:`._replicated`) and laid out to match its partner."""
     if kwargs:
         raise TypeError(
             f"np.matmul on BlockCyclicArrays does not support the keywords {sorted(kwargs)}"
         )
-    for x in (a, b):
-        if not isinstance(x, BlockCyclicArray):
-            raise TypeError(
-                f"np.matmul needs two BlockCyclicArrays, got {type(x).__name__}; distribute "
-                "NumPy operands with bm.from_numpy(...) (matrix-scalar products use `*`)"
-            )
+    if type(a) is not BlockCyclicArray or type(b) is not BlockCyclicArray:
+        a, b = replicated_operands(a, b, "np.matmul")
     result = matmul(a, b)
     if out is None:
         return result
     (target,) = out
+    if not isinstance(result, BlockCyclicArray):
+        raise TypeError("np.matmul: out= of a scalar product (x @ y) is not supported")
     assign(target, result)
     return target

@@ -1,25 +1,24 @@
 """More NumPy functions on BlockCyclicArrays (through ``__array_function__``).
 
-``np.diag``/``np.diagonal``, ``np.where``, ``np.concatenate``/``hstack``/``vstack``/``block``,
-``np.vdot``, ``np.outer``, ``np.einsum`` (matrix-product subscripts), ``np.clip`` and
+``np.diag``/``np.diagonal``, ``np.where``, ``np.concatenate``/``hstack``/``vstack``/``block``/
+``stack``/``column_stack``, ``np.einsum`` (matrix-product subscripts), ``np.clip`` and
 ``np.nan_to_num``. The rules of :mod:`.reductions` hold: a scalar result is a NumPy scalar on
-every rank, a vector result (a diagonal) a 1-D NumPy array on every rank, a matrix result a
+every rank, a vector result (a diagonal) a distributed vector, a matrix result a
 BlockCyclicArray. Operands in different layouts are aligned to the first array operand's with a
 :class:`~blasmp_array.RedistributionWarning`.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 
 from .. import creation
 from .._dispatch import implements
-from ..array import BlockCyclicArray, check_dtype
-from ..layout import BlockCyclicLayout
-from .elementwise import _check_same_shape, _operand, _weak_dtype, aligned, local_view
+from ..array import BlockCyclicArray, as_vector, check_array_dtype
+from ._vectors import from_host
+from .elementwise import Replicated, elementwise, local_view, operands
 from .indexing import copy_window
 from .reductions import _no_extras, _require
 
@@ -69,28 +68,36 @@ def _diagonal(a: BlockCyclicArray, k: int) -> np.ndarray:
     return out
 
 
+def _diagonal_vector(a: BlockCyclicArray, k: int) -> BlockCyclicArray:
+    """Diagonal ``k`` of the matrix ``a`` as a distributed vector (blocked like ``a``'s rows;
+    its elements are all-gathered, ``O(n)``, and each rank keeps the ones it stores)."""
+    return from_host(_diagonal(a, k), a.block[0], a.grid)
+
+
 @implements(np.diagonal)
-def _np_diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> np.ndarray:
-    """``np.diagonal``: diagonal ``offset`` as a 1-D NumPy array on every rank."""
+def _np_diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> BlockCyclicArray:
+    """``np.diagonal``: diagonal ``offset`` of a matrix as a distributed vector."""
     a = _require(a, "np.diagonal")
+    if a.ndim != 2:
+        raise ValueError("diag requires an array of at least two dimensions")
     if (axis1 % 2, axis2 % 2) not in ((0, 1), (1, 0)):
         raise ValueError("np.diagonal of a BlockCyclicArray needs axis1, axis2 = 0, 1 (or 1, 0)")
     k = _int(offset, "offset", "np.diagonal")
-    return _diagonal(a.T if (axis1 % 2, axis2 % 2) == (1, 0) else a, k)
+    return _diagonal_vector(a.T if (axis1 % 2, axis2 % 2) == (1, 0) else a, k)
 
 
 @implements(np.diag)
 def _np_diag(v: Any, k: int = 0) -> Any:
-    """``np.diag``: from an ``n x 1`` or ``1 x n`` BlockCyclicArray (a vector: 2-D stays 2-D)
-    the ``(n + |k|) x (n + |k|)`` matrix with it on diagonal ``k``; from any other matrix its
-    diagonal ``k`` as a 1-D NumPy array on every rank (as ``np.diagonal``)."""
+    """``np.diag``: from a vector the ``(n + |k|) x (n + |k|)`` matrix with it on diagonal
+    ``k`` (blocks of the vector's block); from a matrix its diagonal ``k`` as a distributed
+    vector (as ``np.diagonal``)."""
     v = _require(v, "np.diag")
     k = _int(k, "k", "np.diag")
-    if min(v.shape) != 1:
-        return _diagonal(v, k)
-    values = v.to_numpy().reshape(-1)  # O(n): the vector on every rank
+    if v.ndim == 2:
+        return _diagonal_vector(v, k)
+    values = v.to_numpy()  # O(n): the vector on every rank
     n = values.size + abs(k)
-    b = v.block[0] if v.shape[1] == 1 else v.block[1]
+    b = v.block[0]
     out = creation.zeros((n, n), dtype=v.dtype, block=(b, b), grid=v.grid)
     t, il, jl = _local_diagonal(out, k)
     keep = t < values.size
@@ -103,32 +110,26 @@ def _np_diag(v: Any, k: int = 0) -> Any:
 # -- elementwise selections --------------------------------------------------------------------
 @implements(np.where)
 def _where(condition: Any, x: Any = _NOVALUE, y: Any = _NOVALUE) -> BlockCyclicArray:
-    """``np.where(cond, x, y)``: elementwise, in ``cond``'s layout (others aligned to it)."""
+    """``np.where(cond, x, y)``: elementwise, broadcasting as NumPy's (see
+    :func:`.elementwise.elementwise`), in the first full-shape array operand's layout."""
     if x is _NOVALUE or y is _NOVALUE:
         raise TypeError(
             "np.where(cond) (the indices of nonzero elements) is not supported for "
-            "BlockCyclicArrays; use np.where(cond, x, y), or gather with cond.to_numpy()"
+            "BlockCyclicArrays; use np.where(cond, x, y), select with x[cond], or gather with "
+            "cond.to_numpy()"
         )
-    ops = [_operand(o, "np.where") for o in (condition, x, y)]
-    if any(o is NotImplemented for o in ops):
-        raise TypeError("np.where: operands must be BlockCyclicArrays or scalars")
-    arrays = [o for o in ops if isinstance(o, BlockCyclicArray)]
-    if not arrays:
-        raise TypeError("np.where: no BlockCyclicArray operand")
-    _check_same_shape(arrays, "np.where")
+    ops = operands((condition, x, y), "np.where")
+    if ops is None:
+        raise TypeError("np.where: operands must be BlockCyclicArrays, ndarrays or scalars")
     res_dt = np.result_type(
-        *[_weak_dtype(o) if isinstance(o, BlockCyclicArray) else o for o in ops[1:]]
+        *[o.dtype if isinstance(o, BlockCyclicArray | Replicated) else o for o in ops[1:]]
     )
-    check_dtype(res_dt)
-    like = arrays[0].resolve()
-    data = [
-        aligned(o.resolve(), like, "np.where")._data if isinstance(o, BlockCyclicArray) else o
-        for o in ops
-    ]
-    out = creation.new_like(like, res_dt)
-    xp = like.backend.xp
-    out._data[...] = xp.where(xp.asarray(data[0]).astype(bool, copy=False), data[1], data[2])
-    return out
+    check_array_dtype(res_dt)
+
+    def kernel(xp: Any, out: Any, c: Any, a: Any, b: Any) -> None:
+        out[...] = xp.where(xp.asarray(c).astype(bool, copy=False), a, b)
+
+    return elementwise("np.where", ops, res_dt, kernel)
 
 
 @implements(np.clip)
@@ -171,6 +172,9 @@ def _nan_to_num(
 ) -> BlockCyclicArray:
     """``np.nan_to_num``: local; ``copy=False`` works in place on the stored matrix."""
     a = _require(x, "np.nan_to_num")
+    if a.ndim == 1:
+        col = _nan_to_num(a._column, copy=copy, nan=nan, posinf=posinf, neginf=neginf)
+        return a if not copy else as_vector(col)
     xp = a.backend.xp
     if not copy:
         if a._conjugated:
@@ -181,6 +185,88 @@ def _nan_to_num(
     out = creation.new_like(s)
     out._data[...] = xp.nan_to_num(s._data, nan=nan, posinf=posinf, neginf=neginf)
     return out.T if a._transposed else out
+
+
+@implements(np.round, np.around)
+def _round(a: Any, decimals: int = 0, out: Any = None) -> BlockCyclicArray:
+    """``np.round``/``np.around``: half to even, ``decimals`` places (negative: tens,
+    hundreds, ...), as NumPy's; local. Integers stay integers."""
+    _no_extras("np.round", out)
+    x = _require(a, "np.round")
+    d = _int(decimals, "decimals", "np.round")
+    if x.ndim == 1:
+        return as_vector(_round(x._column, d))
+    s = local_view(x)  # rounding commutes with the transpose: the stored matrix
+    out_ = creation.new_like(s)
+    out_._data[...] = s.backend.xp.round(s._data, d)
+    return out_.T if x._transposed else out_
+
+
+@implements(np.fill_diagonal)
+def _fill_diagonal(a: Any, val: Any, wrap: bool = False) -> None:
+    """``np.fill_diagonal``, in place and local: the elements ``(i, i)`` (for a tall matrix
+    with ``wrap``, NumPy's wrapped diagonals every ``n + 1`` rows) set to ``val``, a scalar or
+    a vector (NumPy, the same on every rank, or distributed) repeated along the diagonal."""
+    from ._replicated import check_replicated, is_replicated, replicated
+
+    x = _require(a, "np.fill_diagonal")
+    if x.ndim != 2:
+        raise ValueError("array must be at least 2-d")
+    if x._conjugated or x.is_window:
+        raise ValueError(
+            "np.fill_diagonal of a lazy conjugated view or of a window view (a submatrix "
+            "starting inside a block) is not supported; fill the stored matrix"
+        )
+    if isinstance(val, BlockCyclicArray):
+        host = val.to_numpy()  # O(n) to every rank
+        assert host is not None
+        values = host.reshape(-1)
+    else:
+        if is_replicated(val):
+            check_replicated([replicated(val)], x.grid, "np.fill_diagonal")
+        values = np.asarray(val if isinstance(val, np.ndarray) else val).reshape(-1)
+    if values.size == 0:
+        return
+    if values.dtype.kind == "c" and x.dtype.kind != "c":
+        raise TypeError(f"np.fill_diagonal: cannot put complex values into a {x.dtype} matrix")
+    m, n = x.shape
+    end = m * n if wrap else min(m, n) * n
+    flat = np.arange(0, end, n + 1, dtype=np.int64)  # NumPy's a.flat[:end:n + 1]
+    rows, cols = flat // n, flat % n
+    s = x.storage
+    if x._transposed:
+        rows, cols = cols, rows
+    lay, g = s.layout, s.grid
+    own = (lay.local_rows(g.myrow), lay.local_cols(g.mycol))
+    mine = np.isin(rows, own[0]) & np.isin(cols, own[1])
+    if not mine.any():
+        return
+    t = np.flatnonzero(mine)
+    il = np.searchsorted(own[0], rows[t])
+    jl = np.searchsorted(own[1], cols[t])
+    xp = s.backend.xp
+    v = values[t % values.size].astype(s.dtype)
+    s._data[xp.asarray(il), xp.asarray(jl)] = s.backend.asarray(v)
+
+
+@implements(np.save)
+def _save(file: Any, arr: Any, allow_pickle: bool = True) -> None:
+    """``np.save(path, A)``: the ``.npy`` file :meth:`BlockCyclicArray.to_npy` writes, in
+    parallel, replacing an existing file as NumPy does; ``.npy`` is appended to a path that
+    lacks it, as NumPy does. Collective; ``file`` must be a path every rank can reach (an open
+    file object is refused)."""
+    import os
+
+    x = _require(arr, "np.save")
+    if not isinstance(file, str | os.PathLike):
+        raise TypeError(
+            "np.save of a BlockCyclicArray needs a path (str or os.PathLike) that every rank "
+            f"can reach, got {type(file).__name__}; every rank writes its own elements"
+        )
+    path = os.fspath(file)
+    if not path.endswith(".npy"):
+        path += ".npy"
+    x.to_npy(path, overwrite=True)
 
 
 # -- stacking ----------------------------------------------------------------------------------
@@ -204,7 +290,7 @@ def _assemble(rows: list[list[BlockCyclicArray]], what: str) -> BlockCyclicArray
     if len(set(widths)) > 1:
         raise ValueError(f"{what}: the rows of arrays have different total widths {widths}")
     dt = np.result_type(*[p.dtype for r in rows for p in r])
-    check_dtype(dt)
+    check_array_dtype(dt)
     g = first.grid
     out = creation.empty((sum(heights), widths[0]), dtype=dt, block=first.block, grid=g)
     i0 = 0
@@ -224,14 +310,29 @@ def _arrays(seq: Any, what: str) -> list[BlockCyclicArray]:
     return [_require(x, what) for x in seq]
 
 
+def _same_ndim(xs: list[BlockCyclicArray], what: str) -> int:
+    ndims = {x.ndim for x in xs}
+    if len(ndims) > 1:
+        raise ValueError(
+            f"{what}: all the input arrays must have same number of dimensions (got vectors "
+            "and matrices)"
+        )
+    return ndims.pop()
+
+
 @implements(np.concatenate)
 def _concatenate(
     arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = None, casting: Any = "same_kind"
 ) -> BlockCyclicArray:
-    """``np.concatenate`` along axis 0 or 1: a new array in the first array's block and grid
-    (each piece copied into place by one exchange)."""
+    """``np.concatenate`` of matrices along axis 0 or 1, or of vectors (a vector): a new array
+    in the first array's block and grid (each piece copied into place by one exchange)."""
     _no_extras("np.concatenate", out)
     xs = _arrays(arrays, "np.concatenate")
+    if _same_ndim(xs, "np.concatenate") == 1:
+        if axis not in (None, 0, -1):
+            raise np.exceptions.AxisError(f"np.concatenate: axis {axis} is out of bounds for 1-D")
+        res = as_vector(_assemble([[x._column] for x in xs], "np.concatenate"))
+        return res if dtype is None else res.astype(dtype)
     if axis is None:
         raise ValueError("np.concatenate(axis=None) flattens, which BlockCyclicArrays do not do")
     ax = _int(axis, "axis", "np.concatenate")
@@ -241,93 +342,70 @@ def _concatenate(
     return res if dtype is None else res.astype(dtype)
 
 
+def _rows(x: BlockCyclicArray) -> BlockCyclicArray:
+    """A vector as a ``1 x n`` row (``np.vstack``'s view of it), a matrix as it is."""
+    return x._column.T if x.ndim == 1 else x
+
+
+def _columns(x: BlockCyclicArray) -> BlockCyclicArray:
+    """A vector as an ``n x 1`` column (``np.column_stack``'s view of it), a matrix as it is."""
+    return x._column if x.ndim == 1 else x
+
+
 @implements(np.vstack)
 def _vstack(tup: Any, *, dtype: Any = None, casting: Any = "same_kind") -> BlockCyclicArray:
-    """``np.vstack``: concatenation along axis 0."""
-    return _concatenate(tup, axis=0, dtype=dtype)
+    """``np.vstack``: concatenation along axis 0 (vectors as ``1 x n`` rows)."""
+    xs = [_rows(x) for x in _arrays(tup, "np.vstack")]
+    return _concatenate(xs, axis=0, dtype=dtype)
 
 
 @implements(np.hstack)
 def _hstack(tup: Any, *, dtype: Any = None, casting: Any = "same_kind") -> BlockCyclicArray:
-    """``np.hstack``: concatenation along axis 1."""
-    return _concatenate(tup, axis=1, dtype=dtype)
+    """``np.hstack``: concatenation along axis 1 (of vectors: a longer vector)."""
+    xs = _arrays(tup, "np.hstack")
+    return _concatenate(xs, axis=0 if _same_ndim(xs, "np.hstack") == 1 else 1, dtype=dtype)
+
+
+@implements(np.stack)
+def _stack(
+    arrays: Any, axis: Any = 0, out: Any = None, *, dtype: Any = None, casting: Any = "same_kind"
+) -> BlockCyclicArray:
+    """``np.stack`` of vectors of one length: ``axis=0`` a ``k x n`` matrix of rows, ``axis=1``
+    an ``n x k`` matrix of columns (stacking matrices would make 3-D arrays: refused)."""
+    _no_extras("np.stack", out)
+    xs = _arrays(arrays, "np.stack")
+    if _same_ndim(xs, "np.stack") != 1:
+        raise ValueError("np.stack of matrices makes a 3-D array, which BlockCyclicArrays are not")
+    if len({x.shape for x in xs}) > 1:
+        raise ValueError("np.stack: all input arrays must have the same shape")
+    ax = _int(axis, "axis", "np.stack")
+    if not -2 <= ax < 2:
+        raise np.exceptions.AxisError(f"np.stack: axis {axis} is out of bounds for 2-D")
+    res = _assemble(
+        [[_rows(x)] for x in xs] if ax % 2 == 0 else [[_columns(x) for x in xs]], "np.stack"
+    )
+    return res if dtype is None else res.astype(dtype)
+
+
+@implements(np.column_stack)
+def _column_stack(tup: Any) -> BlockCyclicArray:
+    """``np.column_stack``: vectors as ``n x 1`` columns and matrices side by side."""
+    xs = [_columns(x) for x in _arrays(tup, "np.column_stack")]
+    return _assemble([xs], "np.column_stack")
 
 
 @implements(np.block)
 def _block(arrays: Any) -> BlockCyclicArray:
-    """``np.block`` of a list of BlockCyclicArrays (one row) or a list of such lists."""
+    """``np.block`` of a list of BlockCyclicArrays (one row; vectors: their concatenation) or
+    a list of such lists."""
     if isinstance(arrays, list) and arrays and all(isinstance(r, list) for r in arrays):
-        rows = [_arrays(r, "np.block") for r in arrays]
+        rows = [[_rows(x) for x in _arrays(r, "np.block")] for r in arrays]
     else:
-        rows = [_arrays(arrays, "np.block")]
+        xs = _arrays(arrays, "np.block")
+        if _same_ndim(xs, "np.block") == 1:
+            return _concatenate(xs)
+        rows = [xs]
     return _assemble(rows, "np.block")
-
-
-# -- products ----------------------------------------------------------------------------------
-@implements(np.vdot)
-def _vdot(a: Any, b: Any) -> Any:
-    """``np.vdot``: ``sum(conj(a) * b)`` over matrices of one shape; a scalar on every rank."""
-    x, y = _require(a, "np.vdot"), _require(b, "np.vdot")
-    if x.size != y.size or x.shape != y.shape:
-        raise ValueError(
-            f"np.vdot: shapes {x.shape} and {y.shape} differ (BlockCyclicArrays are not "
-            "flattened, so they must have the same shape)"
-        )
-    if x._transposed and y._transposed:
-        xs, ys = local_view(x.T), local_view(y.T)  # the same pairs, as stored
-    else:
-        xs, ys = x.resolve(), y.resolve()
-    ys = aligned(ys, xs, "np.vdot")
-    dt = np.result_type(x.dtype, y.dtype)
-    backend, xp = xs.backend, xs.backend.xp
-    part = None
-    if xs._data.size:
-        part = backend.asnumpy(xp.vdot(xs._data.astype(dt), ys._data.astype(dt)))
-    valid = [p for p in backend.allgather(part) if p is not None]
-    return dt.type(functools.reduce(np.add, valid)) if valid else dt.type(0)
-
-
-@implements(np.dot)
-def _dot(a: Any, b: Any, out: Any = None) -> Any:
-    """``np.dot``: ``np.matmul`` of two matrices (distributed GEMM), ``a * b`` with a scalar."""
-    if not isinstance(a, BlockCyclicArray) or not isinstance(b, BlockCyclicArray):
-        if np.ndim(a) == 0 or np.ndim(b) == 0:
-            return np.multiply(a, b) if out is None else np.multiply(a, b, out=out)
-    return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
-
-
-def _as_vector(v: BlockCyclicArray, column: bool, what: str) -> BlockCyclicArray:
-    """``v`` (``n x 1`` or ``1 x n``) as a column (or row), the K-dimension block relabelled to
-    1 element per block (a length-1 dimension is distributed the same whatever its block)."""
-    if min(v.shape) != 1 and v.size != 0:
-        raise ValueError(
-            f"{what}: the operands must be vectors (n x 1 or 1 x n), got {v.shape}; flattening a "
-            "distributed matrix is not supported"
-        )
-    if column:
-        return v if v.shape[1] == 1 else v.T
-    return v if v.shape[0] == 1 else v.T
-
-
-@implements(np.outer)
-def _outer(a: Any, b: Any, out: Any = None) -> BlockCyclicArray:
-    """``np.outer`` of two vectors (``n x 1`` or ``1 x n``): a rank-1 GEMM, ``m x n``."""
-    _no_extras("np.outer", out)
-    u = _as_vector(_require(a, "np.outer"), True, "np.outer")
-    v = _as_vector(_require(b, "np.outer"), False, "np.outer")
-    from .gemm import gemm
-
-    # K has length 1: give v's stored K-dimension u's K block (the same distribution) so that
-    # GEMM sees conforming blocks and copies nothing
-    vs = v.storage
-    kax = 1 if v._transposed else 0
-    blk = list(vs.layout.block)
-    blk[kax] = u.block[1]
-    lay = BlockCyclicLayout(vs.layout.shape, tuple(blk), vs.layout.grid_shape, vs.layout.src)  # type: ignore[arg-type]
-    v2 = BlockCyclicArray(
-        vs._data, lay, vs.grid, transposed=v._transposed, conjugated=v._conjugated
-    )
-    return gemm(u, v2)
 
 
 # -- einsum ------------------------------------------------------------------------------------

@@ -43,11 +43,15 @@ resolve it fails loudly rather than reading the wrong elements. Assignment
 arrays are written locally, a BlockCyclicArray of another layout is exchanged straight into the
 window.
 
-Integers select one row/column and keep it as a dimension of length 1 (2-D stays 2-D:
-``A[:, j]`` is ``m x 1``, ``A[i, :]`` is ``1 x n``); ``A[i, j]`` is the element itself, a NumPy
-scalar on every rank (one broadcast from its owner). Negative indices, ``...`` and slices with
-step 1 follow NumPy; other steps, ``None``, index arrays and boolean masks raise
-:class:`IndexError`. All checks use the global shape only, so every rank raises the same error
+An integer drops its axis, as in NumPy: ``A[i]``, ``A[i, :]`` and ``A[:, j]`` are vectors
+(``ndim == 1``) whose column faces are the row window ``A[i:i+1, :]`` (transposed) or the column
+window ``A[:, j:j+1]``: views, no copy; ``A[i:i+1, :]`` stays 2-D. ``A[i, j]`` and ``x[k]`` are
+the element itself, a NumPy scalar on every rank (one broadcast from its owner). A vector
+``x[i:j]`` is a view of its column face's window; ``x[:, None]`` and ``x[None, :]`` are its
+``n x 1`` and ``1 x n`` faces. Negative indices, ``...`` and slices with step 1 follow NumPy;
+other steps raise :class:`IndexError`. Index arrays and boolean masks along one axis
+(``A[[1, 5]]``, ``A[:, idx]``, ``A[mask]``, ``x[x > 0]``) are selections, new arrays
+(:mod:`.selection`). All checks use the global shape only, so every rank raises the same error
 before any communication.
 
 The window exchange
@@ -68,7 +72,7 @@ from typing import Any
 import numpy as np
 
 from .._warnings import ViewCopyWarning
-from ..array import BlockCyclicArray, Window
+from ..array import BlockCyclicArray, Window, as_vector
 from ..grid import ProcessGrid
 from ..layout import BlockCyclicLayout
 from .elementwise import _user_stacklevel
@@ -130,6 +134,12 @@ def _one(k: Any, n: int, axis: int) -> tuple[Range, bool]:
 
 def parse_key(key: Any, shape: tuple[int, int]) -> tuple[Range, Range, bool]:
     """``key`` as row and column ranges, and whether both were integers (an element)."""
+    rows, cols, (ri, ci) = parse_key2(key, shape)
+    return rows, cols, ri and ci
+
+
+def parse_key2(key: Any, shape: tuple[int, int]) -> tuple[Range, Range, tuple[bool, bool]]:
+    """``key`` as row and column ranges, and which of the two were integers."""
     parts = list(key) if isinstance(key, tuple) else [key]
     nell = sum(1 for p in parts if p is Ellipsis)
     if nell > 1:
@@ -144,7 +154,35 @@ def parse_key(key: Any, shape: tuple[int, int]) -> tuple[Range, Range, bool]:
         )
     parts += [slice(None)] * (2 - len(parts))
     (rows, ri), (cols, ci) = (_one(parts[a], shape[a], a) for a in (0, 1))
-    return rows, cols, ri and ci
+    return rows, cols, (ri, ci)
+
+
+def vector_key(key: Any, n: int) -> Any:
+    """A vector's basic ``key`` as a key of its ``n x 1`` column face: ``(k, 0)`` for an
+    element, ``(slice, slice(None))`` for a window; ``None`` on one side (``x[:, None]``,
+    ``x[None, :]``) gives ``('column' | 'row', slice)``."""
+    parts = list(key) if isinstance(key, tuple) else [key]
+    if sum(1 for p in parts if p is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    parts = [p for p in parts if p is not Ellipsis] or [slice(None)]
+    if len(parts) == 2 and (parts[0] is None) != (parts[1] is None):
+        face = "row" if parts[0] is None else "column"
+        k = parts[1] if parts[0] is None else parts[0]
+        if not isinstance(k, slice):
+            raise IndexError(f"x[{key!r}]: with None, the other index must be a slice")
+        return face, k
+    if len(parts) != 1:
+        raise IndexError(
+            f"too many indices for a 1-D BlockCyclicArray: {len(parts)} were given; supported "
+            "are x[k], x[i:j], x[:, None], x[None, :], index arrays and boolean masks"
+        )
+    k = parts[0]
+    if isinstance(k, Integral) and not isinstance(k, bool | np.bool_):
+        return (k, 0)
+    if isinstance(k, slice):
+        return (k, slice(None))
+    _one(k, n, 0)  # raises the IndexError of an unsupported index
+    raise AssertionError("unreachable")
 
 
 # -- windows of a stored matrix ---------------------------------------------------------------
@@ -222,8 +260,28 @@ def _base_of(a: BlockCyclicArray) -> tuple[BlockCyclicArray, int, int]:
 
 
 def getitem(a: BlockCyclicArray, key: Any) -> Any:
-    """``a[key]``: an element (NumPy scalar on every rank) or a BlockCyclicArray window."""
-    rows, cols, element = parse_key(key, a.shape)
+    """``a[key]``: an element (NumPy scalar on every rank), a BlockCyclicArray window (a view,
+    2-D or a vector) or a selection along one axis (:func:`.selection.select`)."""
+    from .selection import is_selection, select
+
+    if is_selection(key):
+        return select(a, key)
+    if a.ndim == 1:
+        face_key = vector_key(key, a.shape[0])
+        col = a._column
+        if face_key[0] in ("row", "column"):
+            face = getitem(col, (face_key[1], slice(None)))
+            return face if face_key[0] == "column" else face.T
+        got = getitem(col, face_key)
+        return got if isinstance(face_key[0], Integral) else as_vector(got)
+    rows, cols, (ri, ci) = parse_key2(key, a.shape)
+    if ri != ci:  # one integer: the axis drops, the window is a vector's column face
+        return as_vector(_window_of(a, rows, cols, False))
+    return _window_of(a, rows, cols, ri and ci)
+
+
+def _window_of(a: BlockCyclicArray, rows: Range, cols: Range, element: bool) -> Any:
+    """Element ``(rows[0], cols[0])`` or the window ``rows x cols`` of the view ``a``."""
     srows, scols = _storage_ranges(a, rows, cols)
     base, oi, oj = _base_of(a)
     srows, scols = _shift(srows, oi), _shift(scols, oj)
@@ -255,12 +313,46 @@ def _element(a: BlockCyclicArray, i: int, j: int) -> Any:
 # -- assignment -------------------------------------------------------------------------------
 def setitem(a: BlockCyclicArray, key: Any, value: Any) -> None:
     """``a[key] = value`` (see module doc). Every check runs before any write or collective."""
+    from .selection import is_selection, select_assign
+
     if a._conjugated:
         raise ValueError(
             "cannot assign into a lazy conjugated view (A.conj(), A.H): it has no storage of its "
             "own; assign conj(value) into the stored matrix instead"
         )
-    rows, cols, _ = parse_key(key, a.shape)
+    if is_selection(key):
+        select_assign(a, key, value)
+        return
+    if a.ndim == 1:
+        face_key = vector_key(key, a.shape[0])
+        if face_key[0] in ("row", "column"):
+            face_key = (face_key[1], slice(None))
+            if isinstance(value, BlockCyclicArray) and value.ndim == 2 and value.shape[0] == 1:
+                value = value.T
+        elif isinstance(value, BlockCyclicArray) and value.ndim == 1:
+            value = value._column
+        elif not isinstance(value, BlockCyclicArray) and np.ndim(value) == 1:
+            value = np.asarray(value).reshape(-1, 1)
+        setitem(a._column, face_key, value)
+        return
+    rows, cols, (ri, ci) = parse_key2(key, a.shape)
+    if ri != ci:  # one integer: a 1-D target (NumPy's shape), stored as a row or a column
+        length = (cols if ri else rows)[1] - (cols if ri else rows)[0]
+        if isinstance(value, BlockCyclicArray):
+            if value.ndim == 1:
+                value = value._column.T if ri else value._column
+        elif np.ndim(value) >= 1 and not hasattr(value, "__cuda_array_interface__"):
+            v = np.asarray(value)
+            while v.ndim > 1 and v.shape[0] == 1:  # NumPy drops leading unit axes on assignment
+                v = v[0]
+            try:
+                v = np.broadcast_to(v, (length,))
+            except ValueError:
+                raise ValueError(
+                    f"A[...] = value: could not broadcast a value of shape {v.shape} into a "
+                    f"window of shape ({length},)"
+                ) from None
+            value = v.reshape((1, length) if ri else (length, 1))
     srows, scols = _storage_ranges(a, rows, cols)
     h, w = srows[1] - srows[0], scols[1] - scols[0]
     s, oi, oj = _base_of(a)

@@ -2,9 +2,12 @@
 
 Reductions (``np.sum``, ``np.max``, ``np.linalg.norm``, ``np.allclose``, ...) reduce each local
 matrix, gather the small partial results on every process (``backend.allgather``) and combine
-them there in rank order, so every rank returns the *same* value, bit for bit. Results are NumPy
-scalars (``axis=None``) or 1-D NumPy arrays (``axis=0``/``1``) on every rank. The rounding of a
-sum differs from NumPy's (another summation order) within the usual error bound.
+them there in rank order, so every rank gets the *same* value, bit for bit. A full reduction
+(``axis=None``, or any reduction of a vector) returns a NumPy scalar on every rank; a
+reduction along an axis of a matrix (``axis=0``/``1``) returns a distributed vector
+(:mod:`._vectors`: each rank keeps the elements it stores of the combined partial results), an
+``1 x n`` / ``m x 1`` matrix with ``keepdims=True``. The rounding of a sum differs from
+NumPy's (another summation order) within the usual error bound.
 
 Structural functions (``np.transpose``, ``np.triu``, ``np.tril``, ``np.copy``, ``*_like``)
 return BlockCyclicArrays in the argument's layout.
@@ -21,7 +24,8 @@ import numpy as np
 from .. import creation
 from .._dispatch import implements
 from ..array import BlockCyclicArray
-from .elementwise import _check_same_shape, _operand, aligned, local_view
+from ._vectors import from_host
+from .elementwise import Replicated, elementwise, local_view, operands
 from .panels import WindowTarget
 
 __all__: list[str] = []
@@ -46,7 +50,11 @@ def _no_extras(what: str, out: Any = None, **kwargs: Any) -> None:
         raise TypeError(f"{what} on BlockCyclicArrays does not support the keywords {bad}")
 
 
-def _norm_axis(axis: Any, what: str) -> int | None:
+def _norm_axis(axis: Any, what: str, ndim: int = 2) -> int | None:
+    if ndim == 1:  # a vector's only axis: a full reduction
+        if axis is None or axis in (0, -1, (0,), (-1,)):
+            return None
+        raise np.exceptions.AxisError(f"{what}: axis {axis!r} is out of bounds for a vector")
     if axis is None:
         return None
     if isinstance(axis, tuple):
@@ -61,7 +69,9 @@ def _norm_axis(axis: Any, what: str) -> int | None:
 
 def _unview(a: BlockCyclicArray, axis: int | None) -> tuple[BlockCyclicArray, int | None]:
     """The stored matrix (conjugated locally if needed) and the axis over it; a window view
-    stays one (reduced in its parent, :func:`_local_part`) unless it is conjugated."""
+    stays one (reduced in its parent, :func:`_local_part`) unless it is conjugated. A vector
+    is reduced as its column face."""
+    a = a._column
     if a._transposed and axis is not None:
         axis = 1 - axis
     if a.is_window and not a._conjugated:
@@ -127,12 +137,27 @@ def _reduce(
     return out
 
 
-def _keepdims(result: Any, axis: int | None, keepdims: bool) -> Any:
+def _keepdims(result: Any, axis: int | None, keepdims: bool, ndim: int = 2) -> Any:
+    """A host result with ``keepdims``: a full reduction as a NumPy array of ones-shape; an
+    axis reduction's host vector as a ``1 x n`` / ``m x 1`` NumPy array."""
     if not keepdims:
         return result
     if axis is None:
-        return np.asarray(result).reshape(1, 1)
+        return np.asarray(result).reshape((1,) * ndim)
     return result.reshape((1, -1) if axis == 0 else (-1, 1))
+
+
+def _finish(result: Any, axis: int | None, keepdims: bool, a: BlockCyclicArray) -> Any:
+    """The public result of a reduction of ``a`` whose host result is ``result``: a NumPy
+    scalar (array with ``keepdims``) for a full reduction, else a distributed vector of the
+    kept axis (its block that of ``a``'s kept axis), as a ``1 x n`` / ``m x 1`` matrix with
+    ``keepdims``."""
+    if axis is None:
+        return _keepdims(result, None, keepdims, a.ndim)
+    v = from_host(result, a.block[1 - axis], a.grid)
+    if keepdims:
+        return v.reshape((1, -1) if axis == 0 else (-1, 1))
+    return v
 
 
 # -- sums and extrema ------------------------------------------------------------------------
@@ -146,17 +171,22 @@ def _sum(
     initial: Any = _NOVALUE,
     where: Any = _NOVALUE,
 ) -> Any:
-    """``np.sum``: a scalar (``axis=None``) or a 1-D NumPy array, identical on every rank."""
+    """``np.sum``: a scalar on every rank (``axis=None``, or a vector), or a vector."""
     _no_extras("np.sum", out, initial=initial, where=where)
     a = _require(a, "np.sum")
-    ax = _norm_axis(axis, "np.sum")
+    ax = _norm_axis(axis, "np.sum", a.ndim)
+    return _finish(_sum_host(a, ax, dtype), ax, keepdims, a)
+
+
+def _sum_host(a: BlockCyclicArray, ax: int | None, dtype: Any) -> Any:
+    """``np.sum`` as a host scalar or vector, identical on every rank."""
     s, sax = _unview(a, ax)
     xp = s.backend.xp
 
     def local(x: Any, axis: int | None) -> Any:
         return (np if isinstance(x, np.ndarray) else xp).sum(x, axis=axis, dtype=dtype)
 
-    return _keepdims(_reduce(s, sax, local, np.add, 0, "np.sum"), ax, keepdims)
+    return _reduce(s, sax, local, np.add, 0, "np.sum")
 
 
 @implements(np.mean)
@@ -171,12 +201,18 @@ def _mean(
     """``np.mean``: ``np.sum(a, axis) / count``, identical on every rank."""
     _no_extras("np.mean", out, where=where)
     a = _require(a, "np.mean")
-    ax = _norm_axis(axis, "np.mean")
+    ax = _norm_axis(axis, "np.mean", a.ndim)
+    return _finish(_mean_host(a, ax, dtype), ax, keepdims, a)
+
+
+def _mean_host(a: BlockCyclicArray, ax: int | None, dtype: Any) -> Any:
     count = a.size if ax is None else a.shape[ax]
-    total = _sum(a, axis=ax, dtype=dtype)
     if count == 0:
         raise ValueError("np.mean of an empty BlockCyclicArray (no elements to average)")
-    return _keepdims(total / count, ax, keepdims)
+    total = _sum_host(a, ax, dtype)
+    if dtype is None and np.asarray(total).dtype.kind in "biu":
+        total = np.asarray(total, np.float64)[()]  # NumPy averages integers in float64
+    return total / count
 
 
 def _folding(name: str, combine: np.ufunc, identity: Any, doc: str) -> Callable[..., Any]:
@@ -192,7 +228,7 @@ def _folding(name: str, combine: np.ufunc, identity: Any, doc: str) -> Callable[
     ) -> Any:
         _no_extras(f"np.{name}", out, initial=initial, where=where)
         a = _require(a, f"np.{name}")
-        ax = _norm_axis(axis, f"np.{name}")
+        ax = _norm_axis(axis, f"np.{name}", a.ndim)
         s, sax = _unview(a, ax)
         xp = s.backend.xp
 
@@ -200,7 +236,7 @@ def _folding(name: str, combine: np.ufunc, identity: Any, doc: str) -> Callable[
             mod = np if isinstance(x, np.ndarray) else xp
             return getattr(mod, name)(x, axis=axis)
 
-        return _keepdims(_reduce(s, sax, local, combine, identity, f"np.{name}"), ax, keepdims)
+        return _finish(_reduce(s, sax, local, combine, identity, f"np.{name}"), ax, keepdims, a)
 
     impl.__doc__ = doc
     return impl
@@ -224,17 +260,17 @@ def _prod(
     initial: Any = _NOVALUE,
     where: Any = _NOVALUE,
 ) -> Any:
-    """``np.prod``: a scalar (``axis=None``) or a 1-D NumPy array, identical on every rank."""
+    """``np.prod``: a scalar on every rank (``axis=None``, or a vector), or a vector."""
     _no_extras("np.prod", out, initial=initial, where=where)
     a = _require(a, "np.prod")
-    ax = _norm_axis(axis, "np.prod")
+    ax = _norm_axis(axis, "np.prod", a.ndim)
     s, sax = _unview(a, ax)
     xp = s.backend.xp
 
     def local(x: Any, axis: int | None) -> Any:
         return (np if isinstance(x, np.ndarray) else xp).prod(x, axis=axis, dtype=dtype)
 
-    return _keepdims(_reduce(s, sax, local, np.multiply, 1, "np.prod"), ax, keepdims)
+    return _finish(_reduce(s, sax, local, np.multiply, 1, "np.prod"), ax, keepdims, a)
 
 
 def _moment(
@@ -250,13 +286,13 @@ def _moment(
     """``np.var`` (two passes: the mean, then the mean of ``|x - mean|**2``)."""
     _no_extras(f"np.{name}", out, **kw)
     a = _require(a, f"np.{name}")
-    ax = _norm_axis(axis, f"np.{name}")
+    ax = _norm_axis(axis, f"np.{name}", a.ndim)
     if not isinstance(ddof, int | np.integer | float | np.floating) or isinstance(ddof, bool):
         raise TypeError(f"np.{name}: ddof must be a number, got {ddof!r}")
     count = a.size if ax is None else a.shape[ax]
     if count == 0:
         raise ValueError(f"np.{name} of an empty BlockCyclicArray (no elements)")
-    mean = _mean(a, axis=ax, dtype=dtype)
+    mean = _mean_host(a, ax, dtype)
     s, sax = _unview(a, ax)
     xp, g = s.backend.xp, s.grid
     if sax is None:
@@ -280,7 +316,7 @@ def _moment(
     res = res[()] if res.ndim == 0 else res
     if name == "std":
         res = np.sqrt(res)
-    return _keepdims(res, ax, keepdims)
+    return _finish(res, ax, keepdims, a)
 
 
 @implements(np.var)
@@ -339,8 +375,9 @@ def _arg(name: str, a: Any, axis: Any, out: Any, keepdims: bool) -> Any:
     """``np.argmax``/``np.argmin``: each process's first extremum with its global index, then
     NumPy's own ``argmax`` over the candidates in global order (NaN and complex as NumPy)."""
     _no_extras(f"np.{name}", out)
-    a = _require(a, f"np.{name}")
-    ax = _norm_axis(axis, f"np.{name}")
+    orig = _require(a, f"np.{name}")
+    ax = _norm_axis(axis, f"np.{name}", orig.ndim)
+    a = orig._column
     if a.size == 0 or (ax is not None and a.shape[ax] == 0):
         raise ValueError(f"attempt to get {name} of an empty sequence")
     s, sax = _unview(a, ax)
@@ -371,8 +408,7 @@ def _arg(name: str, a: Any, axis: Any, out: Any, keepdims: bool) -> Any:
     if sax is None:
         cands = sorted(p for p in parts if p is not None)
         best = cands[int(fn(np.array([c[1] for c in cands])))][0]
-        result: Any = np.intp(best)
-        return np.asarray(result).reshape(1, 1) if keepdims else result
+        return _keepdims(np.intp(best), None, keepdims, orig.ndim)
     out_ = np.empty(s.shape[1 - sax], dtype=np.intp)
     if sax == 0:  # per column: candidates of each process row of this process column
         groups = [
@@ -393,18 +429,18 @@ def _arg(name: str, a: Any, axis: Any, out: Any, keepdims: bool) -> Any:
         vals = np.take_along_axis(vals, order, axis=0)
         pick = fn(vals, axis=0)
         out_[gidx] = np.take_along_axis(idx, pick[None, :], axis=0)[0]
-    return _keepdims(out_, ax, keepdims)
+    return _finish(out_.astype(np.int64), ax, keepdims, orig)
 
 
 @implements(np.argmax)
 def _argmax(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
-    """``np.argmax``: flat index (``axis=None``) or a 1-D NumPy array, identical on every rank."""
+    """``np.argmax``: flat index (``axis=None``, the same on every rank) or an int64 vector."""
     return _arg("argmax", a, axis, out, keepdims)
 
 
 @implements(np.argmin)
 def _argmin(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
-    """``np.argmin``: flat index (``axis=None``) or a 1-D NumPy array, identical on every rank."""
+    """``np.argmin``: flat index (``axis=None``, the same on every rank) or an int64 vector."""
     return _arg("argmin", a, axis, out, keepdims)
 
 
@@ -416,6 +452,8 @@ def _trace(
     """``np.trace``: sum of diagonal ``offset``, identical on every rank."""
     _no_extras("np.trace", out)
     a = _require(a, "np.trace")
+    if a.ndim != 2:
+        raise ValueError("np.trace needs a 2-D array (a matrix), got a vector")
     if (axis1 % 2, axis2 % 2) != (0, 1):
         raise ValueError("np.trace on BlockCyclicArrays supports only axis1=0, axis2=1")
     if a._transposed:  # trace(A.T, k) == trace(A, -k)
@@ -442,21 +480,28 @@ def _trace(
 
 @implements(np.linalg.norm)
 def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:
-    """``np.linalg.norm`` of a matrix: ord None/'fro', 1, -1, inf, -inf.
+    """``np.linalg.norm``: of a matrix, ord None/'fro', 1, -1, inf, -inf; of a vector (or of
+    each row or column of a matrix, ``axis=1``/``0``: a distributed vector), every vector ord
+    (None/2, 1, inf, -inf, 0, any other number ``p``: ``sum(|x|**p)**(1/p)``).
 
-    The Frobenius norm is accumulated in float64 with LAPACK-style scaling (per-process
-    ``(scale, sum of squares)`` pairs), so it neither overflows nor underflows needlessly. The
-    2-norm and the nuclear norm need an SVD and are refused for matrices (a vector, ``n x 1`` or
-    ``1 x n``, has one singular value: its 2-norm, the Frobenius norm, is returned).
+    The Frobenius norm and the vector 2-norm are accumulated in float64 with LAPACK-style
+    scaling (per-process ``(scale, sum of squares)`` pairs), so they neither overflow nor
+    underflow needlessly. The matrix 2-norm and the nuclear norm need an SVD and are refused
+    for matrices (an ``n x 1`` or ``1 x n`` matrix has one singular value: its 2-norm, the
+    Frobenius norm, is returned). Integer and bool input gives float64, as NumPy's.
     """
     a = _require(x, "np.linalg.norm")
-    if axis is not None and _norm_axis(axis, "np.linalg.norm") is not None:
-        raise NotImplementedError(
-            "np.linalg.norm of BlockCyclicArrays computes matrix norms only (axis=None); for "
-            "vector norms along an axis use np.sqrt(np.sum(np.abs(A)**2, axis=...))"
-        )
-    real_dt = np.empty(0, a.dtype).real.dtype
-    s = _unview(a.conj() if a._conjugated else a, None)[0]  # norms ignore conjugation
+    real_dt = np.linalg.norm(np.zeros(1, a.dtype)).dtype
+    if a.ndim == 1 or (axis is not None and _norm_axis(axis, "np.linalg.norm") is not None):
+        ax = None if a.ndim == 1 else _norm_axis(axis, "np.linalg.norm")
+        if a.ndim == 1:
+            _norm_axis(axis, "np.linalg.norm", 1)
+        s, sax = _unview(a.conj() if a._conjugated else a, ax)  # norms ignore conjugation
+        result = _vector_norms(s, sax, ord)
+        if ax is None:
+            return _keepdims(real_dt.type(result), None, keepdims, 1)
+        return _finish(np.asarray(result).astype(real_dt), ax, keepdims, a)
+    s = _unview(a.conj() if a._conjugated else a, None)[0]
     transposed = a._transposed
     if ord is None or ord == "fro":
         result = _frobenius(s)
@@ -480,6 +525,52 @@ def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> 
         raise ValueError(f"Invalid norm order {ord!r} for matrices")
     result = real_dt.type(result)
     return np.asarray(result).reshape(1, 1) if keepdims else result
+
+
+def _vector_norms(s: BlockCyclicArray, axis: int | None, ord: Any) -> Any:
+    """Vector norms of the stored ``s``: of all its elements (``axis=None``, a vector's
+    column face) or of each column (``axis=0``) / row (``axis=1``): a host scalar or vector."""
+    if isinstance(ord, str) or (ord is not None and not np.isscalar(ord)):
+        raise ValueError(f"Invalid norm order {ord!r} for vectors")
+    xp = s.backend.xp
+    if axis is None and (ord is None or ord == 2):
+        return _frobenius(s)
+
+    def mod(x: Any) -> Any:
+        return np if isinstance(x, np.ndarray) else xp
+
+    def mag(x: Any) -> Any:
+        return mod(x).abs(x).astype(np.float64, copy=False)
+
+    if ord in (np.inf, -np.inf):
+        fn = "max" if ord == np.inf else "min"
+        return _reduce(
+            s,
+            axis,
+            lambda x, ax: getattr(mod(x), fn)(mag(x), axis=ax),
+            np.maximum if ord == np.inf else np.minimum,
+            None,
+            "np.linalg.norm",
+        )
+    if ord == 0:
+        return _reduce(
+            s,
+            axis,
+            lambda x, ax: mod(x).sum(x != 0, axis=ax).astype(np.float64),
+            np.add,
+            0,
+            "np.linalg.norm",
+        )
+    p = 2.0 if ord is None else float(np.asarray(ord))
+    if p == 1:
+        return _reduce(
+            s, axis, lambda x, ax: mod(x).sum(mag(x), axis=ax), np.add, 0, "np.linalg.norm"
+        )
+    with np.errstate(divide="ignore"):  # negative p: zeros give 1/inf = 0, as NumPy
+        total = _reduce(
+            s, axis, lambda x, ax: mod(x).sum(mag(x) ** p, axis=ax), np.add, 0, "np.linalg.norm"
+        )
+        return np.asarray(total) ** (1.0 / p)
 
 
 def _frobenius(s: BlockCyclicArray) -> float:
@@ -516,25 +607,11 @@ def _abs_sums(s: BlockCyclicArray, axis: int) -> np.ndarray:
 
 
 # -- comparisons ---------------------------------------------------------------------------------
-def _pair(a: Any, b: Any, what: str) -> tuple[Any, Any]:
-    """Both operands: BlockCyclicArrays (aligned, resolved) or one of them a scalar."""
-    x, y = _operand(a, what), _operand(b, what)
-    if x is NotImplemented or y is NotImplemented:
+def _operands(a: Any, b: Any, what: str) -> list[Any]:
+    ops = operands((a, b), what)
+    if ops is None:
         raise TypeError(f"{what}: unsupported operand types {type(a).__name__}, {type(b).__name__}")
-    arrays = [v for v in (x, y) if isinstance(v, BlockCyclicArray)]
-    _check_same_shape(arrays, what)
-    if len(arrays) == 2:
-        x = x.resolve()
-        y = aligned(y.resolve(), x, what)
-    elif isinstance(x, BlockCyclicArray):
-        x = x.resolve()
-    else:
-        y = y.resolve()
-    return x, y
-
-
-def _data(v: Any) -> Any:
-    return v._data if isinstance(v, BlockCyclicArray) else v
+    return ops
 
 
 def _all_ranks(a: BlockCyclicArray, local_ok: bool) -> bool:
@@ -545,14 +622,14 @@ def _all_ranks(a: BlockCyclicArray, local_ok: bool) -> bool:
 def _isclose(
     a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
 ) -> BlockCyclicArray:
-    """``np.isclose``: a bool BlockCyclicArray in the first array operand's layout."""
-    x, y = _pair(a, b, "np.isclose")
-    like = x if isinstance(x, BlockCyclicArray) else y
-    out = creation.new_like(like, np.bool_)
-    out._data[...] = like.backend.xp.isclose(
-        _data(x), _data(y), rtol=rtol, atol=atol, equal_nan=equal_nan
-    )
-    return out
+    """``np.isclose``: a bool BlockCyclicArray of the broadcast shape (see
+    :func:`.elementwise.elementwise`)."""
+    ops = _operands(a, b, "np.isclose")
+
+    def kernel(xp: Any, out: Any, x: Any, y: Any) -> None:
+        out[...] = xp.isclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+    return elementwise("np.isclose", ops, np.dtype(np.bool_), kernel)
 
 
 @implements(np.allclose)
@@ -560,23 +637,34 @@ def _allclose(
     a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
 ) -> bool:
     """``np.allclose``: the same bool on every rank."""
-    x, y = _pair(a, b, "np.allclose")
-    like = x if isinstance(x, BlockCyclicArray) else y
-    ok = like.backend.xp.isclose(_data(x), _data(y), rtol=rtol, atol=atol, equal_nan=equal_nan)
-    return _all_ranks(like, bool(ok.all()))
+    close = _isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    return _all_ranks(close, bool(close._column.resolve()._data.all()))
 
 
 @implements(np.array_equal)
 def _array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> bool:
     """``np.array_equal``: False for different shapes, else elementwise equality everywhere."""
-    for v in (a1, a2):
-        _require(v, "np.array_equal")
-    if a1.shape != a2.shape:
+    ops = _operands(a1, a2, "np.array_equal")
+    shapes = [
+        np.shape(o) if not isinstance(o, BlockCyclicArray | Replicated) else o.shape for o in ops
+    ]
+    if shapes[0] != shapes[1]:
         return False
-    x, y = _pair(a1, a2, "np.array_equal")
-    xp = x.backend.xp
-    eq = xp.array_equal(x._data, y._data, equal_nan=equal_nan)
-    return _all_ranks(x, bool(eq))
+
+    def kernel(xp: Any, out: Any, x: Any, y: Any) -> None:
+        eq = x == y
+        if equal_nan:
+            eq |= xp.isnan(x) & xp.isnan(y)
+        out[...] = eq
+
+    if equal_nan and any(np.dtype(_dtype_of(o)).kind not in "fc" for o in ops):
+        equal_nan = False  # NumPy: no NaN in integers
+    eq = elementwise("np.array_equal", ops, np.dtype(np.bool_), kernel)
+    return _all_ranks(eq, bool(eq._column.resolve()._data.all()))
+
+
+def _dtype_of(o: Any) -> Any:
+    return o.dtype if isinstance(o, BlockCyclicArray | Replicated) else np.result_type(o)
 
 
 # -- structure -----------------------------------------------------------------------------------
@@ -584,6 +672,10 @@ def _array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> bool:
 def _transpose(a: Any, axes: Any = None) -> BlockCyclicArray:
     """``np.transpose``: the lazy view ``A.T`` (``axes`` None or (1, 0); (0, 1) is ``A``)."""
     a = _require(a, "np.transpose")
+    if a.ndim == 1:
+        if axes is None or tuple(axes) in ((0,), (-1,)):
+            return a
+        raise ValueError(f"np.transpose: axes {axes!r} don't match a vector")
     if axes is None or tuple(axes) in ((1, 0), (-1, -2), (1, -2), (-1, 0)):
         return a.T
     if tuple(axes) in ((0, 1), (-2, -1), (0, -1), (-2, 1)):
@@ -596,6 +688,11 @@ def _triangle(m: Any, k: Any, upper: bool) -> BlockCyclicArray:
     a = _require(m, what)
     if not isinstance(k, int | np.integer) or isinstance(k, bool):
         raise TypeError(f"{what}: k must be an integer, got {k!r}")
+    if a.ndim != 2:
+        raise ValueError(
+            f"{what} of a vector would broadcast it to a square matrix; use "
+            f"{what}(np.outer(np.ones(n), x)) style expressions or gather"
+        )
     a = a.resolve()
     g, xp = a.grid, a.backend.xp
     rows = a.layout.local_rows(g.myrow)
@@ -663,14 +760,14 @@ def _full_like(
 
 
 @implements(np.shape)
-def _shape(a: Any) -> tuple[int, int]:
+def _shape(a: Any) -> tuple[int, ...]:
     """``np.shape``: the global shape."""
     return _require(a, "np.shape").shape
 
 
 @implements(np.ndim)
 def _ndim(a: Any) -> int:
-    """``np.ndim``: always 2."""
+    """``np.ndim``: 2 for a matrix, 1 for a vector."""
     return _require(a, "np.ndim").ndim
 
 

@@ -185,13 +185,13 @@ def test_bad_block(grid1, block):
         bm.from_numpy(np.zeros((4, 4)), block=block, grid=grid1)
 
 
-@pytest.mark.parametrize("shape", [(3,), 5, (2, 3, 4), (-1, 2), (2.0, 3), "ab"])
+@pytest.mark.parametrize("shape", [(2, 3, 4), (-1, 2), (2.0, 3), "ab", -3, (2.0,)])
 def test_bad_shape(grid1, shape):
     with pytest.raises(ValueError, match="shape"):
         bm.zeros(shape, grid=grid1)
 
 
-@pytest.mark.parametrize("dtype", [np.int64, np.float16, bool, "U3"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.int16, "U3"])
 def test_bad_dtype(grid1, dtype):
     with pytest.raises(TypeError, match="float32, float64, complex64, complex128"):
         bm.zeros((2, 2), dtype=dtype, grid=grid1)
@@ -201,7 +201,7 @@ def test_bad_dtype(grid1, dtype):
 
 def test_from_numpy_bad_input(grid, comm):
     with pytest.raises(ValueError, match="2-D"):
-        bm.from_numpy(np.zeros(5), grid=grid)
+        bm.from_numpy(np.zeros((2, 3, 4)), grid=grid)
     with pytest.raises(TypeError, match="None"):
         bm.from_numpy(None, grid=grid)
     A = bm.zeros((2, 2), grid=grid)
@@ -220,8 +220,8 @@ def test_from_root_error_raised_on_every_rank(grid, comm):
     bad = np.zeros((2, 3, 4)) if comm.rank == root else None
     with pytest.raises(ValueError, match="2-D"):
         bm.from_numpy(bad, grid=grid, root=root)
-    bad = np.zeros((2, 3), dtype=np.int32) if comm.rank == root else None
-    with pytest.raises(TypeError, match="int32"):
+    bad = np.zeros((2, 3), dtype=np.float16) if comm.rank == root else None
+    with pytest.raises(TypeError, match="float16"):
         bm.from_numpy(bad, grid=grid, root=root)
     # and the grid still works afterwards
     a = _matrix((3, 4), np.float64)

@@ -61,15 +61,15 @@ def test_diagonals(grid, dtype):
     for k in (-7, -1, 0, 2, 5):
         for X, x in ((A, a), (A.T, a.T), (A.conj(), a.conj())):
             d = np.diagonal(X, k)
-            assert isinstance(d, np.ndarray) and _same_everywhere(d)
-            np.testing.assert_array_equal(d, np.diagonal(x, k))
-            np.testing.assert_array_equal(np.diag(X, k), np.diag(x, k))
-    np.testing.assert_array_equal(np.diagonal(A, 1, 1, 0), np.diagonal(a, 1, 1, 0))
-    # a vector (n x 1 or 1 x n) builds the diagonal matrix: 2-D stays 2-D
-    for v, ref in ((A[:, 1], a[:, 1]), (A[2:3, :], a[2]), (A[2:6, 4], a[2:6, 4])):
+            assert isinstance(d, bm.BlockCyclicArray) and d.ndim == 1  # a distributed vector
+            np.testing.assert_array_equal(d.to_numpy(), np.diagonal(x, k))
+            np.testing.assert_array_equal(np.diag(X, k).to_numpy(), np.diag(x, k))
+    np.testing.assert_array_equal(np.diagonal(A, 1, 1, 0).to_numpy(), np.diagonal(a, 1, 1, 0))
+    # a vector builds the diagonal matrix; an n x 1 or 1 x n matrix gives its diagonal (NumPy)
+    for v, ref in ((A[:, 1], a[:, 1]), (A[2], a[2]), (A[2:6, 4], a[2:6, 4]), (A[2:3, :], a[2:3])):
         for k in (0, 2, -1):
             D = np.diag(v, k)
-            assert isinstance(D, bm.BlockCyclicArray)
+            assert isinstance(D, bm.BlockCyclicArray) and D.ndim == ref.ndim % 2 + 1
             np.testing.assert_array_equal(D.to_numpy(), np.diag(ref, k))
 
 
@@ -114,7 +114,7 @@ def test_stacking(grid):
     np.testing.assert_array_equal(got.to_numpy(), np.concatenate([a, b, a[2:4]]))
     np.testing.assert_array_equal(np.vstack([A, B]).to_numpy(), np.vstack([a, b]))
     np.testing.assert_array_equal(
-        np.hstack([A, A.T.T, A[:, 2]]).to_numpy(), np.hstack([a, a, a[:, 2:3]])
+        np.hstack([A, A.T.T, A[:, 2:3]]).to_numpy(), np.hstack([a, a, a[:, 2:3]])
     )
     np.testing.assert_array_equal(
         np.concatenate([A.T, A.T], axis=1).to_numpy(), np.hstack([a.T, a.T])
@@ -181,7 +181,7 @@ def test_einsum(grid):
     assert np.einsum("ii->", S) == np.trace(S)
     np.testing.assert_array_equal(np.einsum("ij->ji", A).to_numpy(), a.T)
     assert np.einsum("ij->", A) == np.sum(A)
-    np.testing.assert_array_equal(np.einsum("ij->j", A), np.sum(A, axis=0))
+    np.testing.assert_array_equal(np.einsum("ij->j", A).to_numpy(), np.sum(A, axis=0).to_numpy())
     for spec, ops in (
         ("ij,jk,kl->il", (A, B, S)),
         ("ij,ij->ij", (A, A)),
@@ -198,7 +198,7 @@ def test_norms(grid):
     A, a = _matrix(grid, np.complex128)
     for ord_ in (None, "fro", 1, -1, np.inf, -np.inf):
         assert np.linalg.norm(A, ord_) == pytest.approx(np.linalg.norm(a, ord_), rel=1e-13)
-    for v, x in ((A[:, 2], a[:, 2:3]), (A[3:4, :], a[3:4, :])):
+    for v, x in ((A[:, 2:3], a[:, 2:3]), (A[3:4, :], a[3:4, :])):
         for ord_ in (2, -2, "nuc"):
             assert np.linalg.norm(v, ord_) == pytest.approx(np.linalg.norm(x, ord_), rel=1e-13)
     with pytest.raises(NotImplementedError, match="ord='fro'") as e:
@@ -212,7 +212,121 @@ def test_unsupported_functions_stay_strict(grid):
         (lambda: np.sort(A), "sort"),
         (lambda: np.kron(A, A), "kron"),
         (lambda: np.linalg.eigvalsh(A), "eigvalsh"),
-        (lambda: np.stack([A, A]), "stack"),
+        (lambda: np.median(A), "median"),
     ):
         with pytest.raises(TypeError, match=name):
             fn()
+
+
+# -- chains, powers, diagonals, scans, np.save ------------------------------------------------
+def test_multi_dot(grid):
+    A, a = _matrix(grid, np.float64, shape=(6, 9), block=(2, 3))
+    B, b = _matrix(grid, np.float64, shape=(9, 4), block=(3, 2), seed=2)
+    C, c = _matrix(grid, np.float64, shape=(4, 7), block=(2, 2), seed=3)
+    x = np.arange(6.0) - 2
+    y = np.arange(7.0) / 3
+    X = bm.from_numpy(x, block=2, grid=grid)
+    Y = bm.from_numpy(y, block=2, grid=grid)
+    for ops, refs in (
+        ((A, B), (a, b)),
+        ((A, B, C), (a, b, c)),
+        ((X, A, B, C), (x, a, b, c)),
+        ((A, B, C, Y), (a, b, c, y)),
+    ):
+        got = np.linalg.multi_dot(list(ops))
+        ref = np.linalg.multi_dot(list(refs))
+        assert got.shape == ref.shape
+        scale = np.linalg.multi_dot([np.abs(r) for r in refs])
+        assert np.all(np.abs(got.to_numpy() - ref) <= 4 * 9 * _eps(np.float64) * scale * 3)
+    s = np.linalg.multi_dot([X, A, B, C, Y])
+    r = np.linalg.multi_dot([x, a, b, c, y])
+    assert np.ndim(s) == 0 and _same_everywhere(s)
+    assert abs(s - r) <= 4 * 9 * 3 * _eps(np.float64) * np.linalg.multi_dot(
+        [np.abs(x), np.abs(a), np.abs(b), np.abs(c), np.abs(y)]
+    )
+    with pytest.raises(ValueError, match="aligned"):
+        np.linalg.multi_dot([A, C])
+    with pytest.raises(ValueError, match="vector"):
+        np.linalg.multi_dot([A, X, B])
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 6, -1, -2])
+def test_matrix_power(grid, n):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((7, 7)) / 3 + np.eye(7)
+    A = bm.from_numpy(a, block=3, grid=grid)
+    got = np.linalg.matrix_power(A, n)
+    ref = np.linalg.matrix_power(a, n)
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    scale = np.linalg.matrix_power(np.abs(a) if n >= 0 else np.abs(np.linalg.inv(a)), abs(n))
+    assert np.all(
+        np.abs(got.to_numpy() - ref) <= 100 * 7 * max(abs(n), 1) * _eps(np.float64) * scale
+    )
+    with pytest.raises(np.linalg.LinAlgError, match="square"):
+        np.linalg.matrix_power(A[:, :3], 2)
+    with pytest.raises(TypeError, match="integer"):
+        np.linalg.matrix_power(A, 1.5)
+
+
+def test_fill_diagonal(grid):
+    for shape, val, wrap in (
+        ((7, 7), 5.0, False),
+        ((9, 4), [1.0, 2.0], False),
+        ((13, 4), np.array([1.0, 2.0, 3.0]), True),
+        ((3, 8), -1.0, False),
+    ):
+        A, a = _matrix(grid, np.float64, shape=shape, block=(2, 3))
+        np.fill_diagonal(A, val, wrap=wrap)
+        np.fill_diagonal(a, val, wrap=wrap)
+        np.testing.assert_array_equal(A.to_numpy(), a)
+        np.fill_diagonal(A.T, 9.0)
+        np.fill_diagonal(a.T, 9.0)
+        np.testing.assert_array_equal(A.to_numpy(), a)
+    A, a = _matrix(grid, np.float64, shape=(5, 5), block=2)
+    np.fill_diagonal(A, bm.arange(5.0, block=2, grid=grid))
+    np.fill_diagonal(a, np.arange(5.0))
+    np.testing.assert_array_equal(A.to_numpy(), a)
+    with pytest.raises(ValueError, match="2-d"):
+        np.fill_diagonal(A[0], 1.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64, np.int32, np.bool_], ids=str)
+def test_cumsum_cumprod(grid, dtype):
+    rng = np.random.default_rng(6)
+    a = rng.integers(-3, 4, (9, 8))
+    a = (a > 0) if dtype == np.bool_ else a.astype(dtype)
+    A = bm.from_numpy(a, block=(2, 3), grid=grid)
+    for X, x in ((A, a), (A.T, a.T)):
+        for axis in (0, 1, -1):
+            for f in (np.cumsum, np.cumprod):
+                got = f(X, axis=axis)
+                ref = f(x, axis=axis)
+                assert got.dtype == ref.dtype and got.shape == ref.shape
+                np.testing.assert_array_equal(got.to_numpy(), ref)  # small integers: exact
+    v = a[:, 1]
+    V = A[:, 1]
+    for f in (np.cumsum, np.cumprod):
+        np.testing.assert_array_equal(f(V).to_numpy(), f(v))
+    wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
+    assert np.cumsum(A, axis=0, dtype=wide).dtype == wide
+    with pytest.raises(ValueError, match="flattens"):
+        np.cumsum(A)
+    f = bm.from_numpy(rng.standard_normal(40), block=3, grid=grid)
+    s = np.cumsum(f).to_numpy()
+    r = np.cumsum(f.to_numpy())
+    bound = 4 * 40 * _eps(np.float64) * np.cumsum(np.abs(f.to_numpy()))
+    assert np.all(np.abs(s - r) <= bound)
+
+
+def test_np_save(grid, tmp_path_factory):
+    A, a = _matrix(grid, np.float64)
+    base = MPI.COMM_WORLD.bcast(
+        str(tmp_path_factory.mktemp("save")) if MPI.COMM_WORLD.rank == 0 else None
+    )
+    path = os.path.join(base, "matrix")
+    np.save(path, A)  # NumPy appends .npy
+    np.save(path + ".npy", A)  # and replaces an existing file
+    MPI.COMM_WORLD.Barrier()
+    np.testing.assert_array_equal(np.load(path + ".npy"), a)
+    with pytest.raises(TypeError, match="path"):
+        np.save(open(os.devnull, "wb"), A)

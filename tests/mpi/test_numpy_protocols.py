@@ -55,6 +55,16 @@ def _check(got, ref, ulps=4):
     np.testing.assert_allclose(g, ref, rtol=ulps * eps, atol=ulps * eps * scale)
 
 
+def _host(value, axis=0):
+    """A reduction's result on the host: an axis reduction is a distributed vector (gathered
+    here), a full reduction a NumPy scalar on every rank."""
+    if axis is None or axis == (0, 1):
+        assert not isinstance(value, bm.BlockCyclicArray)
+        return value
+    assert isinstance(value, bm.BlockCyclicArray) and value.ndim in (1, 2), type(value)
+    return value.to_numpy()
+
+
 def _same_on_all_ranks(comm, value) -> bool:
     mine = np.ascontiguousarray(value).tobytes()
     return all(x == mine for x in comm.allgather(mine))
@@ -177,19 +187,18 @@ def test_other_layout_is_redistributed_with_a_warning(grid, comm):
 
 def test_ufunc_errors(grid):
     A, B, a, _ = _pair(grid, np.float64)
-    with pytest.raises(ValueError, match=r"\(13, 10\) and \(10, 13\)"):
+    with pytest.raises(ValueError, match=r"broadcast together with shapes \(13, 10\) \(10, 13\)"):
         A + bm.zeros((10, 13), block=BLOCK, grid=grid)
-    for bad in (lambda: A + a, lambda: a + A, lambda: np.add(A, a), lambda: A * a[0]):
-        with pytest.raises(TypeError, match="from_numpy"):
-            bad()
+    with pytest.raises(ValueError, match="broadcast"):
+        A + a[:, :3]  # a replicated NumPy operand broadcasts as NumPy's, or not at all
     with pytest.raises(TypeError, match="list"):
         A + [1.0]
-    with pytest.raises(TypeError, match="arctan2"):
-        np.arctan2(A, B)  # not registered: NumPy raises, naming the ufunc
+    with pytest.raises(TypeError, match="ldexp"):
+        np.ldexp(A, 2)  # not registered: NumPy raises, naming the ufunc
     with pytest.raises(TypeError):
         np.add.reduce(A)  # only plain calls are implemented
-    with pytest.raises(TypeError, match="int64"):
-        (A > 0) + 1  # bool + int gives int64, which an array cannot hold
+    with pytest.raises(TypeError, match="float16"):
+        np.sqrt(A > 0)  # NumPy's sqrt of bool is float16, which an array cannot hold
     with pytest.raises(TypeError, match="where"):
         np.add(A, B, where=True)
 
@@ -199,7 +208,7 @@ def test_unregistered_functions_raise_naming_them(grid):
     for fn, name in (
         (lambda: np.sort(A), "sort"),
         (lambda: np.linalg.svd(A), "svd"),
-        (lambda: np.cumsum(A), "cumsum"),
+        (lambda: np.cumulative_sum(A, axis=0), "cumulative_sum"),
         (lambda: np.median(A), "median"),
     ):
         with pytest.raises(TypeError, match=name):
@@ -214,19 +223,19 @@ def test_sum_and_mean(grid, comm, dtype):
     eps = _eps(dtype)
     ref = a.astype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
     for axis, count in ((None, m * n), (0, m), (1, n), (-1, n), ((0, 1), m * n)):
-        s = np.sum(A, axis=axis)
+        s = _host(np.sum(A, axis=axis), axis)
         r = np.sum(ref, axis=axis)
         assert _same_on_all_ranks(comm, s)
         assert np.asarray(s).dtype == np.sum(a, axis=axis).dtype
         # recursive-summation bound: |s - r| <= count * eps * sum |a|
         bound = count * eps * np.sum(np.abs(ref), axis=axis)
         assert np.all(np.abs(s - r) <= bound), (axis, s, r)
-        mu = np.mean(A, axis=axis)
+        mu = _host(np.mean(A, axis=axis), axis)
         assert np.all(np.abs(mu - np.mean(ref, axis=axis)) <= bound / count)
     kd = np.sum(A, axis=0, keepdims=True)
-    assert kd.shape == (1, n)
+    assert kd.shape == (1, n) and isinstance(kd, bm.BlockCyclicArray)
     # reductions of a transposed view reduce the other axis of the storage
-    st = np.sum(A.T, axis=0)
+    st = _host(np.sum(A.T, axis=0))
     assert st.shape == (m,)
     assert np.all(np.abs(st - ref.sum(axis=1)) <= n * eps * np.abs(ref).sum(axis=1))
     sc = np.sum(A.conj())
@@ -238,12 +247,15 @@ def test_extrema_any_all(grid, comm, dtype):
     A, _, a, _ = _pair(grid, dtype)
     for axis in (None, 0, 1):
         for f in (np.max, np.min):
-            got = f(A, axis=axis)
+            got = _host(f(A, axis=axis), axis)
             assert _same_on_all_ranks(comm, got)
             np.testing.assert_array_equal(got, f(a, axis=axis))  # exact: no rounding
-        np.testing.assert_array_equal(np.max(A.T, axis=axis), np.max(a.T, axis=axis))
-        np.testing.assert_array_equal(np.any(A == 0, axis=axis), np.any(a == 0, axis=axis))
-        np.testing.assert_array_equal(np.all(A == A, axis=axis), np.all(a == a, axis=axis))
+        for got, ref in (
+            (np.max(A.T, axis=axis), np.max(a.T, axis=axis)),
+            (np.any(A == 0, axis=axis), np.any(a == 0, axis=axis)),
+            (np.all(A == A, axis=axis), np.all(a == a, axis=axis)),
+        ):
+            np.testing.assert_array_equal(_host(got, axis), ref)
     assert np.amax(A) == np.max(a) and np.amin(A) == np.min(a)
     assert np.all(A == A) and not np.any(A != A)
     Z = A.copy()
@@ -285,8 +297,12 @@ def test_norms(grid, comm, dtype):
         np.linalg.norm(A, 2)
     with pytest.raises(ValueError, match="Invalid norm order"):
         np.linalg.norm(A, "bad")
-    with pytest.raises(NotImplementedError, match="axis"):
-        np.linalg.norm(A, axis=0)
+    for axis in (0, 1):  # vector norms of the columns (rows): a distributed vector
+        for ord_ in (None, 1, np.inf, -np.inf, 3):
+            got = _host(np.linalg.norm(A, ord_, axis=axis))
+            r = np.linalg.norm(ref, ord_, axis=axis)
+            assert got.dtype == np.linalg.norm(a, ord_, axis=axis).dtype
+            assert np.all(np.abs(got - r) <= (max(m, n) + 2) * eps * r), (axis, ord_)
 
 
 def test_frobenius_norm_does_not_overflow_or_underflow(grid):
@@ -306,7 +322,7 @@ def test_frobenius_norm_does_not_overflow_or_underflow(grid):
 def test_empty_reductions(grid):
     E = bm.zeros((0, 3), block=2, grid=grid)
     assert np.sum(E) == 0
-    np.testing.assert_array_equal(np.sum(E, axis=0), np.zeros(3))
+    np.testing.assert_array_equal(_host(np.sum(E, axis=0)), np.zeros(3))
     assert np.sum(E, axis=1).shape == (0,)
     assert np.linalg.norm(E) == 0.0
     assert not np.any(E) and np.all(E)
@@ -330,10 +346,8 @@ def test_closeness_and_equality(grid, comm):
     N = bm.full(SHAPE, np.nan, block=BLOCK, grid=grid)
     assert not np.array_equal(N, N) and np.array_equal(N, N, equal_nan=True)
     assert np.allclose(N, N, equal_nan=True) and not np.allclose(N, N)
-    with pytest.raises(TypeError, match="from_numpy"):
-        np.allclose(A, a)
-    with pytest.raises(TypeError, match="BlockCyclicArray"):
-        np.array_equal(A, a)
+    assert np.allclose(A, a) and np.array_equal(A, a)  # replicated NumPy operands
+    assert not np.array_equal(A, a[:, :3])
 
 
 @pytest.mark.parametrize("k", [0, 2, -3, 20])
@@ -367,8 +381,8 @@ def test_structure_functions(grid):
 
 def test_matmul_routes_to_linalg(grid):
     A, B, a, b = _pair(grid, np.float64, shape=(9, 7))
-    with pytest.raises(TypeError, match="from_numpy"):
-        np.matmul(A, b.T)
+    with pytest.raises(TypeError, match="list"):
+        np.matmul(A, b.T.tolist())
     C = A @ B.T
     c = a @ b.T
     k = a.shape[1]

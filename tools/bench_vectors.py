@@ -1,0 +1,123 @@
+"""Time the everyday vector calls -- ``A @ x``, ``x @ A``, ``x @ y``, ``np.linalg.solve(A, b)``
+with a vector ``b`` -- beside the one-process library on the same data in the same run (NumPy
+on the CPU backend, CuPy on the GPU backend), and print each median and the speed ratio.
+
+Usage (from the repository root)::
+
+    OMP_NUM_THREADS=1 BLASMP_BACKEND=cpu python tools/bench_vectors.py --n 256
+    BLASMP_BACKEND=gpu tools/node-run.sh 1 python3 tools/bench_vectors.py --n 16384
+    BLASMP_BACKEND=gpu tools/node-run.sh 4 python3 tools/bench_vectors.py --n 16384
+
+``speed`` is the reference's median over ours (> 1: we are faster). The reference runs on
+rank 0 alone (on several ranks it is the one-process time the distributed call is compared
+with); the two sides are timed alternately, every call followed by a device synchronisation,
+after a warm-up of both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+import blasmp_array as bm
+
+
+def _interleaved(
+    ours: Callable[[], Any],
+    ours_sync: Callable[[], None],
+    ref: Callable[[], Any] | None,
+    ref_sync: Callable[[], None],
+    repeats: int,
+    comm: Any,
+) -> tuple[float, float]:
+    """Medians of ``ours`` (max over ranks) and ``ref`` (rank 0), timed alternately so that a
+    machine whose load changes during the run slows both alike."""
+    for _ in range(3):
+        ours()
+        if ref is not None:
+            ref()
+    ours_sync()
+    ref_sync()
+    t_ours, t_ref = [], []
+    for _ in range(repeats):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        ours()
+        ours_sync()
+        t_ours.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+        if ref is not None:
+            t0 = time.perf_counter()
+            ref()
+            ref_sync()
+            t_ref.append(time.perf_counter() - t0)
+    return statistics.median(t_ours), statistics.median(t_ref) if t_ref else float("nan")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=256)
+    p.add_argument("--block", type=int, default=256)
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--dtype", default="float64")
+    args = p.parse_args()
+    comm = MPI.COMM_WORLD
+    grid = bm.ProcessGrid()
+    n, dt = args.n, np.dtype(args.dtype)
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal((n, n)) + n * np.eye(n)).astype(dt)
+    x = rng.standard_normal(n).astype(dt)
+    A = bm.from_numpy(a, block=args.block, grid=grid)
+    X = bm.from_numpy(x, block=args.block, grid=grid)
+    backend = grid.backend
+
+    def ours_sync() -> None:
+        backend.synchronize()
+
+    ours = {
+        "A @ x": lambda: A @ X,
+        "x @ A": lambda: X @ A,
+        "x @ y": lambda: X @ X,
+        "solve(A, b)": lambda: np.linalg.solve(A, X),
+    }
+    refs: dict[str, Any] = dict.fromkeys(ours)
+    ref_sync: Callable[[], None] = lambda: None  # noqa: E731
+    lib = "cupy" if backend.name == "gpu" else "numpy"
+    if comm.rank == 0:
+        if backend.name == "gpu":
+            import cupy
+
+            ca, cx = cupy.asarray(a), cupy.asarray(x)
+            xp: Any = cupy
+            ref_sync = cupy.cuda.Device().synchronize
+        else:
+            ca, cx, xp = a, x, np
+        refs = {
+            "A @ x": lambda: ca @ cx,
+            "x @ A": lambda: cx @ ca,
+            "x @ y": lambda: cx @ cx,
+            "solve(A, b)": lambda: xp.linalg.solve(ca, cx),
+        }
+    results = {
+        k: _interleaved(f, ours_sync, refs[k], ref_sync, args.repeats, comm)
+        for k, f in ours.items()
+    }
+    if comm.rank == 0:
+        print(
+            f"n={n} {dt} block={args.block} grid={grid.nprow}x{grid.npcol} "
+            f"backend={backend.name} ranks={comm.size} (medians of {args.repeats}, alternating)"
+        )
+        for k, (got, ref) in results.items():
+            print(
+                f"  {k:12s} ours {got * 1e3:9.3f} ms   {lib} (1 process) "
+                f"{ref * 1e3:9.3f} ms   speed {ref / got:.2f}x"
+            )
+
+
+if __name__ == "__main__":
+    main()
