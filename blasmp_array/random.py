@@ -25,8 +25,8 @@ import numpy as np
 from ._alloc import new_array
 from ._philox import SEED_TILE, philox_key
 from ._progress import progress_bar
-from .array import BlockCyclicArray, check_dtype
-from .creation import _check_grid, normalize_block, normalize_shape
+from .array import BlockCyclicArray, _vector_block, as_vector, check_dtype
+from .creation import DEFAULT_BLOCK, _check_grid, _vector_length, normalize_block, normalize_shape
 from .grid import ProcessGrid
 from .layout import BlockCyclicLayout
 
@@ -85,6 +85,9 @@ def _generate(
     progress: Any,
 ) -> BlockCyclicArray:
     """Check the arguments (identically on every rank), allocate, and fill in place."""
+    n = _vector_length(shape)
+    if n is not None:
+        return _generate_vector(n, seed, block, grid, dtype, dist, low, high, progress)
     shape = normalize_shape(shape)
     blk = normalize_block(block)
     dt = check_dtype(dtype)
@@ -112,6 +115,38 @@ def _generate(
     return out
 
 
+def _generate_vector(
+    n: int,
+    seed: Any,
+    block: Any,
+    grid: ProcessGrid | None,
+    dtype: Any,
+    dist: str,
+    low: float,
+    high: float,
+    progress: Any,
+) -> BlockCyclicArray:
+    """A vector of length ``n``: the first row of the ``1 x n`` matrix of the same seed.
+
+    The vector is stored as its ``n x 1`` column (``as_vector``); that column's local part,
+    read as one row, is the local part of the row's layout (the column's layout transposed, on
+    the transposed grid coordinates), so one fill over consecutive seed-tile positions
+    generates it (a column of a matrix would take one value of every 256 drawn).
+    """
+    vb = _vector_block(block, DEFAULT_BLOCK[0])
+    dt = check_dtype(dtype)
+    g = _check_grid(grid)
+    if not isinstance(progress, bool | np.bool_):
+        raise TypeError(f"progress must be True or False, got {progress!r}")
+    key = philox_key(_check_seed(seed, g))
+    layout = BlockCyclicLayout((n, 1), (vb, 1), g.shape)
+    column = new_array(layout, g, dt)
+    row_layout, row_coords = layout.transposed(), (g.mycol, g.myrow)
+    row = column._data.reshape(row_layout.local_shape(*row_coords))  # a view: contiguous
+    g.backend.random_fill(row, row_layout, row_coords, key, dist, low, high)
+    return as_vector(column)
+
+
 def _tile_row_chunks(layout: BlockCyclicLayout, prow: int) -> list[tuple[int, int]]:
     """Local row ranges ``(r0, r1)`` of process row ``prow``, one per seed-tile row met."""
     tiles = layout.local_rows(prow) // SEED_TILE
@@ -120,7 +155,7 @@ def _tile_row_chunks(layout: BlockCyclicLayout, prow: int) -> list[tuple[int, in
 
 
 def standard_normal(
-    shape: tuple[int, int],
+    shape: int | tuple[int, ...],
     seed: Any = None,
     block: int | tuple[int, int] | None = None,
     grid: ProcessGrid | None = None,
@@ -139,8 +174,9 @@ def standard_normal(
 
     Parameters
     ----------
-    shape : (int, int)
-        Global shape ``(m, n)``.
+    shape : (int, int), or int or (int,) for a vector
+        Global shape ``(m, n)``. A vector of length ``n`` holds the first row of the ``1 x n``
+        matrix of the same seed (stored, as every vector, as an ``n x 1`` column).
     seed : int or sequence of int, optional
         Non-negative. The same seed gives the same matrix for every grid, block and number of
         processes. ``None`` (default) draws a seed from OS entropy on rank 0 and broadcasts it.
@@ -172,7 +208,7 @@ def standard_normal(
 
 
 def uniform(
-    shape: tuple[int, int],
+    shape: int | tuple[int, ...],
     low: float = 0.0,
     high: float = 1.0,
     seed: Any = None,
@@ -192,8 +228,9 @@ def uniform(
 
     Parameters
     ----------
-    shape : (int, int)
-        Global shape ``(m, n)``.
+    shape : (int, int), or int or (int,) for a vector
+        Global shape ``(m, n)``. A vector of length ``n`` holds the first row of the ``1 x n``
+        matrix of the same seed (stored, as every vector, as an ``n x 1`` column).
     low, high : float
         Finite bounds, ``low <= high``.
     seed : int or sequence of int, optional
@@ -228,7 +265,7 @@ def uniform(
 
 
 def random(
-    shape: tuple[int, int],
+    shape: int | tuple[int, ...],
     seed: Any = None,
     block: int | tuple[int, int] | None = None,
     grid: ProcessGrid | None = None,
@@ -242,8 +279,9 @@ def random(
 
     Parameters
     ----------
-    shape : (int, int)
-        Global shape ``(m, n)``.
+    shape : (int, int), or int or (int,) for a vector
+        Global shape ``(m, n)``. A vector of length ``n`` holds the first row of the ``1 x n``
+        matrix of the same seed (stored, as every vector, as an ``n x 1`` column).
     seed : int or sequence of int, optional
         Non-negative. The same seed gives the same matrix for every grid, block and number of
         processes. ``None`` (default) draws a seed from OS entropy on rank 0 and broadcasts it.

@@ -265,3 +265,16 @@ def test_gpu_fill_is_ordered_before_the_streams(grid):
     a, b = A.to_numpy(), B.to_numpy()
     bound = 2 * a.shape[1] * np.finfo(np.float64).eps * (np.abs(a) @ np.abs(b))
     assert np.all(np.abs(c - a @ b) <= bound)
+
+
+@pytest.mark.parametrize("dist", ["normal", "uniform", "random"])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64], ids=lambda d: np.dtype(d).name)
+def test_vectors_are_the_first_row_of_the_matrix(grid, dist, dtype):
+    """A vector of length n is row 0 of the 1 x n matrix of the same seed, for every block."""
+    n = 2 * SEED_TILE + 13
+    row = _make(dist, (1, n), dtype, seed=21, block=(1, 5), grid=grid).to_numpy()[0]
+    for block in [7, (64,), 300, None]:
+        x = _make(dist, n, dtype, seed=21, block=block, grid=grid)
+        assert x.ndim == 1 and x.shape == (n,) and x.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(x.to_numpy(), row, err_msg=f"block {block}")
+    assert _make(dist, (0,), dtype, seed=21, block=3, grid=grid).to_numpy().shape == (0,)
