@@ -142,6 +142,9 @@ class Backend(abc.ABC):
     #: threads sharing the cores with the BLAS (the CPU backend). Operators that could put
     #: computation on the comm stream (LU's panel factorisation) keep it on compute otherwise.
     concurrent_streams: bool = False
+    #: the BLAS threads per rank chosen when the backend was created
+    #: (:class:`._blas_threads.BlasThreads`; see ``backends/_blas_threads.py``)
+    blas_threads: Any = None
 
     # -- memory ---------------------------------------------------------------------------
     @abc.abstractmethod

@@ -54,6 +54,7 @@ import cupy
 import numpy as np
 
 from .. import _abort
+from . import _blas_threads
 from ._cublas import CublasKernels
 from ._cuda_env import warn_if_lazy
 from ._host_collectives import HostCollectives
@@ -212,6 +213,8 @@ class GPUBackend(HostCollectives, Backend):
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
+        # host LAPACK (e.g. SciPy's dlaswp) on each rank's share of its node's cores
+        self.blas_threads = _blas_threads.apply(comm)
         self._pcomm = comm.Dup()  # host collectives on a private communicator
         self.signal_timeout = float(
             os.environ.get("BLASMP_SIGNAL_TIMEOUT", "") or DEFAULT_SIGNAL_TIMEOUT
