@@ -196,3 +196,27 @@ def test_bad_setting_variable_fails_on_every_rank() -> None:
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("RAISED") == 2 and "BLASMP_BLAS_THREADS" in proc.stdout
+
+
+@pytest.mark.mpi
+@needs_two_cpus
+def test_later_backends_keep_the_threads() -> None:
+    """Only a process's first backend applies the rule: a grid over another communicator
+    keeps the threads chosen before (here by the first grid's argument)."""
+    from test_mpi import mpiexec
+
+    code = (
+        "import blasmp_array as bm\n"
+        "from mpi4py import MPI\n"
+        "from threadpoolctl import threadpool_info\n"
+        "bm.ProcessGrid(backend='cpu', blas_threads=1)\n"
+        "g = bm.ProcessGrid(comm=MPI.COMM_WORLD.Dup(), backend='cpu')\n"
+        "libs = {i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'}\n"
+        "print('THREADS', sorted(libs), g.backend.blas_threads.source, flush=True)\n"
+    )
+    cmd = [mpiexec(), "-n", "1", sys.executable, "-c", code]
+    proc = subprocess.run(
+        cmd, cwd=ROOT, env=_clean_env(), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "THREADS [1] argument" in proc.stdout, proc.stdout

@@ -28,8 +28,8 @@ The user's choice wins
 In order: ``ProcessGrid(..., blas_threads=k)`` (applied by the grid, see :func:`set_threads`),
 ``$BLASMP_BLAS_THREADS=k``, then any of ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` and
 ``MKL_NUM_THREADS`` (the BLAS read these itself: the threads are then left alone). Threads set
-with threadpoolctl after the grid is created also win (the rule runs once, when the backend is
-created).
+with threadpoolctl after the first grid is created also win (the rule runs once per process,
+when its first backend is created).
 
 SciPy's LAPACK (``potrf``, ``getrf`` of the CPU backend) comes, in the wheels from PyPI, with
 its own OpenBLAS, loaded only when SciPy is imported; threadpoolctl changes only libraries
@@ -206,8 +206,10 @@ def set_threads(k: int | None, decision: BlasThreads | None = None) -> None:
 
 def apply(comm: Any) -> BlasThreads:
     """Decide and set this process's BLAS threads (collective over ``comm``, also when the user
-    chose: every rank takes part in the same collectives). A bad ``$BLASMP_BLAS_THREADS`` on
-    any rank raises the same ``ValueError`` on every rank."""
+    chose: every rank takes part in the same collectives). Only the first backend of a process
+    sets them; later ones (another communicator, the other backend) keep what is set, which may
+    be the user's own choice made in between. A bad ``$BLASMP_BLAS_THREADS`` on any rank raises
+    the same ``ValueError`` on every rank."""
     cpus, sharing, on_node = share(comm)
     try:
         decision: BlasThreads | str = choose(os.environ, cpus, sharing, on_node)
@@ -218,5 +220,8 @@ def apply(comm: Any) -> BlasThreads:
         rank, text = errors[0]
         raise ValueError(f"rank {rank}: {text}")
     assert isinstance(decision, BlasThreads)
+    before = current()
+    if before is not None:
+        return before
     set_threads(decision.threads, decision)
     return decision
