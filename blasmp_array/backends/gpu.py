@@ -194,6 +194,7 @@ class GPUBackend(HostCollectives, Backend):
     xp = cupy
     jit_kernels = True
     concurrent_streams = True
+    potrf_fast_uplo = "U"  # see Backend.potrf_fast_uplo
 
     def __init__(self, comm: Any) -> None:
         from mpi4py import MPI
