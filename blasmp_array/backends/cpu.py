@@ -537,14 +537,18 @@ class CPUBackend(HostCollectives, Backend):
 
     def trsm(self, alpha, a, b, side, uplo, trans, diag, stream):  # type: ignore[override]
         assert isinstance(stream, CPUStream)
+        if _kernels._cblas.load() is None:  # the fallback solves with SciPy: import it here
+            _kernels.lapack()
         stream.enqueue(_kernels.trsm, alpha, a, b, side, uplo, trans, diag)
 
     def potrf(self, a, uplo, info, stream):  # type: ignore[override]
         assert isinstance(stream, CPUStream)
+        _kernels.lapack()  # SciPy imported here, on the host thread, not on the stream's
         stream.enqueue(_kernels.potrf, a, uplo, info)
 
     def getrf(self, a, ipiv, info, stream):  # type: ignore[override]
         assert isinstance(stream, CPUStream)
+        _kernels.lapack()
         stream.enqueue(_kernels.getrf, a, ipiv, info)
 
     def __repr__(self) -> str:
