@@ -1,12 +1,13 @@
 """``A @ B`` (``np.matmul``): the product a NumPy user writes, routed to the right kernel.
 
 * ``A.T @ A``, ``A @ A.T``, ``A.H @ A``, ``A @ A.H`` (the operands share storage and their views
-  are transposes of each other) run SYRK/HERK on the lower triangle (``n^2 k`` flops, half of
-  GEMM's), then fill the strict upper triangle from the lower one (:func:`fill_symmetric`);
+  are transposes of each other) run SYRK/HERK (``n^2 k`` flops, half of GEMM's) and return the
+  full symmetric (Hermitian) matrix (``ops.syrk.rank_k`` with ``full=True``);
 * everything else is GEMM with the lazy views folded into its transpose flags.
 
 On a 1x1 grid both are one local BLAS call (the operators' ``method='auto'``) and the fill is a
-local transposing copy on the device; on larger grids the fill is one distributed transpose.
+local transposing copy on the device; on larger grids SYRK computes a balanced band of blocks
+(the same work on every process) and the rest comes from one distributed transpose.
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ def matmul(a: BlockCyclicArray, b: BlockCyclicArray) -> BlockCyclicArray:
         for herm, flip in ((False, "T"), (True, "C")):
             if vb == compose_op(va, flip):
                 name = "matmul(herk)" if herm else "matmul(syrk)"
-                low = rank_k(name, a, None, None, "N", "L", 1, 0, herm, 2, "auto", None)
-                return fill_symmetric(low, "L", herm and low.dtype.kind == "c")
+                # the full matrix: the lower triangle mirrored, or a balanced band + transpose
+                return rank_k(name, a, None, None, "N", "L", 1, 0, herm, 2, "auto", None, True)
     return gemm(a, b)
 
 
