@@ -14,19 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ..array import BlockCyclicArray
-from ..backends.base import Backend
 from . import _checks as ck
-from ._triangle import mirror_triangle, triangle_mask
-from ._warmup import sample_matrix, warmup_kernels
 from .gemm import gemm
 from .panels import compose_op
-from .redistribute import transpose
 from .syrk import rank_k
 
-__all__ = ["matmul", "fill_symmetric"]
+__all__ = ["matmul"]
 
 
 def matmul(a: BlockCyclicArray, b: BlockCyclicArray) -> BlockCyclicArray:
@@ -90,34 +84,3 @@ def _memory(x: Any) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
     if ptr is None:
         ptr = x.__array_interface__["data"][0]  # NumPy
     return int(ptr), tuple(x.shape), tuple(x.strides)
-
-
-def fill_symmetric(C: BlockCyclicArray, uplo: str, hermitian: bool) -> BlockCyclicArray:
-    """Complete ``C`` (square blocks, its ``uplo`` triangle computed) to the full symmetric
-    (Hermitian) matrix, in place: ``C := tril(C) + tril(C, -1)^T`` for ``uplo='L'``. Collective.
-
-    One process: a local transposing copy of the strict triangle. Several: the transpose of
-    ``C`` (one exchange), selected into the other triangle on the device.
-    """
-    g = C.grid
-    b = g.backend
-    if g.size == 1:
-        b.launch(b.compute, mirror_triangle, b.xp, C._data, uplo, hermitian)
-        b.synchronize()
-        return C
-    mirrored = transpose(C, conjugate=hermitian)
-    if mirrored.layout != C.layout:
-        mirrored = mirrored.redistribute(grid=g, block=C.block)
-    keep = triangle_mask(C.layout, g, uplo)
-    b.xp.copyto(C._data, mirrored._data, where=~keep)
-    return C
-
-
-@warmup_kernels
-def _warm_symmetric_fill(backend: Backend, xp: Any, dtype: Any) -> None:
-    """The select of :func:`fill_symmetric` (the inverted mask included)."""
-    n = 6
-    local = sample_matrix(xp, dtype, n)
-    rows = xp.asarray(np.arange(n))
-    tri = (rows[None, :] - rows[:, None]) <= 0
-    xp.copyto(local.copy(), local, where=~tri)

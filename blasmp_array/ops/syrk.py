@@ -171,6 +171,13 @@ class _LocalTriangle:
         return out
 
 
+#: backends on which ``full=True`` computes the balanced band on a grid. The CPU's triangle
+#: update already makes one GEMM per block column (its chunks are 256 columns wide), so the band
+#: costs it no wider calls; the GPU's chunks merge 2048 columns into one GEMM, which the band's
+#: per-column runs would split (not measured there: it keeps the triangle and its fill).
+BALANCED_BAND = {"cpu"}
+
+
 def band_half(j: int, k: int) -> int:
     """How many blocks after the diagonal one (cyclically, mod ``k``) block column ``j`` of a
     ``k x k`` block matrix computes in the *balanced band*: every pair of blocks ``(i, j)``,
@@ -256,14 +263,33 @@ def _fill_from_band(C: BlockCyclicArray, band: _LocalBand, hermitian: bool) -> N
     b.synchronize()
 
 
+def _fill_from_triangle(C: BlockCyclicArray, hermitian: bool) -> None:
+    """Complete ``C``, computed on its lower triangle, to the full symmetric (Hermitian) matrix
+    in place: the strict upper triangle from ``C^T`` (``C^H``), one distributed transpose
+    selected on the device. Collective."""
+    from .redistribute import transpose
+
+    g, b = C.grid, C.grid.backend
+    mirrored = transpose(C, conjugate=hermitian)
+    if mirrored.layout != C.layout:
+        mirrored = mirrored.redistribute(grid=g, block=C.block)
+    keep = triangle_mask(C.layout, g, "L")
+    b.xp.copyto(C._data, mirrored._data, where=~keep)
+
+
 @warmup_kernels
-def _warm_band_fill(backend: Backend, xp: Any, dtype: np.dtype) -> None:
-    """:func:`_fill_from_band`'s copies: a strided rectangle and a diagonal block's strict
-    upper triangle."""
-    local = sample_matrix(xp, dtype)
+def _warm_symmetric_fill(backend: Backend, xp: Any, dtype: np.dtype) -> None:
+    """The fills of a full result: :func:`_fill_from_band`'s copies (a strided rectangle, a
+    diagonal block's strict upper triangle) and :func:`_fill_from_triangle`'s select (the
+    inverted mask included)."""
+    n = 6
+    local = sample_matrix(xp, dtype, n)
     other = local.copy()
     _copy_block(local[1:4, 2:5], other[1:4, 2:5])
     _strict_upper_from(xp, local[1:5, 1:5], other[1:5, 1:5])
+    rows = xp.asarray(np.arange(n))
+    tri = (rows[None, :] - rows[:, None]) <= 0
+    xp.copyto(local.copy(), local, where=~tri)
 
 
 def triangle_update(
@@ -427,7 +453,8 @@ def rank_k(
     ``full`` (SYRK/HERK into a new ``C``, ``uplo='L'``: what ``A.T @ A`` needs): return the
     full symmetric (Hermitian) matrix. One process mirrors its lower triangle; a grid computes
     the balanced band of :class:`_LocalBand` (every process about the same number of block
-    products) and fills the rest from one distributed transpose.
+    products; on the backends of :data:`BALANCED_BAND`, else the lower triangle) and fills the
+    rest from one distributed transpose.
     """
     if full and (B is not None or C is not None or uplo != "L"):
         raise ValueError(f"{name}: full=True is for a new C = op(A) op(A)^T, uplo 'L'")
@@ -507,7 +534,7 @@ def rank_k(
         beta = dtype.type(0)
 
     b = grid.backend
-    band = _LocalBand(Cw) if full and grid.size > 1 else None
+    band = _LocalBand(Cw) if full and grid.size > 1 and b.name in BALANCED_BAND else None
     begin_pipeline(b, dtype)
     if n:
         if not fresh and beta != 1:
@@ -556,11 +583,14 @@ def rank_k(
         if hermitian:
             ri, ci = _local_diagonal(Cw)
             b.launch(b.compute, _zero_diag_imag, output_target(Cw)[1], ri, ci)
-        if full and band is None:  # one process: its lower triangle mirrored, on the device
+        if full and grid.size == 1:  # one process: its lower triangle mirrored, on the device
             b.launch(b.compute, mirror_triangle, b.xp, Cw._data, uplo, hermitian)
     b.synchronize()
-    if full and band is not None and n:
-        _fill_from_band(Cw, band, hermitian)
+    if full and grid.size > 1 and n:
+        if band is not None:
+            _fill_from_band(Cw, band, hermitian)
+        else:
+            _fill_from_triangle(Cw, hermitian)
     if C is not None and Cw is not C:
         back = ck.move(Cw, C.grid, C.block, "C", name, "C's layout differs from the working one")
         ck.store(C, back)
