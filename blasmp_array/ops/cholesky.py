@@ -650,8 +650,9 @@ class _CholeskyPipeline:
         xp = self.be.xp
         for m in sorted({1, min(self.nb, self.n), self.nb}):
             for uplo in ("L", "U"):
-                eye = xp.eye(m, dtype=dtype)
-                self.be.potrf(eye, uplo, self.info[:1], self.be.compute)
+                # contiguous and strided (a tile of the local matrix): the GPU's 'L' copies it
+                for eye in (xp.eye(m, dtype=dtype), xp.eye(m + 1, dtype=dtype)[1:, 1:]):
+                    self.be.potrf(eye, uplo, self.info[:1], self.be.compute)
         self.be.synchronize()
         self.info[...] = 0
         warmed.add(key)
