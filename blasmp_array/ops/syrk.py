@@ -32,6 +32,7 @@ from ._triangle import index_triangle, mirror_triangle, scale_triangle, triangle
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .gemm import check_method, check_stages, output_target
 from .panels import (
+    Panel,
     PanelSpec,
     Source,
     WindowTarget,
@@ -322,8 +323,21 @@ def triangle_update(
     width = default_step_width(b) if step_width is None else step_width
     steps = make_steps(kdim, kb, width)
     target, c_loc = output_target(C)  # a window view C: in its parent, with gathered panels
-    specs = [PanelSpec(src, target, axis) for src, _, axis in operands]
-    locals_ = [x._data for _, x, _ in operands]
+    # SYRK's column panel on a grid of one process row: the rows of the row panel (which holds
+    # every row of M) at the chunk's global columns -- not packed nor sent a second time
+    # (the same virtual matrix on both sides: SYRK, not HERK, whose column panel is conjugated)
+    one_row = (
+        band is not None
+        and grid.nprow == 1
+        and len(operands) == 2
+        and [(li, ri) for _, li, ri in terms] == [(0, 1)]
+        and operands[1][2] == 1
+        and operands[1][0] == operands[0][0]
+    )
+    sent = operands[:1] if one_row else operands
+    specs = [PanelSpec(src, target, axis) for src, _, axis in sent]
+    locals_ = [x._data for _, x, _ in sent]
+    gcols = C.layout.local_cols(grid.mycol) if one_row else None
     tri: _LocalTriangle | _LocalBand = _LocalTriangle(C, uplo) if band is None else band
     one, zero = C.dtype.type(1), C.dtype.type(0)
     bsz = C.layout.block[0]
@@ -358,8 +372,19 @@ def triangle_update(
                     b.compute,
                 )
 
+    def with_columns(panels: list[Any], c0: int) -> list[Any]:
+        # the row panel, and the same rows as the column panel of a chunk starting at local
+        # column c0 (one block column: its global columns are consecutive)
+        row = panels[0]
+        if row is None or gcols is None:
+            return [row, None]
+        off = int(gcols[c0]) - c0
+        return [row, Panel(row.lo - off, row.hi - off, row.array)]
+
     def update(k: int, panels: list[Any]) -> None:
         for cc0, cc1, (s0, s1), columns in chunks:
+            if one_row:
+                panels = with_columns(panels, cc0)
             product(panels, s0, s1, cc0, cc1)  # the rows every column of the chunk needs
             for c0, c1, (r0, r1), diag in columns:
                 product(panels, r0, r1, c0, c1)

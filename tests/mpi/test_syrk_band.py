@@ -30,6 +30,13 @@ def test_gram_matrix(grid, dtype, case, shape, monkeypatch):
 
     # the band on this backend, or the lower triangle and its fill (the GPU's default)
     monkeypatch.setattr(syrk, "BALANCED_BAND", {grid.backend.name} if shape == "band" else set())
+    sent: list = []  # operands each pipeline sends (one process row: SYRK sends only the rows)
+    run = syrk.run_pipeline
+    monkeypatch.setattr(
+        syrk,
+        "run_pipeline",
+        lambda b, name, specs, *rest: sent.append(len(specs)) or run(b, name, specs, *rest),
+    )
     m, n, nb = case
     a = random_matrix(np.random.default_rng(m * n + nb), (m, n), dtype)
     A = bm.from_numpy(a, block=(nb, nb), grid=grid)
@@ -47,3 +54,6 @@ def test_gram_matrix(grid, dtype, case, shape, monkeypatch):
         if herm:
             assert np.all(np.diag(c).imag == 0)
     assert np.array_equal(A.to_numpy(), a), "input modified"
+    if grid.size > 1:
+        one = shape == "band" and grid.nprow == 1 and not herm
+        assert sent == [1 if one else 2] * 2
