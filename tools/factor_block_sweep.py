@@ -75,7 +75,7 @@ def sweep(n: int, args: argparse.Namespace, grid: Any) -> None:
 
     calls = [c for c in args.ops.split(",") if c]
     blocks = [b for b in args.blocks if b <= n]
-    say = print if grid.rank == 0 else (lambda *a, **k: None)
+    say = (lambda *a: print(*a, flush=True)) if grid.rank == 0 else (lambda *a: None)
     operands = {b: _operands(n, args.nrhs, b, grid) for b in blocks}
     base = _operands(n, args.nrhs, args.default, grid)
     times: dict[tuple[str, int], list[float]] = {}
@@ -108,11 +108,8 @@ def sweep(n: int, args: argparse.Namespace, grid: Any) -> None:
     for c in calls:
         for b in blocks:
             say(f"{head} {c} factor at {b}: {fmt(times[(c, b)])}")
-        chosen = _factor_block.working_block(
-            be.name, grid.shape, n, FACTOR_OF[c], args.default
-        )
-        say(f"{head} {c} default call (block {args.default}, rule -> {chosen}): "
-            f"{fmt(defaults[c])}")
+        chosen = _factor_block.working_block(be.name, grid.shape, n, FACTOR_OF[c], args.default)
+        say(f"{head} {c} default call (block {args.default}, rule -> {chosen}): {fmt(defaults[c])}")
     for c in calls:
         med = {b: statistics.median(times[(c, b)]) for b in blocks}
         cost = {
@@ -139,8 +136,10 @@ def main() -> None:
     grid = bm.ProcessGrid()
     if grid.rank == 0:
         threads = grid.backend.blas_threads
-        print(f"# {grid.size} rank(s), BLAS threads per rank: "
-              f"{threads.threads} ({threads.source})", flush=True)
+        print(
+            f"# {grid.size} rank(s), BLAS threads per rank: {threads.threads} ({threads.source})",
+            flush=True,
+        )
     for n in args.n:
         sweep(n, args, grid)
 
