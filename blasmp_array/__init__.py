@@ -14,6 +14,7 @@ from __future__ import annotations
 # writers), so the array's methods work as soon as `import blasmp_array` returns. Dask, zarr,
 # h5py and CuPy stay unimported: io and backends import them inside the functions that use them.
 from . import io, layout, linalg, random
+from ._config import show_config
 from ._warnings import RedistributionWarning, ViewCopyWarning
 from .array import SUPPORTED_DTYPES, BlockCyclicArray
 from .backends import SignalTimeoutError
@@ -59,6 +60,7 @@ __all__ = [
     "ones",
     "ones_like",
     "random",
+    "show_config",
     "square_grid_shape",
     "trace",
     "ViewCopyWarning",

@@ -9,7 +9,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from .backends import get_backend
+from .backends import _blas_threads, get_backend
 
 __all__ = ["ProcessGrid", "square_grid_shape"]
 
@@ -38,6 +38,13 @@ class ProcessGrid:
     backend : {'cpu', 'gpu'}, optional
         Default: ``$BLASMP_BACKEND`` if set, else ``'gpu'`` when CuPy and a GPU are usable, else
         ``'cpu'``.
+    blas_threads : int, optional
+        BLAS threads of this process (process-wide: every BLAS library loaded, through
+        threadpoolctl). Default: the first grid of a communicator gives each rank its share
+        of the cores of its node (``cores // ranks on the node``) unless
+        ``$BLASMP_BLAS_THREADS``, ``$OMP_NUM_THREADS``, ``$OPENBLAS_NUM_THREADS`` or
+        ``$MKL_NUM_THREADS`` is set; see the "Defaults" page of the documentation.
+        :func:`blasmp_array.show_config` reports the threads.
     """
 
     def __init__(
@@ -46,6 +53,7 @@ class ProcessGrid:
         npcol: int | None = None,
         comm: Any = None,
         backend: str | None = None,
+        blas_threads: int | None = None,
     ) -> None:
         comm = MPI.COMM_WORLD if comm is None else comm
         size = comm.Get_size()
@@ -78,6 +86,8 @@ class ProcessGrid:
             backend = os.environ.get("BLASMP_BACKEND") or None
         if backend is not None and backend not in ("cpu", "gpu"):
             raise ValueError(f"backend must be 'cpu' or 'gpu', got {backend!r}")
+        if blas_threads is not None:
+            blas_threads = _blas_threads.parse_setting(blas_threads, "blas_threads")
         self.comm = comm
         self.nprow, self.npcol = nprow, npcol
         self.rank = comm.Get_rank()
@@ -86,6 +96,8 @@ class ProcessGrid:
         self.row_comm = comm.Split(self.myrow, self.mycol)  # processes of my grid row
         self.col_comm = comm.Split(self.mycol, self.myrow)  # processes of my grid column
         self.backend = get_backend(backend, comm)
+        if blas_threads is not None:
+            _blas_threads.set_threads(blas_threads)
 
     def free(self) -> None:
         """Release the row and column sub-communicators (collective over the grid).

@@ -39,3 +39,30 @@ def test_trsm_by_halves(dtype, leaf, monkeypatch):
         scale = np.abs(op) @ np.abs(xh) if side == "L" else np.abs(xh) @ np.abs(op)
         worst = (np.abs(resid) / scale).max() / eps
         assert worst <= 4 * n, f"{side}{uplo}{trans}{diag}: backward error {worst:.3g} eps"
+
+
+def test_scipy_is_imported_on_the_host_thread():
+    """The CPU backend imports SciPy's LAPACK when it is created, on the host thread, before
+    any stream thread runs a kernel: a stream thread importing it beside another importing
+    thread can fail (Python's import locks raise ``_DeadlockError``). ``import blasmp_array``
+    alone stays SciPy-free."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys, threading\n"
+        "os.environ['BLASMP_CPU_STREAM_THREADS'] = '1'\n"
+        "import numpy as np\n"
+        "import blasmp_array as bm\n"
+        "assert 'scipy.linalg' not in sys.modules\n"
+        "be = bm.ProcessGrid(backend='cpu').backend\n"
+        "assert 'scipy.linalg.lapack' in sys.modules, 'the backend must import SciPy'\n"
+        "gate = threading.Event()\n"
+        "be.launch(be.compute, gate.wait)  # the stream thread is held: nothing below runs yet\n"
+        "a = np.asfortranarray(np.eye(4) * 2)\n"
+        "be.getrf(a, np.zeros(4, np.int32), np.zeros(1, np.int32), be.compute)\n"
+        "gate.set()\n"
+        "be.synchronize()\n"
+        "assert np.allclose(np.diag(a), 2)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

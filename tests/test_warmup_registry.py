@@ -34,7 +34,6 @@ MODULES = [
     "trmm",
     "trsm",
     "redistribute",
-    "matmul",
     "cholesky",
     "lu",
     "_householder",

@@ -20,7 +20,19 @@ import numpy as np
 
 from . import _cblas
 
-__all__ = ["gemm", "syrk", "syr2k", "trmm", "trsm", "potrf", "getrf", "geqrf", "orgqr", "ormqr"]
+__all__ = [
+    "gemm",
+    "syrk",
+    "syr2k",
+    "trmm",
+    "trsm",
+    "potrf",
+    "getrf",
+    "geqrf",
+    "orgqr",
+    "ormqr",
+    "lapack",
+]
 
 
 def _check(name: str, value: str, allowed: str) -> str:
@@ -429,6 +441,15 @@ def trsm(alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyp
     _axpby(alpha, np.asarray(x, dtype=b.dtype), 0, b)
 
 
+def lapack() -> Any:
+    """SciPy's LAPACK wrappers (``scipy.linalg.lapack``). The CPU backend imports them when it is
+    created, on the host thread (a stream thread importing SciPy while another thread imports
+    it too can fail with ``_DeadlockError``), so here this is a lookup."""
+    from scipy.linalg import lapack as module
+
+    return module
+
+
 def potrf(a: np.ndarray, uplo: str, info: np.ndarray) -> None:
     """Cholesky factorisation of ``a`` in place (LAPACK ``xpotrf`` through SciPy, n^3/3 flops):
     only the ``uplo`` triangle is read and written; LAPACK's INFO goes to ``info[0]``."""
@@ -439,9 +460,7 @@ def potrf(a: np.ndarray, uplo: str, info: np.ndarray) -> None:
     if n == 0:
         info[0] = 0
         return
-    from scipy.linalg import lapack
-
-    fn = lapack.get_lapack_funcs("potrf", dtype=a.dtype)
+    fn = lapack().get_lapack_funcs("potrf", dtype=a.dtype)
     # a C-ordered view is a Fortran-ordered a^T = conj(a) with the other triangle: factoring
     # that in place gives the wanted factor in our triangle without a copy (when contiguous)
     low = uplo == "L"
@@ -466,9 +485,7 @@ def getrf(a: np.ndarray, ipiv: np.ndarray, info: np.ndarray) -> None:
     if min(a.shape) == 0:
         info[0] = 0
         return
-    from scipy.linalg import lapack
-
-    fn = lapack.get_lapack_funcs("getrf", dtype=a.dtype)
+    fn = lapack().get_lapack_funcs("getrf", dtype=a.dtype)
     lu, piv, inf = fn(np.asfortranarray(a), overwrite_a=1)  # in place if ``a`` is Fortran
     if not np.may_share_memory(lu, a):
         a[...] = lu

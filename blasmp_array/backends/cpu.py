@@ -48,6 +48,7 @@ import numpy as np
 
 from .. import _abort
 from .._philox import fill_local
+from . import _blas_threads
 from ._host_collectives import HostCollectives
 from .base import (
     DEFAULT_SIGNAL_TIMEOUT,
@@ -210,6 +211,8 @@ class CPUBackend(HostCollectives, Backend):
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
+        # each rank's share of its node's cores (unless the user chose): _blas_threads.py
+        self.blas_threads = _blas_threads.apply(comm)
         # host collectives and point-to-point messages on a private communicator, so their
         # tags can never match a user's messages
         self._pcomm = comm.Dup()

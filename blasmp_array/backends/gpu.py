@@ -54,6 +54,7 @@ import cupy
 import numpy as np
 
 from .. import _abort
+from . import _blas_threads
 from ._cublas import CublasKernels
 from ._cuda_env import warn_if_lazy
 from ._gpu_random import load_kernels as load_random_kernels
@@ -195,6 +196,7 @@ class GPUBackend(HostCollectives, Backend):
     xp = cupy
     jit_kernels = True
     concurrent_streams = True
+    potrf_fast_uplo = "U"  # see Backend.potrf_fast_uplo
 
     def __init__(self, comm: Any) -> None:
         from mpi4py import MPI
@@ -214,6 +216,8 @@ class GPUBackend(HostCollectives, Backend):
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
+        # host LAPACK (e.g. SciPy's dlaswp) on each rank's share of its node's cores
+        self.blas_threads = _blas_threads.apply(comm)
         self._pcomm = comm.Dup()  # host collectives on a private communicator
         self.signal_timeout = float(
             os.environ.get("BLASMP_SIGNAL_TIMEOUT", "") or DEFAULT_SIGNAL_TIMEOUT

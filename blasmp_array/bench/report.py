@@ -109,6 +109,8 @@ def environment(grid: Any, argv: list[str]) -> dict[str, Any]:
     comm = grid.comm
     hosts = comm.allgather(MPI.Get_processor_name())
     info = blas_info()
+    chosen = grid.backend.blas_threads  # BLAS threads per rank: backends/_blas_threads.py
+    threads = comm.allgather(None if chosen is None else [chosen.threads, chosen.source])
     return {
         "command": "python -m blasmp_array.bench " + " ".join(argv),
         "ranks": grid.size,
@@ -116,6 +118,7 @@ def environment(grid: Any, argv: list[str]) -> dict[str, Any]:
         "backend": grid.backend.name,
         "blas": info,
         "blas_summary": blas_summary(info),
+        "blas_threads_per_rank": threads,
         "gpu": gpu_name(grid.backend),
         "cpu": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
@@ -269,6 +272,9 @@ def print_table(results: list[dict[str, Any]], env: dict[str, Any], title: str) 
         + (f" ({env['gpu']})" if env.get("gpu") else ""),
         f"BLAS: {env['blas_summary']}",
     ]
+    if env.get("blas_threads_per_rank"):
+        per = {tuple(t) if t else ("?", "?") for t in env["blas_threads_per_rank"]}
+        lines.append("BLAS threads per rank: " + ", ".join(f"{k} ({src})" for k, src in per))
     if env.get("env"):
         lines.append("env: " + " ".join(f"{k}={v}" for k, v in env["env"].items()))
     try:

@@ -100,17 +100,27 @@ from typing import Any
 
 import numpy as np
 
+from .._alloc import new_array
 from .._dispatch import implements
 from ..array import BlockCyclicArray, check_dtype
 from ..backends.base import Backend
 from . import _checks as ck
 from . import _exchange as engine
+from . import _factor_block
 from ._recursive_potrf import first_failure, recursive_potrf
 from ._triangle import zero_triangle
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .panels import PanelExchange, PanelSpec, Source, default_step_width, make_steps
 
-__all__ = ["cholesky", "cho_factor", "cho_solve", "solve", "factor", "free_workspace"]
+__all__ = [
+    "cholesky",
+    "cho_factor",
+    "cho_solve",
+    "solve",
+    "factor",
+    "factor_working",
+    "free_workspace",
+]
 
 _POS = ("pos", "positive definite")
 #: routed to :func:`blasmp_array.ops.lu.solve` (no symmetric-indefinite factorisation yet)
@@ -321,11 +331,22 @@ def solve(
             "definite a, solved by Cholesky) and 'gen', 'sym', 'her' (LU with partial "
             "pivoting) are available"
         )
-    ck.check_array(b, "b", "solve")
+    b = ck.check_array(b, "b", "solve")
     if b.shape[0] != getattr(a, "shape", (b.shape[0],))[0]:
         raise ValueError(f"solve: b has {b.shape[0]} rows but a is {a.shape[0]}x{a.shape[1]}")
-    c, low = cho_factor(a, lower=lower, overwrite_a=overwrite_a, check_finite=check_finite)
-    return cho_solve((c, low), b, overwrite_b=overwrite_b, check_finite=check_finite)
+    low = ck.check_flag(lower, "lower")
+    ck.check_flag(overwrite_b, "overwrite_b")
+    c, back = factor_working(a, low, overwrite_a, check_finite, 2, "solve")
+    if back is not None and not _factor_block.plain(b):
+        c, back = _factor_block.to_block(c, *back), None
+    if back is None:
+        return cho_solve((c, low), b, overwrite_b=overwrite_b, check_finite=check_finite)
+    # solved in the factor's working block: b there and x back (docs/defaults.md)
+    bw = _factor_block.to_block(b, c.block[0])
+    x = cho_solve(
+        (c, low), bw, overwrite_b=bool(overwrite_b) or bw is not b, check_finite=check_finite
+    )
+    return x if x.block == b.block else _factor_block.to_block(x, *b.block)
 
 
 @implements(np.linalg.cholesky)
@@ -349,7 +370,29 @@ def factor(
 
     Every check is made identically on every rank before any communication; after the
     pipeline one reduction of the INFO raises ``LinAlgError`` everywhere (see module docstring).
+    The working copy is made in the block of :mod:`._factor_block`; the factor comes back in
+    ``a``'s block (square).
     """
+    w, back = factor_working(a, lower, overwrite_a, check_finite, num_stages, op)
+    if back is None:
+        return w
+    c = _factor_block.to_block(w, *back)
+    if overwrite_a and not a.is_view and tuple(a.block) == tuple(back):
+        ck.store(a, c)  # the caller asked for its storage
+        return a
+    return c
+
+
+def factor_working(
+    a: BlockCyclicArray,
+    lower: bool,
+    overwrite_a: Any = False,
+    check_finite: Any = True,
+    num_stages: Any = 2,
+    op: str = "cholesky",
+) -> tuple[BlockCyclicArray, tuple[int, int] | None]:
+    """:func:`factor` without the way back: ``(w, back)``, the factor in the working block
+    and the caller's block to return it in (None: ``w`` is already in it)."""
     a = ck.check_array(a, "a", op)
     overwrite_a = ck.check_flag(overwrite_a, "overwrite_a")
     check_finite = ck.check_flag(check_finite, "check_finite")
@@ -368,12 +411,20 @@ def factor(
         in_place = False
     if check_finite:
         ck.check_finite(w, None, op, "L" if lower else "U")
-    if not in_place and w is a:
-        w = w.copy()
+    caller = w
+    one = w.grid.size == 1 and _LOCAL_ON_ONE_PROCESS
+    # one process, lower factor, a backend faster at the upper one: the factor is computed in a
+    # transposed copy of ``caller`` and written into ``w`` (_local_potrf), so ``w`` needs no copy
+    flip = one and lower and w.backend.potrf_fast_uplo == "U"
+    nb = _factor_block.block_for(w, "cholesky")
+    if nb is not None:  # the working copy in the working block (docs/defaults.md)
+        w = _factor_block.to_block(w, nb, nb)
+    elif not in_place and w is a:
+        w = new_array(w.layout, w.grid, w.dtype) if flip else w.copy()
     n = w.shape[0]
     if n:
-        if w.grid.size == 1 and _LOCAL_ON_ONE_PROCESS:
-            info = _local_potrf(w, lower)
+        if one:
+            info = _local_potrf(w, lower, caller if flip else None)
         else:
             info = _CholeskyPipeline(w, lower, int(num_stages)).run()
         if info <= n:
@@ -381,7 +432,7 @@ def factor(
                 f"{op}: the leading minor of order {info} is not positive definite "
                 f"(LAPACK INFO = {info}): a is not Hermitian positive definite"
             )
-    return w
+    return w, (None if nb is None else caller.block)
 
 
 #: a 1x1 grid factors its local matrix without the pipeline: measured on one H200 at
@@ -399,15 +450,28 @@ _LOCAL_ON_ONE_PROCESS = True
 RECURSIVE_POTRF: dict[str, tuple[int, bool]] = {"gpu": (4096, True)}
 
 
-def _local_potrf(w: BlockCyclicArray, lower: bool) -> int:
+def _local_potrf(w: BlockCyclicArray, lower: bool, flip: BlockCyclicArray | None = None) -> int:
     """Factor the whole local matrix (1x1 grid) in place; the pipeline's INFO convention:
-    the order of the first non-positive leading minor, ``n + 1`` when there is none."""
+    the order of the first non-positive leading minor, ``n + 1`` when there is none.
+
+    ``flip`` (a lower factor on a backend whose ``potrf_fast_uplo`` is ``'U'``): the matrix
+    to factor, which may be ``w`` itself. Its conjugate transpose ``t`` (a temporary) holds
+    the referenced triangle as an upper one; ``t = U^H U`` is factored and ``L = U^H`` written
+    into ``w``'s lower triangle, the rest of ``w`` getting ``flip``'s other triangle. Two
+    transposing copies instead of one plain one, against the library's slow triangle (one
+    H200, n = 16384: 44.2 ms upper, 59.5 ms lower; a copy is about 1 ms there)."""
     be = w.backend
     n = w.shape[0]
     begin_pipeline(be, w.dtype)
     # n <= leaf (and a backend not listed): one library potrf on the whole matrix
     leaf, halve = RECURSIVE_POTRF.get(be.name, (n, True))
-    info = recursive_potrf(be, w._data, lower, leaf, be.compute, halve=halve)
+    if flip is None:
+        info = recursive_potrf(be, w._data, lower, leaf, be.compute, halve=halve)
+    else:
+        t = be.xp.empty((n, n), w.dtype)  # freed after the synchronisation below
+        be.launch(be.compute, _conj_transpose_into, be.xp, t, flip._data)  # t = A^H: A's L in t's U
+        info = recursive_potrf(be, t, False, leaf, be.compute, halve=halve)
+        be.launch(be.compute, _conj_transpose_into, be.xp, w._data, t)  # w = t^H: U^H = L in w's L
     be.synchronize()
     order = first_failure(be.asnumpy(info), n, leaf, halve=halve)
     return order if order > 0 else n + 1
@@ -586,8 +650,9 @@ class _CholeskyPipeline:
         xp = self.be.xp
         for m in sorted({1, min(self.nb, self.n), self.nb}):
             for uplo in ("L", "U"):
-                eye = xp.eye(m, dtype=dtype)
-                self.be.potrf(eye, uplo, self.info[:1], self.be.compute)
+                # contiguous and strided (a tile of the local matrix): the GPU's 'L' copies it
+                for eye in (xp.eye(m, dtype=dtype), xp.eye(m + 1, dtype=dtype)[1:, 1:]):
+                    self.be.potrf(eye, uplo, self.info[:1], self.be.compute)
         self.be.synchronize()
         self.info[...] = 0
         warmed.add(key)
@@ -697,6 +762,14 @@ class _CholeskyPipeline:
             be.syrk(-1, a, 1, c, "L" if self.lower else "U", "N", be.compute)
 
 
+def _conj_transpose_into(xp: Any, out: Any, x: Any) -> None:
+    # out := x^H (x^T for real dtypes): one pass writing a C-ordered out
+    if np.dtype(x.dtype).kind == "c":
+        xp.conjugate(x.T, out=out)
+    else:
+        xp.copyto(out, x.T)
+
+
 def _copy_into(out: Any, tile: Any) -> None:
     # the factored tile (strided, in the local matrix) -> the flat slot
     out.reshape(tile.shape)[...] = tile
@@ -704,8 +777,9 @@ def _copy_into(out: Any, tile: Any) -> None:
 
 @warmup_kernels
 def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
-    """The tile channel's copies (strided tile -> flat slot, and back) and the zero fill of the
-    other triangle; potrf is warmed per block size by ``_CholeskyPipeline._warm``."""
+    """The tile channel's copies (strided tile -> flat slot, and back), the zero fill of the
+    other triangle and one process's conjugate transpose; potrf is warmed per block size by
+    ``_CholeskyPipeline._warm``."""
     local = sample_matrix(xp, dtype)
     flat = xp.empty(36, dtype)
     _copy_into(flat[:16], local[1:5, 1:5])
@@ -713,6 +787,7 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     tile = xp.empty((4, 4), dtype)
     tile[...] = flat[:16].reshape(4, 4)
     xp.copyto(local, dtype.type(0), where=local.real > 3)
+    _conj_transpose_into(xp, xp.empty_like(local), local)  # one process's flipped factor
 
 
 # -- pooled workspace ----------------------------------------------------------------------------

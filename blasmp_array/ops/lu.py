@@ -148,12 +148,12 @@ from .._interchanges import row_map
 from ..array import BlockCyclicArray, check_dtype
 from ..backends.base import Backend
 from . import _checks as ck
-from . import _lu_local
+from . import _factor_block, _lu_local
 from ._exchange import Message, Plan, positions_index, run_plan
 from ._lu_local import getrf_lookahead, minus_product, solve_unit_lower
 from ._warmup import warmup_kernels
 
-__all__ = ["lu_factor", "lu_solve", "solve", "factor", "permute_rows"]
+__all__ = ["lu_factor", "lu_solve", "solve", "factor", "factor_working", "permute_rows"]
 
 _GEN = ("gen", "general", "sym", "symmetric", "her", "hermitian")
 
@@ -337,14 +337,23 @@ def solve(
     if b.shape[0] != a.shape[0]:
         raise ValueError(f"solve: b has {b.shape[0]} rows but a is {a.shape[0]}x{a.shape[1]}")
     cf = ck.check_flag(check_finite, "check_finite")
+    overwrite_b = ck.check_flag(overwrite_b, "overwrite_b")
     if cf:
         ck.check_finite(b.resolve(), None, "solve")
-    lu, piv, zero = factor(a, overwrite_a, cf, "solve")
+    lu, piv, zero, back = factor_working(a, overwrite_a, cf, "solve")
     if zero >= 0:
         raise np.linalg.LinAlgError(_singular("solve", zero))
-    return lu_solve(
-        (lu, piv), b, trans=1 if transposed else 0, overwrite_b=overwrite_b, check_finite=False
+    trans = 1 if transposed else 0
+    if back is not None and not _factor_block.plain(b):
+        lu, back = _factor_block.to_block(lu, *back), None
+    if back is None:
+        return lu_solve((lu, piv), b, trans=trans, overwrite_b=overwrite_b, check_finite=False)
+    # solved in the factor's working block: b there and x back (docs/defaults.md)
+    bw = _factor_block.to_block(b, lu.block[0])
+    x = lu_solve(
+        (lu, piv), bw, trans=trans, overwrite_b=overwrite_b or bw is not b, check_finite=False
     )
+    return x if x.block == b.block else _factor_block.to_block(x, *b.block)
 
 
 @implements(np.linalg.solve)
@@ -360,10 +369,11 @@ def _np_inv(a: Any) -> BlockCyclicArray:
     a = ck.check_array(a, "a", "inv")
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise np.linalg.LinAlgError(f"inv: a must be square, got shape {a.shape}")
-    lu, piv, zero = factor(a, False, False, "inv")
+    lu, piv, zero, back = factor_working(a, False, False, "inv")
     if zero >= 0:
         raise np.linalg.LinAlgError(_singular("inv", zero))
-    return lu_solve((lu, piv), _identity_like(lu), overwrite_b=True, check_finite=False)
+    x = lu_solve((lu, piv), _identity_like(lu), overwrite_b=True, check_finite=False)
+    return x if back is None else _factor_block.to_block(x, *back)
 
 
 @implements(np.linalg.slogdet)
@@ -451,7 +461,23 @@ def factor(
 ) -> tuple[BlockCyclicArray, np.ndarray, int]:
     """``(lu, piv, zero)``: the factor, the pivots and the 0-based column of the first zero
     pivot (``-1`` if none). Every check is made identically on every rank before any
-    communication."""
+    communication. The working copy is made in the block of :mod:`._factor_block`; the factor
+    comes back in ``a``'s block (square)."""
+    w, piv, zero, back = factor_working(a, overwrite_a, check_finite, op)
+    if back is None:
+        return w, piv, zero
+    lu = _factor_block.to_block(w, *back)
+    if overwrite_a and not a.is_view and tuple(a.block) == tuple(back):
+        ck.store(a, lu)  # the caller asked for its storage
+        return a, piv, zero
+    return lu, piv, zero
+
+
+def factor_working(
+    a: BlockCyclicArray, overwrite_a: Any = False, check_finite: Any = True, op: str = "lu_factor"
+) -> tuple[BlockCyclicArray, np.ndarray, int, tuple[int, int] | None]:
+    """:func:`factor` without the way back: ``(w, piv, zero, back)``, the factor in the working
+    block and the caller's block to return it in (None: ``w`` is already in it)."""
     a = ck.check_array(a, "a", op)
     overwrite_a = ck.check_flag(overwrite_a, "overwrite_a")
     check_finite = ck.check_flag(check_finite, "check_finite")
@@ -468,12 +494,16 @@ def factor(
         in_place = False
     if check_finite:
         ck.check_finite(w, None, op)
-    if not in_place and w is a:
-        w = w.copy()
     if min(w.shape) == 0:
-        return w, np.zeros(0, dtype=np.int32), -1
+        return (w.copy() if not in_place and w is a else w), np.zeros(0, dtype=np.int32), -1, None
+    caller = w
+    nb = _factor_block.block_for(w, "lu")
+    if nb is not None:  # the working copy in the working block (docs/defaults.md)
+        w = _factor_block.to_block(w, nb, nb)
+    elif not in_place and w is a:
+        w = w.copy()
     piv, zero = _LUPipeline(w).run()
-    return w, piv, zero
+    return w, piv, zero, (None if nb is None else caller.block)
 
 
 def _identity_like(a: BlockCyclicArray) -> BlockCyclicArray:
@@ -497,7 +527,7 @@ def _diag_of_factor(a: BlockCyclicArray, op: str) -> tuple[BlockCyclicArray, np.
     (``d`` None when ``a`` is singular)."""
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise np.linalg.LinAlgError(f"{op}: a must be square, got shape {a.shape}")
-    lu, piv, zero = factor(a, False, False, op)
+    lu, piv, zero, _ = factor_working(a, False, False, op)  # U's diagonal in any layout
     if zero >= 0:
         return lu, piv, None
     lay, g = lu.layout, lu.grid

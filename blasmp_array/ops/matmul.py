@@ -1,18 +1,21 @@
 """``A @ B`` (``np.matmul``): the product a NumPy user writes, routed to the right kernel.
 
 * ``A.T @ A``, ``A @ A.T``, ``A.H @ A``, ``A @ A.H`` (the operands share storage and their views
-  are transposes of each other) run SYRK/HERK on the lower triangle (``n^2 k`` flops, half of
-  GEMM's), then fill the strict upper triangle from the lower one (:func:`fill_symmetric`);
+  are transposes of each other) run SYRK/HERK (``n^2 k`` flops, half of GEMM's) and return the
+  full symmetric (Hermitian) matrix (``ops.syrk.rank_k`` with ``full=True``);
 * ``A @ x`` (``x`` a vector) is GEMM of ``A`` with ``x``'s ``n x 1`` column face, ``x @ A`` GEMM
   of ``A^T`` with it (an ``n x 1`` result, no transposed copy), both vectors;
   ``x @ y`` the inner product (local products, one allgather): a scalar on every rank;
 * everything else is GEMM with the lazy views folded into its transpose flags.
 
 A vector whose blocks do not conform to the matrix's (the K blocking) is moved quietly to the
-matrix's blocks first: ``O(n)`` elements. On a 1x1 grid the products are one local BLAS call
-(the operators' ``method='auto'``) and the fill is a local transposing copy on the device; on
-larger grids the fill is one distributed transpose. Integer and bool operands are computed in
-float64 (the BLAS have no integer GEMM).
+matrix's blocks first: ``O(n)`` elements. Integer and bool operands are computed in float64
+(the BLAS have no integer GEMM).
+
+On a 1x1 grid the matrix products are one local BLAS call (the operators' ``method='auto'``)
+and the fill is a local transposing copy on the device; on larger grids SYRK computes a
+balanced band of blocks (the same work on every process) and the rest comes from one
+distributed transpose.
 """
 
 from __future__ import annotations
@@ -26,15 +29,14 @@ from ..array import BLAS_DTYPES, BlockCyclicArray, as_vector
 from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
 from . import _checks as ck
-from ._triangle import mirror_triangle, triangle_mask
 from ._warmup import sample_matrix, warmup_kernels
 from .elementwise import aligned
 from .gemm import gemm
 from .panels import compose_op
-from .redistribute import redistribute, transpose
+from .redistribute import redistribute
 from .syrk import rank_k
 
-__all__ = ["matmul", "fill_symmetric", "dot_vectors", "conform_vector"]
+__all__ = ["matmul", "dot_vectors", "conform_vector"]
 
 
 def matmul(a: BlockCyclicArray, b: BlockCyclicArray) -> BlockCyclicArray:
@@ -84,8 +86,8 @@ def matmul(a: BlockCyclicArray, b: BlockCyclicArray) -> BlockCyclicArray:
         for herm, flip in ((False, "T"), (True, "C")):
             if vb == compose_op(va, flip):
                 name = "matmul(herk)" if herm else "matmul(syrk)"
-                low = rank_k(name, a, None, None, "N", "L", 1, 0, herm, 2, "auto", None)
-                return fill_symmetric(low, "L", herm and low.dtype.kind == "c")
+                # the full matrix: the lower triangle mirrored, or a balanced band + transpose
+                return rank_k(name, a, None, None, "N", "L", 1, 0, herm, 2, "auto", None, True)
     return gemm(a, b)
 
 
@@ -209,34 +211,3 @@ def _memory(x: Any) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
     if ptr is None:
         ptr = x.__array_interface__["data"][0]  # NumPy
     return int(ptr), tuple(x.shape), tuple(x.strides)
-
-
-def fill_symmetric(C: BlockCyclicArray, uplo: str, hermitian: bool) -> BlockCyclicArray:
-    """Complete ``C`` (square blocks, its ``uplo`` triangle computed) to the full symmetric
-    (Hermitian) matrix, in place: ``C := tril(C) + tril(C, -1)^T`` for ``uplo='L'``. Collective.
-
-    One process: a local transposing copy of the strict triangle. Several: the transpose of
-    ``C`` (one exchange), selected into the other triangle on the device.
-    """
-    g = C.grid
-    b = g.backend
-    if g.size == 1:
-        b.launch(b.compute, mirror_triangle, b.xp, C._data, uplo, hermitian)
-        b.synchronize()
-        return C
-    mirrored = transpose(C, conjugate=hermitian)
-    if mirrored.layout != C.layout:
-        mirrored = mirrored.redistribute(grid=g, block=C.block)
-    keep = triangle_mask(C.layout, g, uplo)
-    b.xp.copyto(C._data, mirrored._data, where=~keep)
-    return C
-
-
-@warmup_kernels
-def _warm_symmetric_fill(backend: Backend, xp: Any, dtype: Any) -> None:
-    """The select of :func:`fill_symmetric` (the inverted mask included)."""
-    n = 6
-    local = sample_matrix(xp, dtype, n)
-    rows = xp.asarray(np.arange(n))
-    tri = (rows[None, :] - rows[:, None]) <= 0
-    xp.copyto(local.copy(), local, where=~tri)

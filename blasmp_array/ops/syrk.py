@@ -28,10 +28,11 @@ from ..array import BlockCyclicArray
 from ..backends.base import Backend
 from ..layout import BlockCyclicLayout
 from . import _checks as ck
-from ._triangle import index_triangle, scale_triangle, triangle_mask
+from ._triangle import index_triangle, mirror_triangle, scale_triangle, triangle_mask
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from .gemm import check_method, check_stages, output_target
 from .panels import (
+    Panel,
     PanelSpec,
     Source,
     WindowTarget,
@@ -171,6 +172,127 @@ class _LocalTriangle:
         return out
 
 
+#: backends on which ``full=True`` computes the balanced band on a grid. The CPU's triangle
+#: update already makes one GEMM per block column (its chunks are 256 columns wide), so the band
+#: costs it no wider calls; the GPU's chunks merge 2048 columns into one GEMM, which the band's
+#: per-column runs would split (not measured there: it keeps the triangle and its fill).
+BALANCED_BAND = {"cpu"}
+
+
+def band_half(j: int, k: int) -> int:
+    """How many blocks after the diagonal one (cyclically, mod ``k``) block column ``j`` of a
+    ``k x k`` block matrix computes in the *balanced band*: every pair of blocks ``(i, j)``,
+    ``(j, i)`` with ``i != j`` lies in exactly one column's band, and every column holds
+    ``k // 2`` or ``k // 2 + 1`` blocks, whatever process owns it."""
+    if k % 2:
+        return (k - 1) // 2
+    return k // 2 if j < k // 2 else k // 2 - 1
+
+
+class _LocalBand:
+    """The balanced band of a full symmetric result (``full=True`` of :func:`rank_k`): block
+    column ``J`` computes its diagonal block (lower triangle) and the blocks ``J + 1, ...,
+    J + band_half(J)`` (mod ``K``) -- at most two runs of local rows -- instead of every block
+    below the diagonal. The lower triangle of a block-cyclic matrix is unbalanced (grid 1x2,
+    K = 12: 39 against 33 block products, the slower process sets the pace); the band gives
+    every block column 6 or 7. The rest is filled from the transpose (:func:`_fill_from_band`).
+    Same interface as :class:`_LocalTriangle` for :func:`triangle_update`."""
+
+    def __init__(self, C: BlockCyclicArray) -> None:
+        g, lay = C.grid, C.layout
+        b = lay.block[0]
+        K = lay.nblocks[0]
+        ib = list(lay.local_block_rows(g.myrow))
+        roff = [t * b for t in range(len(ib))] + [C._data.shape[0]]
+
+        def rows(g0: int, g1: int) -> tuple[int, int]:
+            # local rows of the global blocks g0 .. g1 (inclusive; empty when g1 < g0)
+            if g1 < g0:
+                return (0, 0)
+            return (roff[bisect.bisect_left(ib, g0)], roff[bisect.bisect_right(ib, g1)])
+
+        self.uplo = "L"
+        self.cols = []  # (c0, c1, below, wrapped, diag, outside runs)
+        for t, J in enumerate(lay.local_block_cols(g.mycol)):
+            c0 = t * lay.block[1]
+            c1 = min(c0 + lay.block[1], C._data.shape[1])
+            last = J + band_half(J, K)
+            mine = bisect.bisect_left(ib, J) < len(ib) and ib[bisect.bisect_left(ib, J)] == J
+            diag = rows(J, J) if mine else None
+            below = rows(J + 1, min(last, K - 1))
+            wrapped = rows(0, last - K)
+            outside = (rows(max(0, last - K + 1), J - 1), rows(last + 1, K - 1))
+            self.cols.append((c0, c1, below, wrapped, diag, outside))
+
+    def chunks(self, width: int) -> list[tuple[int, int, tuple[int, int], list[Any]]]:
+        """One chunk per block column: the run below the diagonal block, then the wrapped run
+        and the diagonal block (the format of :meth:`_LocalTriangle.chunks`)."""
+        return [
+            (c0, c1, below, [(c0, c1, wrapped, diag)])
+            for c0, c1, below, wrapped, diag, _ in self.cols
+        ]
+
+
+def _copy_block(out: Any, src: Any) -> None:
+    out[...] = src
+
+
+def _strict_upper_from(xp: Any, c_blk: Any, t_blk: Any) -> None:
+    # the strict upper triangle of a diagonal block from the transposed matrix
+    i, j = xp.triu_indices(c_blk.shape[0], 1)
+    c_blk[i, j] = t_blk[i, j]
+
+
+def _fill_from_band(C: BlockCyclicArray, band: _LocalBand, hermitian: bool) -> None:
+    """Complete ``C``, computed on the balanced band, to the full symmetric (Hermitian) matrix
+    in place: every block outside the band, and the strict upper triangle of every diagonal
+    block, from ``C^T`` (``C^H``), made by one distributed transpose. Collective."""
+    from .redistribute import transpose
+
+    g, b = C.grid, C.grid.backend
+    mirrored = transpose(C, conjugate=hermitian)  # C^T: each block to the mirrored process
+    if mirrored.layout != C.layout:
+        mirrored = mirrored.redistribute(grid=g, block=C.block)
+    c, t = C._data, mirrored._data
+    for c0, c1, _, _, diag, outside in band.cols:
+        for r0, r1 in outside:
+            if r0 < r1:
+                b.launch(b.compute, _copy_block, c[r0:r1, c0:c1], t[r0:r1, c0:c1])
+        if diag is not None:
+            d0, d1 = diag
+            b.launch(b.compute, _strict_upper_from, b.xp, c[d0:d1, c0:c1], t[d0:d1, c0:c1])
+    b.synchronize()
+
+
+def _fill_from_triangle(C: BlockCyclicArray, hermitian: bool) -> None:
+    """Complete ``C``, computed on its lower triangle, to the full symmetric (Hermitian) matrix
+    in place: the strict upper triangle from ``C^T`` (``C^H``), one distributed transpose
+    selected on the device. Collective."""
+    from .redistribute import transpose
+
+    g, b = C.grid, C.grid.backend
+    mirrored = transpose(C, conjugate=hermitian)
+    if mirrored.layout != C.layout:
+        mirrored = mirrored.redistribute(grid=g, block=C.block)
+    keep = triangle_mask(C.layout, g, "L")
+    b.xp.copyto(C._data, mirrored._data, where=~keep)
+
+
+@warmup_kernels
+def _warm_symmetric_fill(backend: Backend, xp: Any, dtype: np.dtype) -> None:
+    """The fills of a full result: :func:`_fill_from_band`'s copies (a strided rectangle, a
+    diagonal block's strict upper triangle) and :func:`_fill_from_triangle`'s select (the
+    inverted mask included)."""
+    n = 6
+    local = sample_matrix(xp, dtype, n)
+    other = local.copy()
+    _copy_block(local[1:4, 2:5], other[1:4, 2:5])
+    _strict_upper_from(xp, local[1:5, 1:5], other[1:5, 1:5])
+    rows = xp.asarray(np.arange(n))
+    tri = (rows[None, :] - rows[:, None]) <= 0
+    xp.copyto(local.copy(), local, where=~tri)
+
+
 def triangle_update(
     name: str,
     operands: Sequence[tuple[Source, BlockCyclicArray, int]],
@@ -180,6 +302,7 @@ def triangle_update(
     num_stages: int,
     step_width: int | None,
     diag_kernel: str | None = None,
+    band: _LocalBand | None = None,
 ) -> None:
     """``C[uplo triangle] += sum_t coef_t * M_{row_t} @ M_{col_t}^T`` over the pipeline.
 
@@ -190,6 +313,9 @@ def triangle_update(
     panel is the row panel's matrix), ``'syr2k'`` when it is ``coef (M N^T + N M^T)`` (two
     terms, same coefficient): diagonal blocks then take the backend's SYRK/SYR2K, which writes
     only the triangle at half the flops, instead of a full product added through a mask.
+
+    ``band`` (``uplo='L'``, ``C`` not a window): update the blocks of the balanced band
+    (:class:`_LocalBand`) instead of the triangle.
     """
     grid, b = C.grid, C.grid.backend
     src0 = operands[0][0]
@@ -197,9 +323,22 @@ def triangle_update(
     width = default_step_width(b) if step_width is None else step_width
     steps = make_steps(kdim, kb, width)
     target, c_loc = output_target(C)  # a window view C: in its parent, with gathered panels
-    specs = [PanelSpec(src, target, axis) for src, _, axis in operands]
-    locals_ = [x._data for _, x, _ in operands]
-    tri = _LocalTriangle(C, uplo)
+    # SYRK's column panel on a grid of one process row: the rows of the row panel (which holds
+    # every row of M) at the chunk's global columns -- not packed nor sent a second time
+    # (the same virtual matrix on both sides: SYRK, not HERK, whose column panel is conjugated)
+    one_row = (
+        band is not None
+        and grid.nprow == 1
+        and len(operands) == 2
+        and [(li, ri) for _, li, ri in terms] == [(0, 1)]
+        and operands[1][2] == 1
+        and operands[1][0] == operands[0][0]
+    )
+    sent = operands[:1] if one_row else operands
+    specs = [PanelSpec(src, target, axis) for src, _, axis in sent]
+    locals_ = [x._data for _, x, _ in sent]
+    gcols = C.layout.local_cols(grid.mycol) if one_row else None
+    tri: _LocalTriangle | _LocalBand = _LocalTriangle(C, uplo) if band is None else band
     one, zero = C.dtype.type(1), C.dtype.type(0)
     bsz = C.layout.block[0]
     tmp = b.xp.empty((bsz, bsz), C.dtype)  # private scratch for diagonal blocks
@@ -233,8 +372,19 @@ def triangle_update(
                     b.compute,
                 )
 
+    def with_columns(panels: list[Any], c0: int) -> list[Any]:
+        # the row panel, and the same rows as the column panel of a chunk starting at local
+        # column c0 (one block column: its global columns are consecutive)
+        row = panels[0]
+        if row is None or gcols is None:
+            return [row, None]
+        off = int(gcols[c0]) - c0
+        return [row, Panel(row.lo - off, row.hi - off, row.array)]
+
     def update(k: int, panels: list[Any]) -> None:
         for cc0, cc1, (s0, s1), columns in chunks:
+            if one_row:
+                panels = with_columns(panels, cc0)
             product(panels, s0, s1, cc0, cc1)  # the rows every column of the chunk needs
             for c0, c1, (r0, r1), diag in columns:
                 product(panels, r0, r1, c0, c1)
@@ -318,12 +468,21 @@ def rank_k(
     num_stages: int,
     method: str,
     step_width: int | None,
+    full: bool = False,
 ) -> BlockCyclicArray:
     """SYRK/HERK (``B is None``) or SYR2K/HER2K on the ``uplo`` triangle (checked arguments).
 
     ``trans`` in 'N', 'T', 'C' names ``op`` in ``op(A) op(A)^T`` (``op(A) op(A)^H`` when
     ``hermitian``; so ``trans='N', hermitian=True`` is ``A A^H``).
+
+    ``full`` (SYRK/HERK into a new ``C``, ``uplo='L'``: what ``A.T @ A`` needs): return the
+    full symmetric (Hermitian) matrix. One process mirrors its lower triangle; a grid computes
+    the balanced band of :class:`_LocalBand` (every process about the same number of block
+    products; on the backends of :data:`BALANCED_BAND`, else the lower triangle) and fills the
+    rest from one distributed transpose.
     """
+    if full and (B is not None or C is not None or uplo != "L"):
+        raise ValueError(f"{name}: full=True is for a new C = op(A) op(A)^T, uplo 'L'")
     XA, va, offa, exta = ck.split_window(A)
     o1a = compose_op(va, trans)
     sa = Source(XA.layout, o1a, offset=offa, extent=exta)
@@ -400,6 +559,7 @@ def rank_k(
         beta = dtype.type(0)
 
     b = grid.backend
+    band = _LocalBand(Cw) if full and grid.size > 1 and b.name in BALANCED_BAND else None
     begin_pipeline(b, dtype)
     if n:
         if not fresh and beta != 1:
@@ -444,11 +604,18 @@ def rank_k(
                 # HERK/HER2K keep the masked product on diagonal blocks (the backend's HERK
                 # computes A^H A, the panels hold A's rows)
                 diag = None if hermitian else ("syrk" if B is None else "syr2k")
-                triangle_update(name, operands, terms, Cw, uplo, stages, width, diag)
+                triangle_update(name, operands, terms, Cw, uplo, stages, width, diag, band)
         if hermitian:
             ri, ci = _local_diagonal(Cw)
             b.launch(b.compute, _zero_diag_imag, output_target(Cw)[1], ri, ci)
+        if full and grid.size == 1:  # one process: its lower triangle mirrored, on the device
+            b.launch(b.compute, mirror_triangle, b.xp, Cw._data, uplo, hermitian)
     b.synchronize()
+    if full and grid.size > 1 and n:
+        if band is not None:
+            _fill_from_band(Cw, band, hermitian)
+        else:
+            _fill_from_triangle(Cw, hermitian)
     if C is not None and Cw is not C:
         back = ck.move(Cw, C.grid, C.block, "C", name, "C's layout differs from the working one")
         ck.store(C, back)

@@ -253,9 +253,19 @@ def test_backend_potrf(grid, dtype):
         info = be.xp.full(2, -7, dtype=np.int32)
         be.potrf(dev[1 : n + 1, 2 : n + 2], uplo, info[1:], be.compute)
         be.synchronize()
-        out = be.asnumpy(dev)[1 : n + 1, 2 : n + 2]
+        whole = be.asnumpy(dev)
+        out = whole[1 : n + 1, 2 : n + 2]
         assert be.asnumpy(info).tolist() == [-7, 0]
         assert factor_ok(a, out, uplo == "L", dtype)[0]
+        # the other triangle (NaN: never read) and everything around the tile are untouched
+        # (the GPU's 'L' factors a column-major copy and copies the whole tile back)
+        other = (
+            np.triu(np.ones((n, n), bool), 1) if uplo == "L" else np.tril(np.ones((n, n), bool), -1)
+        )
+        assert np.all(np.isnan(out[other]))
+        around = np.ones(big.shape, bool)
+        around[1 : n + 1, 2 : n + 2] = False
+        assert np.all(np.isnan(whole[around]))
         bad = a.copy()
         bad[4, 4] = -1
         tile = be.asarray(np.ascontiguousarray(stored(bad, uplo == "L")))
@@ -340,3 +350,110 @@ def test_recursive_potrf_through_cholesky(grid, dtype, lower, monkeypatch):
             a[bad, bad] = -1.0
             with pytest.raises(np.linalg.LinAlgError, match=f"order {bad + 1} "):
                 cholesky(bm.from_numpy(stored(a, lower), block=(4, 4), grid=grid), lower=lower)
+
+
+# -- the working block (ops/_factor_block.py) ----------------------------------------------------
+def force_working_block(monkeypatch, grid, block: int) -> list:
+    """Make the rule of ``ops/_factor_block.py`` choose ``block`` at test sizes on this backend;
+    return the list the pipeline appends the block it factors in to."""
+    from blasmp_array.ops import _factor_block
+    from blasmp_array.ops import cholesky as chol
+
+    table = {"cholesky": ((0, block),), "lu": ((0, block),)}
+    monkeypatch.setattr(_factor_block, "TABLE", {grid.backend.name: table})
+    monkeypatch.setattr(_factor_block, "MIN_BLOCK", 1)
+    monkeypatch.setattr(_factor_block, "MIN_BLOCKS_PER_PROCESS", 1)
+    seen: list = []
+    init = chol._CholeskyPipeline.__init__
+
+    def spy(self, w, *args):
+        seen.append(tuple(w.block))
+        init(self, w, *args)
+
+    monkeypatch.setattr(chol._CholeskyPipeline, "__init__", spy)
+    return seen
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+@pytest.mark.parametrize("lower", [True, False])
+def test_working_block(grid, dtype, lower, monkeypatch):
+    """The factor is computed in the rule's block and comes back in the caller's layout; no
+    RedistributionWarning (the library's own copy); solve works in the working block."""
+    n, nb, wb, k = 37, 3, 8, 3
+    seen = force_working_block(monkeypatch, grid, wb)
+    a = spd(n, dtype, seed=21)
+    b = random_matrix(np.random.default_rng(4), (n, k), dtype)
+    A = bm.from_numpy(stored(a, lower), block=(nb, nb), grid=grid)
+    B = bm.from_numpy(b, block=(nb, 2), grid=grid)
+    before = A.to_numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bm.RedistributionWarning)
+        C = cholesky(A, lower=lower)
+        X = solve(A, B, lower=lower, assume_a="pos")
+    from blasmp_array.ops._factor_block import working_block
+
+    w = working_block(grid.backend.name, grid.shape, n, "cholesky", nb)  # wb, or less (6 ranks)
+    assert seen == ([(w, w)] * 2 if grid.size > 1 else [])
+    assert w > nb or grid.size == 1
+    c = C.to_numpy()
+    assert C.layout == A.layout and C.grid is A.grid
+    ok, worst = factor_ok(a, c, lower, dtype)
+    assert ok, f"backward error {worst:.3g} x bound"
+    assert np.all((np.triu(c, 1) if lower else np.tril(c, -1)) == 0)
+    assert np.array_equal(A.to_numpy(), before, equal_nan=True), "input modified"
+    assert X.layout == B.layout
+    ok, worst = solve_ok(a, c, lower, X.to_numpy(), b, dtype)
+    assert ok, f"solve residual {worst:.3g} x bound"
+    assert np.array_equal(B.to_numpy(), b), "b modified"
+    # b a lazy view: the factor goes back to a's block and b is solved where it is
+    Bv = bm.from_numpy(np.ascontiguousarray(b.T), block=(2, nb), grid=grid).T
+    assert solve_ok(a, c, lower, solve(A, Bv, lower=lower, assume_a="pos").to_numpy(), b, dtype)[0]
+    # overwrite_a: the factor is written back into A's storage
+    W = bm.from_numpy(stored(a, lower), block=(nb, nb), grid=grid)
+    F, low = cho_factor(W, lower=lower, overwrite_a=True)
+    assert F is W and low is lower
+    assert factor_ok(a, W.to_numpy(), lower, dtype)[0]
+    # np.linalg.cholesky (lower) through the same path
+    L = np.linalg.cholesky(bm.from_numpy(stored(a, True), block=(nb, nb), grid=grid))
+    assert factor_ok(a, L.to_numpy(), True, dtype)[0]
+
+
+# -- one process: a lower factor through the backend's fast (upper) triangle ---------------------
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("leaf", [0, 6])
+def test_lower_factor_as_upper_of_the_transpose(grid, dtype, leaf, monkeypatch):
+    """``potrf_fast_uplo = 'U'`` (the GPU's) on this backend: one process computes a lower
+    factor as the upper factor of the conjugate transpose (ops/cholesky.py, _local_potrf).
+    Same bound, the other triangle of cho_factor's result is the input's, overwrite_a, the
+    failing order; with the recursion on (leaf 6) and off."""
+    from blasmp_array.ops import cholesky as module
+
+    monkeypatch.setattr(grid.backend, "potrf_fast_uplo", "U")
+    if leaf:
+        monkeypatch.setitem(module.RECURSIVE_POTRF, grid.backend.name, (leaf, True))
+    flips: list = []
+    transpose = module._conj_transpose_into
+    monkeypatch.setattr(
+        module, "_conj_transpose_into", lambda *args: flips.append(1) or transpose(*args)
+    )
+    run_case(grid, dtype, 37, 5, True, 2)
+    assert len(flips) == (2 if grid.size == 1 else 0)  # in and out, on one process only
+    run_case(grid, dtype, 37, 5, False, 2)  # an upper factor needs none
+    assert len(flips) == (2 if grid.size == 1 else 0)
+    n = 23
+    a = spd(n, dtype, seed=3)
+    A = bm.from_numpy(stored(a, True), block=(4, 4), grid=grid)
+    c, low = cho_factor(A, lower=True)
+    got = c.to_numpy()
+    assert low and factor_ok(a, got, True, dtype)[0]
+    assert np.array_equal(np.triu(got, 1), np.triu(stored(a, True), 1), equal_nan=True)
+    W = bm.from_numpy(stored(a, True), block=(4, 4), grid=grid)
+    F, _ = cho_factor(W, lower=True, overwrite_a=True)
+    assert F is W and np.array_equal(W.to_numpy(), got, equal_nan=True)
+    L = np.linalg.cholesky(bm.from_numpy(a, block=(4, 4), grid=grid))
+    assert factor_ok(a, L.to_numpy(), True, dtype)[0] and np.all(np.triu(L.to_numpy(), 1) == 0)
+    for bad in (0, 9, n - 1):
+        b = a.copy()
+        b[bad, bad] = -1.0
+        with pytest.raises(np.linalg.LinAlgError, match=f"order {bad + 1} "):
+            cholesky(bm.from_numpy(stored(b, True), block=(4, 4), grid=grid), lower=True)

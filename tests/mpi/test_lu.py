@@ -522,3 +522,73 @@ def test_one_process_uses_the_lookahead_where_streams_are_concurrent(grid, case,
     )
     run_case(grid, np.float64, *case)
     assert len(calls) == (1 if grid.size == 1 and n >= 7 else 0)
+
+
+# -- the working block (ops/_factor_block.py) ----------------------------------------------------
+def force_working_block(monkeypatch, grid, block: int) -> list:
+    """Make the rule of ``ops/_factor_block.py`` choose ``block`` at test sizes on this backend;
+    return the list the pipeline appends the block it factors in to."""
+    from blasmp_array.ops import _factor_block
+
+    table = {"cholesky": ((0, block),), "lu": ((0, block),)}
+    monkeypatch.setattr(_factor_block, "TABLE", {grid.backend.name: table})
+    monkeypatch.setattr(_factor_block, "MIN_BLOCK", 1)
+    monkeypatch.setattr(_factor_block, "MIN_BLOCKS_PER_PROCESS", 1)
+    seen: list = []
+    init = lu_module._LUPipeline.__init__
+
+    def spy(self, w):
+        seen.append(tuple(w.block))
+        init(self, w)
+
+    monkeypatch.setattr(lu_module._LUPipeline, "__init__", spy)
+    return seen
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_working_block(grid, dtype, monkeypatch):
+    """LU, solve, inv and det factor in the rule's block; results come back in the callers'
+    layouts, with LAPACK's pivots, and without a RedistributionWarning."""
+    n, nb, wb, k = 37, 3, 8, 3
+    rng = np.random.default_rng(13)
+    a = random_matrix(rng, (n, n), dtype) + 2 * np.eye(n, dtype=dtype)
+    b = random_matrix(rng, (n, k), dtype)
+    seen = force_working_block(monkeypatch, grid, wb)
+    A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    B = bm.from_numpy(b, block=(nb, 2), grid=grid)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bm.RedistributionWarning)
+        lu, piv = lu_factor(A)
+        X = np.linalg.solve(A, B)
+        Ai = np.linalg.inv(A)
+        d = np.linalg.det(A)
+    from blasmp_array.ops._factor_block import working_block
+
+    w = working_block(grid.backend.name, grid.shape, n, "lu", nb)  # wb, or less (6 ranks)
+    assert seen == [(w, w)] * 4
+    assert w > nb or grid.size == 1
+    assert lu.layout == A.layout and lu.grid is A.grid
+    np.testing.assert_array_equal(piv, sla.lu_factor(a)[1], err_msg="pivots differ from LAPACK's")
+    x = lu.to_numpy()
+    ok, worst = factor_ok(a, x, piv, dtype)
+    assert ok, f"backward error {worst:.3g} x bound"
+    assert X.layout == B.layout
+    ok, worst = solve_ok(a, x, piv, X.to_numpy(), b, dtype)
+    assert ok, f"solve residual {worst:.3g} x bound"
+    assert Ai.layout == A.layout
+    ai = Ai.to_numpy()
+    tol = 50 * n * np.finfo(dtype).eps
+    res = np.linalg.norm(a.astype(np.complex128) @ ai - np.eye(n), 1)
+    assert res <= tol * np.linalg.norm(a, 1) * np.linalg.norm(ai, 1)
+    assert abs(d - np.linalg.det(a)) <= tol * abs(np.linalg.det(a))
+    assert np.array_equal(A.to_numpy(), a) and np.array_equal(B.to_numpy(), b)
+    # transposed solve, and b a lazy view (solved after the factor went back to a's block)
+    Xt = solve(A, B, transposed=True)
+    assert Xt.layout == B.layout and solve_ok(a, x, piv, Xt.to_numpy(), b, dtype, 1)[0]
+    Bv = bm.from_numpy(np.ascontiguousarray(b.T), block=(2, nb), grid=grid).T
+    assert solve_ok(a, x, piv, solve(A, Bv).to_numpy(), b, dtype)[0]
+    # overwrite_a: the factor is written back into A's storage
+    W = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    R, piv_w = lu_factor(W, overwrite_a=True)
+    assert R is W and np.array_equal(piv_w, piv)
+    assert factor_ok(a, W.to_numpy(), piv, dtype)[0]

@@ -1,0 +1,59 @@
+"""``A.T @ A`` (and ``A @ A.T``, ``A.H @ A``) on a grid through the balanced band of
+``ops/syrk.py`` (``rank_k(full=True)``), and through the lower triangle and its fill: the full
+symmetric (Hermitian) matrix, exactly symmetric, within the SYRK error bound of NumPy's
+product, for an odd and an even number of block rows, ragged last blocks, one block larger than
+the matrix, and blocks of 1."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import blasmp_array as bm
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from blas3_reference import DTYPES, assert_within_bound, high, random_matrix  # noqa: E402
+
+# (rows m, columns n, block): K = ceil(n / block) block rows of the result: 4 (even), 5 and 7
+# (odd), ragged, 1 (one block), n blocks of 1
+CASES = [(13, 16, 4), (9, 18, 4), (11, 13, 2), (6, 5, 8), (7, 6, 1)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}x{c[1]}b{c[2]}")
+@pytest.mark.parametrize("shape", ["band", "triangle"])
+def test_gram_matrix(grid, dtype, case, shape, monkeypatch):
+    from blasmp_array.ops import syrk
+
+    # the band on this backend, or the lower triangle and its fill (the GPU's default)
+    monkeypatch.setattr(syrk, "BALANCED_BAND", {grid.backend.name} if shape == "band" else set())
+    sent: list = []  # operands each pipeline sends (one process row: SYRK sends only the rows)
+    run = syrk.run_pipeline
+    monkeypatch.setattr(
+        syrk,
+        "run_pipeline",
+        lambda b, name, specs, *rest: sent.append(len(specs)) or run(b, name, specs, *rest),
+    )
+    m, n, nb = case
+    a = random_matrix(np.random.default_rng(m * n + nb), (m, n), dtype)
+    A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    herm = np.dtype(dtype).kind == "c"
+    for got, ref, x in (
+        ((A.H if herm else A.T) @ A, (a.conj().T if herm else a.T) @ a, a),
+        (A @ (A.H if herm else A.T), a @ (a.conj().T if herm else a.T), a.T),
+    ):
+        c = got.to_numpy()
+        scale = np.abs(high(x)).T @ np.abs(high(x))
+        if x is a.T:
+            scale = np.abs(high(a)) @ np.abs(high(a)).T
+        assert_within_bound(c, ref, scale, x.shape[0], dtype, "A^H A" if x is a else "A A^H")
+        assert np.array_equal(c, c.conj().T), "the result is not exactly symmetric/Hermitian"
+        if herm:
+            assert np.all(np.diag(c).imag == 0)
+    assert np.array_equal(A.to_numpy(), a), "input modified"
+    if grid.size > 1:
+        one = shape == "band" and grid.nprow == 1 and not herm
+        assert sent == [1 if one else 2] * 2

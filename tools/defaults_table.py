@@ -1,0 +1,129 @@
+"""Time the default-argument calls a new user makes, as the user makes them.
+
+Usage: mpiexec -n N python tools/defaults_table.py [--n 2048] [--repeat 5] [--numpy]
+       [--calls matmul,cholesky,lu_factor,solve,ata]
+
+Each call (``A @ B``, ``np.linalg.cholesky(S)``, ``bm.linalg.lu_factor(A)``,
+``np.linalg.solve(A, B)``, ``A.T @ A``) runs with every argument at its default on the default
+grid and block; the time is the slowest rank's, median (min, max) of ``--repeat`` after one
+warm-up. ``--numpy``: rank 0 also times NumPy/SciPy on the gathered matrices, with as many BLAS
+threads as all ranks have together, at most the CPUs it may use (the ratio ``numpy / ours`` > 1:
+we are faster). The first line says
+how many BLAS threads each rank runs and why (``backends/_blas_threads.py``), so that runs with
+and without ``OMP_NUM_THREADS`` can be compared: run them one after the other in the same
+shell command (the machine's load changes between commands). A measuring tool for
+``docs/defaults.md``; the bench's rows (``python -m blasmp_array.bench``) are the reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+import blasmp_array as bm
+
+CALLS = ("matmul", "cholesky", "lu_factor", "solve", "ata")
+
+
+def _timed(fn: Callable[[], Any], comm: Any, be: Any, repeat: int) -> tuple[float, float, float]:
+    fn()
+    be.synchronize()
+    ts = []
+    for _ in range(repeat):
+        be.barrier()
+        t0 = time.perf_counter()
+        fn()
+        be.synchronize()
+        ts.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+    return statistics.median(ts), min(ts), max(ts)
+
+
+def _local_timed(fn: Callable[[], Any], repeat: int) -> float:
+    fn()
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=2048)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--numpy", action="store_true")
+    ap.add_argument("--calls", default=",".join(CALLS))
+    args = ap.parse_args()
+    calls = [c for c in args.calls.split(",") if c]
+    grid = bm.ProcessGrid()
+    comm, be, n = grid.comm, grid.backend, args.n
+    cfg = bm.show_config(grid, mode="dicts")
+    assert cfg is not None
+    threads = sorted(
+        {str(r["blas_threads"]) + " " + str(r["blas_threads_source"]) for r in cfg["per_rank"]}
+    )
+    env = (
+        " ".join(
+            f"{k}={os.environ[k]}"
+            for k in (
+                "OMP_NUM_THREADS",
+                "OPENBLAS_NUM_THREADS",
+                "MKL_NUM_THREADS",
+                "BLASMP_BLAS_THREADS",
+            )
+            if k in os.environ
+        )
+        or "(no thread variables)"
+    )
+    A = bm.random.standard_normal((n, n), seed=1, grid=grid)
+    B = bm.random.standard_normal((n, n), seed=2, grid=grid)
+    S = A @ A.T + n * bm.eye(n, grid=grid)
+    fns: dict[str, Callable[[], Any]] = {
+        "matmul": lambda: A @ B,
+        "cholesky": lambda: np.linalg.cholesky(S),
+        "lu_factor": lambda: bm.linalg.lu_factor(A),
+        "solve": lambda: np.linalg.solve(A, B),
+        "ata": lambda: A.T @ A,
+    }
+    if args.numpy:
+        a, b, s = A.to_numpy(root=0), B.to_numpy(root=0), S.to_numpy(root=0)
+        total = sum(r["blas_threads"] or 1 for r in cfg["per_rank"])
+        ref_threads = max(1, min(total, len(os.sched_getaffinity(0))))
+    if grid.rank == 0:
+        print(
+            f"ranks {grid.size} grid {grid.nprow}x{grid.npcol} n={n} {env}; "
+            f"BLAS threads per rank: {', '.join(threads)}",
+            flush=True,
+        )
+    for name in calls:
+        med, lo, hi = _timed(fns[name], comm, be, args.repeat)
+        line = f"  {name:10s} {med:.4f} s [{lo:.4f}, {hi:.4f}]"
+        if args.numpy and grid.rank == 0:
+            import scipy.linalg as sl
+            from threadpoolctl import threadpool_limits
+
+            ref = {
+                "matmul": lambda: a @ b,
+                "cholesky": lambda: np.linalg.cholesky(s),
+                "lu_factor": lambda: sl.lu_factor(a),
+                "solve": lambda: np.linalg.solve(a, b),
+                "ata": lambda: a.T @ a,
+            }[name]
+            with threadpool_limits(limits=ref_threads, user_api="blas"):
+                t = _local_timed(ref, args.repeat)
+            line += f"   numpy ({ref_threads} thr) {t:.4f} s, numpy/ours {t / med:.2f}x"
+        if grid.rank == 0:
+            print(line, flush=True)
+        comm.Barrier()
+
+
+if __name__ == "__main__":
+    main()
