@@ -9,7 +9,8 @@ module fills the registry for the ops layer, in one place:
   (``materialize_window``, behind ``A.storage``);
 * ``np.matmul``, so ``A @ B`` (NumPy's ufunc protocol) reaches :func:`ops.matmul.matmul`;
 * the NumPy functions and ufuncs of :mod:`.elementwise`, :mod:`.reductions` and
-  :mod:`.functions`, :mod:`.cholesky` and :mod:`.lu`, which register themselves when imported here.
+  :mod:`.functions`, :mod:`.cholesky` and :mod:`.lu`, which register themselves when imported here;
+* the device route of the NumPy door, ``gather_rows`` and ``scatter_rows`` (:mod:`.row_panels`).
 
 ``blasmp_array/__init__.py`` imports this module, so ``import blasmp_array`` fills the registry.
 To give the array a new operator-backed method, see CONTRIBUTING.md ("Adding an array method").
@@ -23,7 +24,7 @@ import numpy as np
 
 from .._dispatch import implements_method, implements_ufunc
 from ..array import BlockCyclicArray
-from . import cholesky, elementwise, functions, lu, reductions  # noqa: F401  (they register)
+from . import cholesky, elementwise, functions, lu, reductions, row_panels  # noqa: F401  (they register)
 from .elementwise import assign
 from .indexing import getitem, materialize_window, setitem
 from .matmul import matmul
