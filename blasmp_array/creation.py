@@ -475,7 +475,8 @@ def _scatter_device(host: np.ndarray | None, out: BlockCyclicArray, root: int) -
         if panel is not None:
             assert host is not None
             rows = panel[: r1 - r0]
-            backend.from_host(host[r0:r1], rows)  # host rows -> root's device
+            # host rows -> root's device, on all the node's cores (the other ranks wait)
+            backend.from_host(host[r0:r1], rows, all_cores=True)
         scatter(out, r0, r1, root, rows)  # root's device -> every process's local matrix
 
 
@@ -600,4 +601,5 @@ def _gather_device(view: BlockCyclicArray, out: np.ndarray | None, root: int | N
         for r in receivers:
             gather_rows(view, r0, r1, r, rows if r == g.rank else None)
         if out is not None:
-            backend.to_host(rows, out[r0:r1])  # my device -> my host rows
+            # my device -> my host rows; with one root, on all the node's cores (the rest wait)
+            backend.to_host(rows, out[r0:r1], all_cores=root is not None)

@@ -49,6 +49,13 @@ def test_split_sizes_the_threads_by_bytes(monkeypatch):
     assert copier.split(3, 103, 10**6) == [(3, 28), (28, 53), (53, 78), (78, 103)]
     assert copier.split(0, 2, 10**6) == [(0, 1), (1, 2)]  # no more parts than rows
     assert copier.split(5, 5, 100) == []
+    wide = HostCopier(2, node_threads=4)
+    assert len(wide.split(0, 100, 10**6)) == 2
+    with wide.on_all_cores():
+        assert len(wide.split(0, 100, 10**6)) == 4
+        with wide.on_all_cores(False):  # nested: stays wide
+            assert len(wide.split(0, 100, 10**6)) == 4
+    assert len(wide.split(0, 100, 10**6)) == 2
 
 
 def test_copier_runs_on_several_threads_and_reraises(monkeypatch):

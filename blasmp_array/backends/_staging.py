@@ -23,9 +23,10 @@ completed (its token was waited for). A chunk holds ``CHUNK_BYTES`` (at least on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -89,24 +90,39 @@ def row_chunks(shape: tuple[int, int], itemsize: int) -> list[tuple[int, int]]:
 class HostCopier:
     """Copies ranges of local rows between host arrays on up to ``threads`` threads.
 
-    The pool of threads starts on the first copy large enough to be split.
+    ``threads`` is this process's share of its node's cores. Inside :meth:`on_all_cores` the
+    copies use up to ``node_threads`` (when the other ranks of the node wait for this one, e.g.
+    the root of a gather). The pool of threads starts on the first copy large enough to split.
     """
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, node_threads: int | None = None) -> None:
         self.threads = max(1, int(threads))
+        self.node_threads = max(self.threads, int(node_threads or 0))
+        self._wide = False
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="blasmp-copy")
+                self._pool = ThreadPoolExecutor(self.node_threads, thread_name_prefix="blasmp-copy")
             return self._pool
 
+    @contextlib.contextmanager
+    def on_all_cores(self, wide: bool = True) -> Iterator[None]:
+        """Within the block, copy on ``node_threads`` threads (if ``wide``)."""
+        before, self._wide = self._wide, self._wide or wide
+        try:
+            yield
+        finally:
+            self._wide = before
+
     def split(self, lo: int, hi: int, rowbytes: int) -> list[tuple[int, int]]:
-        """``[lo, hi)`` cut into at most ``threads`` ranges of at least ``MIN_SPLIT_BYTES``."""
+        """``[lo, hi)`` cut into at most ``threads`` (``node_threads`` inside
+        :meth:`on_all_cores`) ranges of at least ``MIN_SPLIT_BYTES``."""
         n = hi - lo
-        parts = min(self.threads, n, max(1, (n * rowbytes) // max(1, MIN_SPLIT_BYTES)))
+        most = self.node_threads if self._wide else self.threads
+        parts = min(most, n, max(1, (n * rowbytes) // max(1, MIN_SPLIT_BYTES)))
         if parts <= 1:
             return [(lo, hi)] if n > 0 else []
         bounds = [lo + (n * i) // parts for i in range(parts + 1)]

@@ -179,18 +179,20 @@ class Backend(abc.ABC):
     @property
     def host_copier(self) -> HostCopier:
         """The host copy threads of this process (``backends/_staging.py``), created on first
-        use with :func:`~._staging.copy_threads` threads."""
+        use: :func:`~._staging.copy_threads` threads, or as many as the node gives one process
+        for the copies of ``from_host``/``to_host`` with ``all_cores=True``."""
         if self._host_copier is None:
-            self._host_copier = HostCopier(copy_threads(self.ranks_on_node))
+            self._host_copier = HostCopier(copy_threads(self.ranks_on_node), copy_threads(1))
         return self._host_copier
 
-    def from_host(self, src: Any, out: Any) -> None:
+    def from_host(self, src: Any, out: Any, all_cores: bool = False) -> None:
         """``out[...] = src``: fill a local array from host memory.
 
         ``out`` is a 2-D backend array (C-ordered on a device backend). ``src`` is a 2-D NumPy
         array of ``out.shape`` (any strides) or a :class:`~blasmp_array._local_views.LocalView`
         (a process's local matrix inside a global host matrix); it is cast to ``out.dtype``
-        as ``astype`` does. Host copies run on :attr:`host_copier`'s threads; a device backend
+        as ``astype`` does. Host copies run on :attr:`host_copier`'s threads (all the node's
+        cores with ``all_cores``: the other ranks of the node wait meanwhile); a device backend
         streams through reusable pinned buffers. Returns when ``out`` holds the data for any
         later work (host or stream-ordered).
         """
@@ -198,15 +200,19 @@ class Backend(abc.ABC):
         if tuple(out.shape) != view.shape:
             raise ValueError(f"from_host: source of shape {view.shape} for a {out.shape} array")
         if view.shape[0]:
-            self.host_copier.read(view, 0, view.shape[0], out)
+            with self.host_copier.on_all_cores(all_cores):
+                self.host_copier.read(view, 0, view.shape[0], out)
 
-    def to_host(self, a: Any, out: Any = None, conjugate: bool = False) -> Any:
+    def to_host(
+        self, a: Any, out: Any = None, conjugate: bool = False, all_cores: bool = False
+    ) -> Any:
         """Copy a 2-D local array to host memory; return the host copy.
 
         ``out``: ``None`` (a new C-ordered NumPy array), a 2-D NumPy array of ``a.shape`` (any
         strides), or a :class:`~blasmp_array._local_views.LocalView` whose global matrix
         receives the data (then that global matrix is returned). ``conjugate`` writes the
-        complex conjugate. Waits for the work enqueued so far that writes ``a``.
+        complex conjugate; ``all_cores`` as in :meth:`from_host`. Waits for the work enqueued
+        so far that writes ``a``.
         """
         if out is None:
             out = np.empty(tuple(a.shape), dtype=a.dtype)
@@ -214,7 +220,8 @@ class Backend(abc.ABC):
         if tuple(a.shape) != view.shape:
             raise ValueError(f"to_host: a {a.shape} array into a destination of {view.shape}")
         if view.shape[0]:
-            self.host_copier.write(view, 0, view.shape[0], a, conjugate)
+            with self.host_copier.on_all_cores(all_cores):
+                self.host_copier.write(view, 0, view.shape[0], a, conjugate)
         return view.glob
 
     # -- streams and events ---------------------------------------------------------------

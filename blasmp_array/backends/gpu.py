@@ -424,25 +424,28 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
     def _writers(self) -> tuple[Any, ...]:
         return tuple(s.cupy for s in self._streams)
 
-    def from_host(self, src: Any, out: Any) -> None:
+    def from_host(self, src: Any, out: Any, all_cores: bool = False) -> None:
         """See :meth:`.base.Backend.from_host`: streamed through the pinned buffers, host copies
         on the copy threads overlapping the DMA."""
         if not isinstance(out, cupy.ndarray):
-            super().from_host(src, out)
+            super().from_host(src, out, all_cores)
             return
         view = as_local_view(src)
         if tuple(out.shape) != view.shape:
             raise ValueError(f"from_host: source of shape {view.shape} for a {out.shape} array")
         target = out if out.flags.c_contiguous else cupy.empty(out.shape, out.dtype)
-        self.pinned_staging().upload(view, target, after=self._writers())
+        with self.host_copier.on_all_cores(all_cores):
+            self.pinned_staging().upload(view, target, after=self._writers())
         if target is not out:
             out[...] = target
 
-    def to_host(self, a: Any, out: Any = None, conjugate: bool = False) -> Any:
+    def to_host(
+        self, a: Any, out: Any = None, conjugate: bool = False, all_cores: bool = False
+    ) -> Any:
         """See :meth:`.base.Backend.to_host`: streamed through the pinned buffers, host copies
         on the copy threads overlapping the DMA of the next chunk."""
         if not isinstance(a, cupy.ndarray):
-            return super().to_host(a, out, conjugate)
+            return super().to_host(a, out, conjugate, all_cores)
         if out is None:
             out = np.empty(a.shape, dtype=a.dtype)
         view = as_local_view(out)
@@ -450,7 +453,8 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
             raise ValueError(f"to_host: a {a.shape} array into a destination of {view.shape}")
         if not a.flags.c_contiguous:
             a = cupy.ascontiguousarray(a)  # on the current stream, which the copy waits for
-        self.pinned_staging().download(a, view, conjugate, after=self._writers())
+        with self.host_copier.on_all_cores(all_cores):
+            self.pinned_staging().download(a, view, conjugate, after=self._writers())
         return view.glob
 
     def send_rows(
