@@ -157,6 +157,20 @@ def test_upload_and_download_stream_through_two_reused_buffers(monkeypatch, dtyp
     copier.close()
 
 
+def test_buffers_are_sized_once_to_a_chunk(monkeypatch):
+    monkeypatch.setattr(_staging, "CHUNK_BYTES", 1000)
+    pool = StagingPool(lambda n: np.empty(n, np.uint8))
+    copier = HostCopier(1)
+    dev = FakeDevice((10, 3), np.float64)
+    upload(whole_view(np.ones((10, 3))), (10, 3), np.float64, pool, copier, dev.dma_in, dev.wait)
+    assert pool.allocations == 2 and pool.nbytes == 1000  # a whole chunk, not just 240 bytes
+    wide = np.ones((2, 200))  # one row of 1600 bytes: the buffers grow to one row
+    dev = FakeDevice((2, 200), np.float64)
+    upload(whole_view(wide), (2, 200), np.float64, pool, copier, dev.dma_in, dev.wait)
+    assert pool.allocations == 4 and pool.nbytes == 1600
+    np.testing.assert_array_equal(dev.data, wide)
+
+
 def test_pool_grows_only_when_a_chunk_is_larger(monkeypatch):
     grown = []
     pool = StagingPool(lambda n: np.empty(n, np.uint8), on_grow=lambda: grown.append(1))

@@ -15,10 +15,11 @@ Staging pipeline
 ----------------
 A local matrix moves between the host and the device in chunks of whole local rows (a row range
 of a C-ordered device array is contiguous) through a :class:`StagingPool` of two host buffers
-allocated once and reused (pinned memory on the GPU: pinning per call costs more than it
-saves). While the threads fill (or drain) one buffer, the DMA of the other runs: chunk ``k``
-uses buffer ``k % 2``, and a buffer is reused only after the DMA that last touched it has
-completed (its token was waited for). A chunk holds ``CHUNK_BYTES`` (at least one row).
+of ``CHUNK_BYTES`` allocated once and reused (pinned memory on the GPU: pinning per call costs
+more than it saves). While the threads fill (or drain) one buffer, the DMA of the other runs:
+chunk ``k`` uses buffer ``k % 2``, and a buffer is reused only after the DMA that last touched
+it has completed (its token was waited for). A chunk holds ``CHUNK_BYTES`` (at least one row;
+a row wider than that grows the buffers to one row).
 """
 
 from __future__ import annotations
@@ -210,6 +211,15 @@ class StagingPool:
         self.nbytes = 0
 
 
+def _buffers(
+    pool: StagingPool, chunks: Sequence[tuple[int, int]], ncols: int, dt: np.dtype
+) -> Sequence[np.ndarray]:
+    """The pool's two buffers, each at least ``CHUNK_BYTES`` and one chunk of ``chunks``: sized
+    once for every later transfer (a wider row than ``CHUNK_BYTES`` grows them)."""
+    need = max(hi - lo for lo, hi in chunks) * ncols * dt.itemsize
+    return pool.buffers(max(CHUNK_BYTES, need))
+
+
 def _rows_of(buf: np.ndarray, rows: int, ncols: int, dtype: np.dtype) -> np.ndarray:
     """The first ``rows x ncols`` elements of the byte buffer ``buf`` as a C-ordered matrix."""
     return buf[: rows * ncols * dtype.itemsize].view(dtype).reshape(rows, ncols)
@@ -235,7 +245,7 @@ def upload(
     chunks = row_chunks((rows, ncols), dt.itemsize)
     if not chunks:
         return
-    bufs = pool.buffers(max(hi - lo for lo, hi in chunks) * ncols * dt.itemsize)
+    bufs = _buffers(pool, chunks, ncols, dt)
     tokens: list[Any] = [None, None]
     try:
         for k, (lo, hi) in enumerate(chunks):
@@ -274,7 +284,7 @@ def download(
     chunks = row_chunks((rows, ncols), dt.itemsize)
     if not chunks:
         return
-    bufs = pool.buffers(max(hi - lo for lo, hi in chunks) * ncols * dt.itemsize)
+    bufs = _buffers(pool, chunks, ncols, dt)
 
     def issue(k: int) -> tuple[Any, np.ndarray]:
         lo, hi = chunks[k]
@@ -323,7 +333,7 @@ def send_staged(
     dt = np.dtype(dtype)
     if not chunks:
         return
-    bufs = pool.buffers(max(hi - lo for lo, hi in chunks) * ncols * dt.itemsize)
+    bufs = _buffers(pool, chunks, ncols, dt)
     sends: list[list[Any]] = [[], []]
     try:
         for k, (lo, hi) in enumerate(chunks):
@@ -355,7 +365,7 @@ def recv_staged(
     dt = np.dtype(dtype)
     if not chunks:
         return
-    bufs = pool.buffers(max(hi - lo for lo, hi in chunks) * ncols * dt.itemsize)
+    bufs = _buffers(pool, chunks, ncols, dt)
 
     def post(k: int) -> tuple[list[Any], np.ndarray]:
         lo, hi = chunks[k]
