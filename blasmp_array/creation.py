@@ -551,16 +551,18 @@ def gather(a: BlockCyclicArray, root: int | None = None) -> np.ndarray | None:
         _gather_device(stored._with_flags(transposed, conjugated), out, root)
     else:
         # the stored matrix lands in out, or in out.T for a transposed view
-        _gather_host(stored, None if out is None else out.T if transposed else out, root)
-        if out is not None and conjugated:
-            np.conjugate(out, out=out)
+        dest = None if out is None else out.T if transposed else out
+        _gather_host(stored, dest, root, conjugated)
     return out
 
 
-def _gather_host(a: BlockCyclicArray, dest: np.ndarray | None, root: int | None) -> None:
+def _gather_host(
+    a: BlockCyclicArray, dest: np.ndarray | None, root: int | None, conjugate: bool = False
+) -> None:
     """Every process sends its local rows, chunk by chunk, to the receiving ranks, which
     receive them into their places in ``dest`` (the global matrix, any strides; ``None`` on
-    ranks that receive nothing) and copy their own."""
+    ranks that receive nothing) and copy their own (all conjugated if asked: the own part
+    while copying, the received parts in place)."""
     g, backend, layout = a.grid, a.backend, a.layout
     itemsize = a.dtype.itemsize
     receivers = range(g.size) if root is None else [root]
@@ -581,9 +583,19 @@ def _gather_host(a: BlockCyclicArray, dest: np.ndarray | None, root: int | None)
     if others:
         chunks = row_chunks(a._data.shape, itemsize)
         backend.send_rows(a._data, chunks, col_ranges(layout, g.mycol), others)
-    if dest is not None:
-        backend.to_host(a._data, local_view(dest, layout, g.myrow, g.mycol))
+    if dest is None:
+        return
+    backend.to_host(a._data, local_view(dest, layout, g.myrow, g.mycol), conjugate)
     backend.wait_requests(recvs)
+    if not conjugate:
+        return
+    for p in range(g.size):
+        if p == g.rank:
+            continue  # conjugated while copied
+        view = local_view(dest, layout, *g.coords_of(p))
+        for j in range(len(view.col_ranges)):
+            for v in view.views(0, view.shape[0], j):
+                np.conjugate(v, out=v)
 
 
 def _gather_device(view: BlockCyclicArray, out: np.ndarray | None, root: int | None) -> None:
