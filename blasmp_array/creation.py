@@ -559,34 +559,48 @@ def gather(a: BlockCyclicArray, root: int | None = None) -> np.ndarray | None:
 def _gather_host(
     a: BlockCyclicArray, dest: np.ndarray | None, root: int | None, conjugate: bool = False
 ) -> None:
-    """Every process sends its local rows, chunk by chunk, to the receiving ranks, which
-    receive them into their places in ``dest`` (the global matrix, any strides; ``None`` on
-    ranks that receive nothing) and copy their own (all conjugated if asked: the own part
-    while copying, the received parts in place)."""
+    """Every process sends its local rows, chunk by chunk, to the receiving ranks, which put
+    them in their places in ``dest`` (the global matrix, any strides; ``None`` on ranks that
+    receive nothing) and copy their own (all conjugated if asked: the own part while copying,
+    the received parts in place).
+
+    The root of ``root=r`` receives one message at a time through a host buffer
+    (``backend.recv_into``); with ``root=None`` every rank also sends, so each posts all its
+    receives first, straight into their places (MPI datatypes over the strided views), and
+    the sends can complete in any order."""
     g, backend, layout = a.grid, a.backend, a.layout
     itemsize = a.dtype.itemsize
-    receivers = range(g.size) if root is None else [root]
+    if root is not None and g.rank != root:
+        # me -> root: my local rows, message k * len(parts) + j for row chunk k, column run j
+        chunks = row_chunks(a._data.shape, itemsize)
+        backend.send_rows(a._data, chunks, col_ranges(layout, g.mycol), [root])
+        return
+    assert dest is not None
     recvs = []
-    if dest is not None:
+    if root is None:
         for p in range(g.size):
             if p == g.rank:
                 continue
-            # p -> me: p's local rows (message k * len(parts) + j for row chunk k, column run
-            # j), received straight into their places in dest
+            # p -> me: p's local rows, received straight into their places in dest
             view = local_view(dest, layout, *g.coords_of(p))
             parts = len(view.col_ranges)
             for k, (lo, hi) in enumerate(row_chunks(view.shape, itemsize)):
                 for j in range(parts):
                     msg = message_tag(k * parts + j)
                     recvs.append(backend.post_recv(view.views(lo, hi, j), p, msg))
-    others = [r for r in receivers if r != g.rank]
-    if others:
-        chunks = row_chunks(a._data.shape, itemsize)
-        backend.send_rows(a._data, chunks, col_ranges(layout, g.mycol), others)
-    if dest is None:
-        return
+        others = [r for r in range(g.size) if r != g.rank]
+        if others:
+            chunks = row_chunks(a._data.shape, itemsize)
+            backend.send_rows(a._data, chunks, col_ranges(layout, g.mycol), others)
+    # my own part first: its copy also takes the page faults of the fresh dest
     backend.to_host(a._data, local_view(dest, layout, g.myrow, g.mycol), conjugate)
-    backend.wait_requests(recvs)
+    if root is None:
+        backend.wait_requests(recvs)
+    else:
+        for p in range(g.size):
+            if p != g.rank:
+                view = local_view(dest, layout, *g.coords_of(p))
+                backend.recv_into(view, row_chunks(view.shape, itemsize), p)
     if not conjugate:
         return
     for p in range(g.size):

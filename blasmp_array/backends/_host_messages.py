@@ -25,6 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from .._local_views import LocalView
+from . import _staging
+
 __all__ = ["HostMessages", "TAG_LIMIT", "message_tag"]
 
 #: Tags of chunk messages cycle below this (MPI guarantees tags up to 32767).
@@ -57,6 +60,8 @@ class HostMessages:
     """Host point-to-point messages for :class:`~.base.Backend` (a mixin over ``_pcomm``)."""
 
     _pcomm: Any
+    host_copier: Any  # Backend.host_copier
+    _message_staging: _staging.StagingPool | None = None
 
     def view_datatype(self, views: Sequence[np.ndarray]) -> Any:
         """A committed MPI datatype covering the elements of ``views`` (NumPy arrays of one
@@ -156,3 +161,32 @@ class HostMessages:
             for j, (c0, c1) in enumerate(parts)
         ]
         self.wait_requests(reqs)
+
+    def recv_into(self, view: LocalView, chunks: Sequence[tuple[int, int]], source: int) -> None:
+        """Receive the messages of :meth:`send_rows` from ``source`` into ``view`` (the sender's
+        local matrix inside a global host matrix), one at a time: each lands contiguously in
+        a reused host buffer of ``CHUNK_BYTES``, then the copy threads put it in place.
+
+        For a rank that sends nothing meanwhile (the root of a gather): a contiguous message
+        between the processes of a node is one copy (the pull of a single-copy transfer), far
+        faster than MPI's unpacking into strided places (on the 2-core CI machine, 64 MiB:
+        4.9 ms plus 13 ms for the threads' copy into place, against 36 ms received straight
+        into the strided views). Returns when every message is in place.
+        """
+        from mpi4py.util.dtlib import from_numpy_dtype
+
+        parts = [view.part(j) for j in range(len(view.col_ranges))]
+        if not chunks or not parts:
+            return
+        dt = view.dtype
+        if self._message_staging is None:
+            self._message_staging = _staging.StagingPool(lambda n: np.empty(n, np.uint8), count=1)
+        widest = max(p.shape[1] for p in parts)
+        need = max(hi - lo for lo, hi in chunks) * widest * dt.itemsize
+        (buf,) = self._message_staging.buffers(max(_staging.CHUNK_BYTES, need))
+        elem = from_numpy_dtype(dt)
+        for k, (lo, hi) in enumerate(chunks):
+            for j, part in enumerate(parts):
+                rows = _staging.rows_of(buf, hi - lo, part.shape[1], dt)
+                self._pcomm.Recv([rows, elem], source, message_tag(k * len(parts) + j))
+                self.host_copier.write(part, lo, hi, rows)  # into place, on the threads

@@ -47,6 +47,7 @@ __all__ = [
     "download",
     "send_staged",
     "recv_staged",
+    "rows_of",
 ]
 
 #: Bytes of one staging chunk (each of the two buffers of a :class:`StagingPool`); tests lower it
@@ -167,8 +168,8 @@ class HostCopier:
 
 
 class StagingPool:
-    """Two host buffers, allocated on first use and kept for later transfers; grown (never
-    shrunk) when a transfer needs larger ones.
+    """``count`` (two) host buffers, allocated on first use and kept for later transfers; grown
+    (never shrunk) when a transfer needs larger ones.
 
     ``allocate(nbytes)`` returns a 1-D ``uint8`` NumPy array (pinned memory on the GPU).
     ``on_grow()`` is called before the buffers are replaced, so that the owner can wait for
@@ -183,23 +184,27 @@ class StagingPool:
     """
 
     def __init__(
-        self, allocate: Callable[[int], np.ndarray], on_grow: Callable[[], None] | None = None
+        self,
+        allocate: Callable[[int], np.ndarray],
+        on_grow: Callable[[], None] | None = None,
+        count: int = 2,
     ) -> None:
         self._allocate = allocate
         self._on_grow = on_grow
+        self.count = count
         self._buffers: list[np.ndarray] = []
         self.allocations = 0
         self.nbytes = 0
 
     def buffers(self, nbytes: int) -> Sequence[np.ndarray]:
-        """The two buffers, each at least ``nbytes`` long (allocated or grown now if needed)."""
+        """The buffers, each at least ``nbytes`` long (allocated or grown now if needed)."""
         if nbytes > self.nbytes or not self._buffers:
             if self._on_grow is not None and self._buffers:
                 self._on_grow()
             size = max(nbytes, 1)
             self._buffers = []  # drop the old ones before pinning the new
-            self._buffers = [self._allocate(size) for _ in range(2)]
-            self.allocations += 2
+            self._buffers = [self._allocate(size) for _ in range(self.count)]
+            self.allocations += self.count
             self.nbytes = size
         return self._buffers
 
@@ -220,7 +225,7 @@ def _buffers(
     return pool.buffers(max(CHUNK_BYTES, need))
 
 
-def _rows_of(buf: np.ndarray, rows: int, ncols: int, dtype: np.dtype) -> np.ndarray:
+def rows_of(buf: np.ndarray, rows: int, ncols: int, dtype: np.dtype) -> np.ndarray:
     """The first ``rows x ncols`` elements of the byte buffer ``buf`` as a C-ordered matrix."""
     return buf[: rows * ncols * dtype.itemsize].view(dtype).reshape(rows, ncols)
 
@@ -252,7 +257,7 @@ def upload(
             if tokens[k % 2] is not None:
                 token, tokens[k % 2] = tokens[k % 2], None
                 wait(token)  # the DMA of chunk k - 2 has read this buffer
-            stage = _rows_of(bufs[k % 2], hi - lo, ncols, dt)
+            stage = rows_of(bufs[k % 2], hi - lo, ncols, dt)
             copier.read(src, lo, hi, stage)
             tokens[k % 2] = dma_in(lo, hi, stage)
     except BaseException:
@@ -288,7 +293,7 @@ def download(
 
     def issue(k: int) -> tuple[Any, np.ndarray]:
         lo, hi = chunks[k]
-        stage = _rows_of(bufs[k % 2], hi - lo, ncols, dt)
+        stage = rows_of(bufs[k % 2], hi - lo, ncols, dt)
         return dma_out(lo, hi, stage), stage
 
     pending: list[tuple[Any, np.ndarray]] = []
@@ -340,7 +345,7 @@ def send_staged(
             if sends[k % 2]:
                 reqs, sends[k % 2] = sends[k % 2], []
                 wait_requests(reqs)  # chunk k - 2 has left this buffer
-            stage = _rows_of(bufs[k % 2], hi - lo, ncols, dt)
+            stage = rows_of(bufs[k % 2], hi - lo, ncols, dt)
             wait(dma_out(lo, hi, stage))
             sends[k % 2] = post_sends(k, stage)
     finally:
@@ -369,7 +374,7 @@ def recv_staged(
 
     def post(k: int) -> tuple[list[Any], np.ndarray]:
         lo, hi = chunks[k]
-        stage = _rows_of(bufs[k % 2], hi - lo, ncols, dt)
+        stage = rows_of(bufs[k % 2], hi - lo, ncols, dt)
         return post_recvs(k, stage), stage
 
     pending: list[tuple[list[Any], np.ndarray]] = []
