@@ -409,8 +409,13 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
             and a.nbytes >= PINNED_MIN_BYTES
             and self._stream_of(cupy.cuda.get_current_stream()) is None
         ):
-            out = cupy.empty(a.shape, dtype=a.dtype if dtype is None else dtype)
-            self.from_host(a, out)
+            dt = a.dtype if dtype is None else dtype
+            if a.flags.f_contiguous and not a.flags.c_contiguous:  # keep the order, as CuPy does
+                out = cupy.empty(a.shape, dtype=dt, order="F")
+                self.from_host(a.T, out.T)
+            else:
+                out = cupy.empty(a.shape, dtype=dt)
+                self.from_host(a, out)
             return out
         return cupy.asarray(a, dtype=dtype)
 

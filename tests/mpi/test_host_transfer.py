@@ -342,4 +342,8 @@ def test_pinned_asarray_asnumpy(grid, dtype):
     be.to_host(d, out)
     _assert_bits(out, a)
     f = be.asarray(np.asfortranarray(a), dtype=np.complex128 if dtype != np.bool_ else None)
+    assert f.flags.f_contiguous  # the order is kept, as cupy.asarray keeps it
     _assert_bits(cupy.asnumpy(f), a.astype(f.dtype))
+    s = be.asarray(np.pad(a, 1)[1:-1, 1:-1])  # a strided host array
+    assert s.flags.c_contiguous
+    _assert_bits(cupy.asnumpy(s), a)
