@@ -564,49 +564,44 @@ def _gather_host(
     receive nothing) and copy their own (all conjugated if asked: the own part while copying,
     the received parts in place).
 
-    The root of ``root=r`` receives one message at a time through a host buffer
-    (``backend.recv_into``); with ``root=None`` every rank also sends, so each posts all its
-    receives first, straight into their places (MPI datatypes over the strided views), and
-    the sends can complete in any order."""
+    A receiving rank takes one message at a time through a host buffer
+    (``backend.recv_into``) when its own sends cannot block that (it sends nothing, or its
+    sends start at once from host memory and MPI progresses them while it receives); else (a
+    device backend with ``root=None``) it posts all its receives first, straight into their
+    places (MPI datatypes over the strided views), and sends through its staging."""
     g, backend, layout = a.grid, a.backend, a.layout
     itemsize = a.dtype.itemsize
+    chunks = row_chunks(a._data.shape, itemsize)
+    parts = col_ranges(layout, g.mycol)
     if root is not None and g.rank != root:
         # me -> root: my local rows, message k * len(parts) + j for row chunk k, column run j
-        chunks = row_chunks(a._data.shape, itemsize)
-        backend.send_rows(a._data, chunks, col_ranges(layout, g.mycol), [root])
+        backend.send_rows(a._data, chunks, parts, [root])
         return
     assert dest is not None
-    recvs = []
-    if root is None:
-        for p in range(g.size):
-            if p == g.rank:
-                continue
+    others = [p for p in range(g.size) if p != g.rank]
+    views = {p: local_view(dest, layout, *g.coords_of(p)) for p in others}
+    staged = root is not None or backend.host_resident
+    sends, recvs = [], []
+    if root is None and staged:
+        sends = backend.post_rows(a._data, chunks, parts, others)  # me -> every other rank
+    elif root is None:
+        for p, view in views.items():
             # p -> me: p's local rows, received straight into their places in dest
-            view = local_view(dest, layout, *g.coords_of(p))
-            parts = len(view.col_ranges)
+            n = len(view.col_ranges)
             for k, (lo, hi) in enumerate(row_chunks(view.shape, itemsize)):
-                for j in range(parts):
-                    msg = message_tag(k * parts + j)
+                for j in range(n):
+                    msg = message_tag(k * n + j)
                     recvs.append(backend.post_recv(view.views(lo, hi, j), p, msg))
-        others = [r for r in range(g.size) if r != g.rank]
-        if others:
-            chunks = row_chunks(a._data.shape, itemsize)
-            backend.send_rows(a._data, chunks, col_ranges(layout, g.mycol), others)
+        backend.send_rows(a._data, chunks, parts, others)
     # my own part first: its copy also takes the page faults of the fresh dest
     backend.to_host(a._data, local_view(dest, layout, g.myrow, g.mycol), conjugate)
-    if root is None:
-        backend.wait_requests(recvs)
-    else:
-        for p in range(g.size):
-            if p != g.rank:
-                view = local_view(dest, layout, *g.coords_of(p))
-                backend.recv_into(view, row_chunks(view.shape, itemsize), p)
+    if staged:
+        for p, view in views.items():
+            backend.recv_into(view, row_chunks(view.shape, itemsize), p)  # p -> me
+    backend.wait_requests(sends + recvs)
     if not conjugate:
         return
-    for p in range(g.size):
-        if p == g.rank:
-            continue  # conjugated while copied
-        view = local_view(dest, layout, *g.coords_of(p))
+    for view in views.values():  # my own part was conjugated while copied
         for j in range(len(view.col_ranges)):
             for v in view.views(0, view.shape[0], j):
                 np.conjugate(v, out=v)

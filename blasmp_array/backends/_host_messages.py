@@ -128,6 +128,23 @@ class HostMessages:
         if live:
             MPI.Request.Waitall(live)
 
+    def post_rows(
+        self,
+        local: np.ndarray,
+        chunks: Sequence[tuple[int, int]],
+        parts: Sequence[tuple[int, int]],
+        dests: Sequence[int],
+    ) -> list[Any]:
+        """Start sending a local matrix in host memory to each rank of ``dests``, as messages
+        ``k * len(parts) + j``: ``local[lo:hi, c0:c1]`` for row chunk ``k`` and column range
+        ``j``; returns the requests (``local`` must stay unchanged until they complete)."""
+        return [
+            self.post_send([local[lo:hi, c0:c1]], d, message_tag(k * len(parts) + j))
+            for k, (lo, hi) in enumerate(chunks)
+            for j, (c0, c1) in enumerate(parts)
+            for d in dests
+        ]
+
     def send_rows(
         self,
         local: Any,
@@ -135,16 +152,9 @@ class HostMessages:
         parts: Sequence[tuple[int, int]],
         dests: Sequence[int],
     ) -> None:
-        """Send a local matrix to each rank of ``dests`` as messages ``k * len(parts) + j``:
-        ``local[lo:hi, c0:c1]`` for row chunk ``k`` and column range ``j``. Returns when the
-        sends are complete."""
-        reqs = [
-            self.post_send([local[lo:hi, c0:c1]], d, message_tag(k * len(parts) + j))
-            for k, (lo, hi) in enumerate(chunks)
-            for j, (c0, c1) in enumerate(parts)
-            for d in dests
-        ]
-        self.wait_requests(reqs)
+        """Send a local matrix to each rank of ``dests`` (the messages of :meth:`post_rows`);
+        returns when the sends are complete."""
+        self.wait_requests(self.post_rows(local, chunks, parts, dests))
 
     def recv_rows(
         self,

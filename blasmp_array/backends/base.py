@@ -174,6 +174,8 @@ class Backend(abc.ABC):
     # -- host staging (NumPy in and out of local matrices) -----------------------------------
     #: processes of this node sharing its cores (set by the backends; sizes the copy threads)
     ranks_on_node: int = 1
+    #: True where local arrays are host (NumPy) memory: host messages go straight from them
+    host_resident: bool = False
     _host_copier: HostCopier | None = None
 
     @property

@@ -191,6 +191,7 @@ class CPUBackend(HostCollectives, HostMessages, Backend):
 
     name = "cpu"
     xp = np
+    host_resident = True
     compute: CPUStream
     comm_stream: CPUStream
 

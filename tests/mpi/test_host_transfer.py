@@ -119,6 +119,20 @@ def test_views_gather_as_viewed(grid, comm, route, chunks):
     _check_gather(R.T, r.T.copy(), comm, [0])
 
 
+def test_gather_with_preposted_receives(grid, comm, monkeypatch, chunks):
+    """The host route of a backend whose local arrays are not host memory (the GPU's, for
+    bools): to_numpy() posts every receive straight into place before sending."""
+    monkeypatch.setattr(grid.backend, "host_resident", False)
+    for k, (shape, block) in enumerate(CASES[:5]):
+        a = _matrix(shape, np.complex64, seed=20 + k)
+        A = bm.from_numpy(a, block=block, grid=grid)
+        _assert_bits(A.to_numpy(), a)
+        _assert_bits(A.H.to_numpy(), a.conj().T.copy())
+    r = np.ascontiguousarray(a.real)
+    R = bm.from_numpy(r, block=(2, 3), grid=grid)
+    _assert_bits((R.T > 0).to_numpy(), r.T > 0)
+
+
 def test_bool_arrays(grid, comm, route, chunks):
     a = _matrix((17, 10), np.float64, seed=6)
     A = bm.from_numpy(a, block=(3, 4), grid=grid)
