@@ -513,9 +513,10 @@ def gather(a: BlockCyclicArray, root: int | None = None) -> np.ndarray | None:
     """Gather the global matrix into a NumPy array on every rank, or on ``root`` only.
 
     Collective. On the host route (:data:`ROUTE`; the CPU backend) each process sends its
-    local matrix in row chunks and each receiving rank takes them with MPI straight into
-    their final places in the result (derived datatypes over the strided views), its own
-    part copied on its host copy threads. On the device route (the GPU backend, several
+    local matrix in row chunks; a receiving rank copies its own part into the result on its
+    host copy threads, then takes the others' messages one at a time through a reused host
+    buffer, from which the threads put them in their places (the strided views of
+    :mod:`blasmp_array._local_views`). On the device route (the GPU backend, several
     processes) row panels of at most :data:`PANEL_BYTES` are gathered onto the receiving
     rank's device by the one-sided exchange and copied to the host through the pinned
     buffers there. A lazy view is gathered as viewed: ``A.T`` lands transposed in place on the
