@@ -51,6 +51,13 @@ def test_split_sizes_the_threads_by_bytes(monkeypatch):
     assert copier.split(5, 5, 100) == []
     wide = HostCopier(2, node_threads=4)
     assert len(wide.split(0, 100, 10**6)) == 2
+    # the widening holds for the thread that asked only
+    seen = []
+    with wide.on_all_cores():
+        t = threading.Thread(target=lambda: seen.append(len(wide.split(0, 100, 10**6))))
+        t.start()
+        t.join()
+    assert seen == [2]
     with wide.on_all_cores():
         assert len(wide.split(0, 100, 10**6)) == 4
         with wide.on_all_cores(False):  # nested: stays wide

@@ -19,6 +19,7 @@ their last DMA completed (the host has read or written the buffers).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -53,6 +54,9 @@ class PinnedStaging:
         self.copier = copier
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.pool = StagingPool(self._pin, on_grow=self.stream.synchronize)
+        # one transfer at a time uses the buffers (callers on other threads, e.g. I/O workers
+        # calling backend.asarray, wait for it)
+        self.lock = threading.RLock()
 
     @staticmethod
     def _pin(nbytes: int) -> np.ndarray:
@@ -66,14 +70,15 @@ class PinnedStaging:
 
     def upload(self, src: LocalView, dev: cupy.ndarray, after: Sequence[Any] = ()) -> None:
         """``dev[...] = src`` (a C-contiguous 2-D device array shaped like ``src``)."""
-        self._after(after)
+        with self.lock:
+            self._after(after)
 
-        def dma_in(lo: int, hi: int, rows: np.ndarray) -> Any:
-            dev[lo:hi].set(rows, stream=self.stream)
-            return _event(self.stream)
+            def dma_in(lo: int, hi: int, rows: np.ndarray) -> Any:
+                dev[lo:hi].set(rows, stream=self.stream)
+                return _event(self.stream)
 
-        upload(src, dev.shape, dev.dtype, self.pool, self.copier, dma_in, _synchronize)
-        cupy.cuda.get_current_stream().wait_event(_event(self.stream))
+            upload(src, dev.shape, dev.dtype, self.pool, self.copier, dma_in, _synchronize)
+            cupy.cuda.get_current_stream().wait_event(_event(self.stream))
 
     def download(
         self,
@@ -84,15 +89,16 @@ class PinnedStaging:
     ) -> None:
         """``dst[...] = dev`` (conjugated if asked; ``dev`` C-contiguous 2-D, shaped like
         ``dst``)."""
-        self._after(after)
+        with self.lock:
+            self._after(after)
 
-        def dma_out(lo: int, hi: int, rows: np.ndarray) -> Any:
-            dev[lo:hi].get(stream=self.stream, out=rows, blocking=False)
-            return _event(self.stream)
+            def dma_out(lo: int, hi: int, rows: np.ndarray) -> Any:
+                dev[lo:hi].get(stream=self.stream, out=rows, blocking=False)
+                return _event(self.stream)
 
-        download(
-            dst, dev.shape, dev.dtype, self.pool, self.copier, dma_out, _synchronize, conjugate
-        )
+            download(
+                dst, dev.shape, dev.dtype, self.pool, self.copier, dma_out, _synchronize, conjugate
+            )
 
     def send(
         self,
@@ -105,22 +111,23 @@ class PinnedStaging:
         """Send the row chunks of ``dev`` (C-contiguous 2-D) from the pinned buffers:
         ``post_sends(k, rows)`` starts the messages of chunk ``k`` (see
         :func:`._staging.send_staged`)."""
-        self._after(after)
+        with self.lock:
+            self._after(after)
 
-        def dma_out(lo: int, hi: int, rows: np.ndarray) -> Any:
-            dev[lo:hi].get(stream=self.stream, out=rows, blocking=False)
-            return _event(self.stream)
+            def dma_out(lo: int, hi: int, rows: np.ndarray) -> Any:
+                dev[lo:hi].get(stream=self.stream, out=rows, blocking=False)
+                return _event(self.stream)
 
-        send_staged(
-            chunks,
-            dev.shape[1],
-            dev.dtype,
-            self.pool,
-            dma_out,
-            _synchronize,
-            post_sends,
-            wait_requests,
-        )
+            send_staged(
+                chunks,
+                dev.shape[1],
+                dev.dtype,
+                self.pool,
+                dma_out,
+                _synchronize,
+                post_sends,
+                wait_requests,
+            )
 
     def recv(
         self,
@@ -133,23 +140,24 @@ class PinnedStaging:
         """Receive the row chunks of ``dev`` (C-contiguous 2-D) through the pinned buffers:
         ``post_recvs(k, rows)`` starts the receives of chunk ``k`` (see
         :func:`._staging.recv_staged`)."""
-        self._after(after)
+        with self.lock:
+            self._after(after)
 
-        def dma_in(lo: int, hi: int, rows: np.ndarray) -> Any:
-            dev[lo:hi].set(rows, stream=self.stream)
-            return _event(self.stream)
+            def dma_in(lo: int, hi: int, rows: np.ndarray) -> Any:
+                dev[lo:hi].set(rows, stream=self.stream)
+                return _event(self.stream)
 
-        recv_staged(
-            chunks,
-            dev.shape[1],
-            dev.dtype,
-            self.pool,
-            post_recvs,
-            wait_requests,
-            dma_in,
-            _synchronize,
-        )
-        cupy.cuda.get_current_stream().wait_event(_event(self.stream))
+            recv_staged(
+                chunks,
+                dev.shape[1],
+                dev.dtype,
+                self.pool,
+                post_recvs,
+                wait_requests,
+                dma_in,
+                _synchronize,
+            )
+            cupy.cuda.get_current_stream().wait_event(_event(self.stream))
 
 
 def _synchronize(event: Any) -> None:

@@ -95,12 +95,13 @@ class HostCopier:
     ``threads`` is this process's share of its node's cores. Inside :meth:`on_all_cores` the
     copies use up to ``node_threads`` (when the other ranks of the node wait for this one, e.g.
     the root of a gather). The pool of threads starts on the first copy large enough to split.
+    Several threads may copy at once (they share the pool).
     """
 
     def __init__(self, threads: int, node_threads: int | None = None) -> None:
         self.threads = max(1, int(threads))
         self.node_threads = max(self.threads, int(node_threads or 0))
-        self._wide = False
+        self._state = threading.local()  # on_all_cores holds for the thread that asked
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -113,17 +114,18 @@ class HostCopier:
     @contextlib.contextmanager
     def on_all_cores(self, wide: bool = True) -> Iterator[None]:
         """Within the block, copy on ``node_threads`` threads (if ``wide``)."""
-        before, self._wide = self._wide, self._wide or wide
+        before = getattr(self._state, "wide", False)
+        self._state.wide = before or wide
         try:
             yield
         finally:
-            self._wide = before
+            self._state.wide = before
 
     def split(self, lo: int, hi: int, rowbytes: int) -> list[tuple[int, int]]:
         """``[lo, hi)`` cut into at most ``threads`` (``node_threads`` inside
         :meth:`on_all_cores`) ranges of at least ``MIN_SPLIT_BYTES``."""
         n = hi - lo
-        most = self.node_threads if self._wide else self.threads
+        most = self.node_threads if getattr(self._state, "wide", False) else self.threads
         parts = min(most, n, max(1, (n * rowbytes) // max(1, MIN_SPLIT_BYTES)))
         if parts <= 1:
             return [(lo, hi)] if n > 0 else []
