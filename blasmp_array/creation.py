@@ -583,9 +583,9 @@ def _gather_host(
     views = {p: local_view(dest, layout, *g.coords_of(p)) for p in others}
     staged = root is not None or backend.host_resident
     sends, recvs = [], []
-    if root is None and staged:
+    if root is None and others and staged:
         sends = backend.post_rows(a._data, chunks, parts, others)  # me -> every other rank
-    elif root is None:
+    elif root is None and others:
         for p, view in views.items():
             # p -> me: p's local rows, received straight into their places in dest
             n = len(view.col_ranges)

@@ -474,6 +474,8 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
         if not isinstance(local, cupy.ndarray):
             super().send_rows(local, chunks, parts, dests)
             return
+        if not dests:
+            return
         if not local.flags.c_contiguous:
             local = cupy.ascontiguousarray(local)
 
