@@ -177,13 +177,6 @@ class LocalView:
         """The local column ranges ``[c0, c1)`` of the column runs (at most two)."""
         return tuple((c.local, c.local + c.size) for c in self.cols)
 
-    def part(self, j: int) -> LocalView:
-        """The local columns ``col_ranges[j]`` alone, as a :class:`LocalView` of their own (its
-        local column 0 is local column ``col_ranges[j][0]`` of this one)."""
-        c = self.cols[j]
-        cols = (Run(c.start, c.step, c.length, c.count, 0),)
-        return LocalView(self.glob, self.rows, cols, (self.shape[0], c.size))
-
     def views(self, lo: int, hi: int, part: int) -> list[np.ndarray]:
         """The 4-D views of the global matrix holding local rows ``[lo, hi)`` of the local
         columns ``col_ranges[part]``, in the row-major order of ``local[lo:hi, c0:c1]``."""

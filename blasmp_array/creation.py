@@ -389,8 +389,8 @@ def from_numpy(
     it is copied with a handful of slice copies on the host copy threads of the backend, and on
     the GPU streamed to the device through reusable pinned buffers, the host copies overlapping
     the DMA. With ``root=r``, on the host route (:data:`ROUTE`; the CPU backend) rank ``r``
-    sends each process its rows straight out of ``a`` (MPI derived datatypes, no packing copy)
-    in chunks of ``CHUNK_BYTES`` (``backends/_staging.py``); on the device route (the GPU
+    sends each process its rows in chunks of ``CHUNK_BYTES`` packed into two reused host
+    buffers (``backends/_staging.py``); on the device route (the GPU
     backend) rank ``r`` uploads row panels of at most :data:`PANEL_BYTES` to its device and the
     one-sided exchange scatters each. Extra memory: the root's staging (and one panel on the
     device), none on the other ranks beyond two pinned chunks.
@@ -436,9 +436,9 @@ def from_numpy(
 
 
 def _scatter_host(host: np.ndarray | None, out: BlockCyclicArray, root: int) -> None:
-    """Root ``root`` sends each process its local rows straight out of ``host``, chunk by
-    chunk (MPI datatypes over the strided views), and copies its own; the others receive
-    their chunks into their local matrices."""
+    """Root ``root`` sends each process its local rows out of ``host``, chunk by chunk
+    through two reused host buffers (``backend.send_view``), and copies its own; the others
+    receive their chunks into their local matrices."""
     g, backend, layout = out.grid, out.backend, out.layout
     itemsize = out.dtype.itemsize
     if g.rank != root:
@@ -446,19 +446,12 @@ def _scatter_host(host: np.ndarray | None, out: BlockCyclicArray, root: int) -> 
         backend.recv_rows(out._data, chunks, col_ranges(layout, g.mycol), root)
         return
     assert host is not None
-    sends = []
     for p in range(g.size):
-        if p == root:
-            continue
-        # root -> p: p's local rows, message k * len(parts) + j for row chunk k, column run j
-        view = local_view(host, layout, *g.coords_of(p))
-        parts = len(view.col_ranges)
-        for k, (lo, hi) in enumerate(row_chunks(view.shape, itemsize)):
-            for j in range(parts):
-                msg = message_tag(k * parts + j)
-                sends.append(backend.post_send(view.views(lo, hi, j), p, msg))
+        if p != root:
+            # root -> p: p's local rows, packed chunk by chunk into root's reused buffers
+            view = local_view(host, layout, *g.coords_of(p))
+            backend.send_view(view, row_chunks(view.shape, itemsize), p)
     backend.from_host(local_view(host, layout, g.myrow, g.mycol), out._data)
-    backend.wait_requests(sends)
 
 
 def _scatter_device(host: np.ndarray | None, out: BlockCyclicArray, root: int) -> None:
@@ -513,10 +506,10 @@ def gather(a: BlockCyclicArray, root: int | None = None) -> np.ndarray | None:
     """Gather the global matrix into a NumPy array on every rank, or on ``root`` only.
 
     Collective. On the host route (:data:`ROUTE`; the CPU backend) each process sends its
-    local matrix in row chunks; a receiving rank copies its own part into the result on its
-    host copy threads, then takes the others' messages one at a time through a reused host
-    buffer, from which the threads put them in their places (the strided views of
-    :mod:`blasmp_array._local_views`). On the device route (the GPU backend, several
+    local matrix in row chunks and each receiving rank takes them with MPI straight into
+    their final places in the result (derived datatypes over the strided views of
+    :mod:`blasmp_array._local_views`), its own part copied on its host copy threads. On the
+    device route (the GPU backend, several
     processes) row panels of at most :data:`PANEL_BYTES` are gathered onto the receiving
     rank's device by the one-sided exchange and copied to the host through the pinned
     buffers there. A lazy view is gathered as viewed: ``A.T`` lands transposed in place on the
@@ -560,16 +553,14 @@ def gather(a: BlockCyclicArray, root: int | None = None) -> np.ndarray | None:
 def _gather_host(
     a: BlockCyclicArray, dest: np.ndarray | None, root: int | None, conjugate: bool = False
 ) -> None:
-    """Every process sends its local rows, chunk by chunk, to the receiving ranks, which put
-    them in their places in ``dest`` (the global matrix, any strides; ``None`` on ranks that
-    receive nothing) and copy their own (all conjugated if asked: the own part while copying,
-    the received parts in place).
+    """Every process sends its local rows, chunk by chunk, to the receiving ranks, which
+    receive them straight into their places in ``dest`` (the global matrix, any strides;
+    ``None`` on ranks that receive nothing: MPI datatypes over the strided views) and copy
+    their own (all conjugated if asked: the own part while copying, the others in place).
 
-    A receiving rank takes one message at a time through a host buffer
-    (``backend.recv_into``) when its own sends cannot block that (it sends nothing, or its
-    sends start at once from host memory and MPI progresses them while it receives); else (a
-    device backend with ``root=None``) it posts all its receives first, straight into their
-    places (MPI datatypes over the strided views), and sends through its staging."""
+    A receiving rank posts its receives first, then (``root=None``) starts its sends, copies
+    its own part -- which takes the first-touch page faults of the fresh ``dest`` -- and then
+    waits, so that MPI moves the messages into pages already mapped."""
     g, backend, layout = a.grid, a.backend, a.layout
     itemsize = a.dtype.itemsize
     chunks = row_chunks(a._data.shape, itemsize)
@@ -580,29 +571,25 @@ def _gather_host(
         return
     assert dest is not None
     others = [p for p in range(g.size) if p != g.rank]
-    views = {p: local_view(dest, layout, *g.coords_of(p)) for p in others}
-    staged = root is not None or backend.host_resident
-    sends, recvs = [], []
-    if root is None and others and staged:
-        sends = backend.post_rows(a._data, chunks, parts, others)  # me -> every other rank
-    elif root is None and others:
-        for p, view in views.items():
-            # p -> me: p's local rows, received straight into their places in dest
-            n = len(view.col_ranges)
-            for k, (lo, hi) in enumerate(row_chunks(view.shape, itemsize)):
-                for j in range(n):
-                    msg = message_tag(k * n + j)
-                    recvs.append(backend.post_recv(view.views(lo, hi, j), p, msg))
-        backend.send_rows(a._data, chunks, parts, others)
-    # my own part first: its copy also takes the page faults of the fresh dest
+    views = [local_view(dest, layout, *g.coords_of(p)) for p in others]
+    recvs = []
+    for p, view in zip(others, views, strict=True):
+        # p -> me: p's local rows, received straight into their places in dest
+        n = len(view.col_ranges)
+        for k, (lo, hi) in enumerate(row_chunks(view.shape, itemsize)):
+            for j in range(n):
+                recvs.append(backend.post_recv(view.views(lo, hi, j), p, message_tag(k * n + j)))
+    sends = []
+    if root is None and others:
+        if backend.host_resident:
+            sends = backend.post_rows(a._data, chunks, parts, others)  # me -> every other rank
+        else:
+            backend.send_rows(a._data, chunks, parts, others)  # through the device's staging
     backend.to_host(a._data, local_view(dest, layout, g.myrow, g.mycol), conjugate)
-    if staged:
-        for p, view in views.items():
-            backend.recv_into(view, row_chunks(view.shape, itemsize), p)  # p -> me
     backend.wait_requests(sends + recvs)
     if not conjugate:
         return
-    for view in views.values():  # my own part was conjugated while copied
+    for view in views:  # my own part was conjugated while copied
         for j in range(len(view.col_ranges)):
             for v in view.views(0, view.shape[0], j):
                 np.conjugate(v, out=v)

@@ -146,22 +146,6 @@ def test_views_list_a_row_range_and_column_run_in_row_major_order(layout):
                     assert all(np.shares_memory(v, g) for v in view.views(lo, hi, j) if v.size)
 
 
-@pytest.mark.parametrize("layout", list(_layouts()), ids=str)
-def test_part_is_one_column_run(layout):
-    g = np.arange(layout.shape[0] * layout.shape[1], dtype=np.float64).reshape(layout.shape)
-    pr, pc = layout.grid_shape
-    for prow in range(pr):
-        for pcol in range(pc):
-            ref = g[np.ix_(layout.local_rows(prow), layout.local_cols(pcol))]
-            view = local_view(g, layout, prow, pcol)
-            for j, (c0, c1) in enumerate(view.col_ranges):
-                part = view.part(j)
-                assert part.shape == (ref.shape[0], c1 - c0) and part.col_ranges == ((0, c1 - c0),)
-                got = np.empty(part.shape)
-                part.read(0, ref.shape[0], got)
-                np.testing.assert_array_equal(got, ref[:, c0:c1])
-
-
 def test_casting_and_conjugation():
     layout = BlockCyclicLayout((5, 6), (2, 4), (2, 2))
     a = np.arange(30).reshape(5, 6)  # int64, converted while copying

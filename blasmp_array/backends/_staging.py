@@ -170,8 +170,8 @@ class HostCopier:
 
 
 class StagingPool:
-    """``count`` (two) host buffers, allocated on first use and kept for later transfers; grown
-    (never shrunk) when a transfer needs larger ones.
+    """Two host buffers, allocated on first use and kept for later transfers; grown (never
+    shrunk) when a transfer needs larger ones.
 
     ``allocate(nbytes)`` returns a 1-D ``uint8`` NumPy array (pinned memory on the GPU).
     ``on_grow()`` is called before the buffers are replaced, so that the owner can wait for
@@ -186,14 +186,10 @@ class StagingPool:
     """
 
     def __init__(
-        self,
-        allocate: Callable[[int], np.ndarray],
-        on_grow: Callable[[], None] | None = None,
-        count: int = 2,
+        self, allocate: Callable[[int], np.ndarray], on_grow: Callable[[], None] | None = None
     ) -> None:
         self._allocate = allocate
         self._on_grow = on_grow
-        self.count = count
         self._buffers: list[np.ndarray] = []
         self.allocations = 0
         self.nbytes = 0
@@ -205,8 +201,8 @@ class StagingPool:
                 self._on_grow()
             size = max(nbytes, 1)
             self._buffers = []  # drop the old ones before pinning the new
-            self._buffers = [self._allocate(size) for _ in range(self.count)]
-            self.allocations += self.count
+            self._buffers = [self._allocate(size) for _ in range(2)]
+            self.allocations += 2
             self.nbytes = size
         return self._buffers
 

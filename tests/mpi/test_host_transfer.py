@@ -210,35 +210,6 @@ def test_views_messages_between_ranks(grid, comm):
             assert np.isnan(dest[~mask]).all()
 
 
-@pytest.mark.parametrize("nbytes", [8, 1 << 20])
-def test_staged_receive_into_views(grid, comm, monkeypatch, nbytes):
-    """recv_into: every other rank sends rank 0 its local matrix; rank 0 takes each message
-    through one reused host buffer and puts it in place."""
-    monkeypatch.setattr(_staging, "CHUNK_BYTES", nbytes)
-    be = grid.backend
-    layout = BlockCyclicLayout((21, 26), (4, 3), grid.shape)
-    a = _matrix(layout.shape, np.complex128, seed=14)
-    coords = grid.coords_of(comm.rank)
-    mine = np.zeros(layout.shape, bool)
-    mine[np.ix_(layout.local_rows(coords[0]), layout.local_cols(coords[1]))] = True
-    allocations = []
-    for _ in range(2):  # the second time reuses the buffer
-        if comm.rank != 0:
-            local = a[mine].reshape(layout.local_shape(*coords))
-            chunks = _staging.row_chunks(local.shape, local.itemsize)
-            be.send_rows(local, chunks, col_ranges(layout, coords[1]), [0])
-            continue
-        dest = np.full(layout.shape, np.nan, dtype=a.dtype)
-        for p in range(1, comm.size):
-            view = local_view(dest, layout, *grid.coords_of(p))
-            be.recv_into(view, _staging.row_chunks(view.shape, a.itemsize), p)
-        np.testing.assert_array_equal(dest[~mine], a[~mine])
-        assert np.isnan(dest[mine]).all()
-        if be._message_staging is not None:
-            allocations.append(be._message_staging.allocations)
-    assert len(set(allocations)) <= 1
-
-
 def test_empty_views_send_nothing(grid):
     be = grid.backend
     assert be.view_datatype([np.empty((0, 3))]) is None
