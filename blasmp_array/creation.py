@@ -585,7 +585,9 @@ def _gather_host(
             sends = backend.post_rows(a._data, chunks, parts, others)  # me -> every other rank
         else:
             backend.send_rows(a._data, chunks, parts, others)  # through the device's staging
-    backend.to_host(a._data, local_view(dest, layout, g.myrow, g.mycol), conjugate)
+    # with one root the others only wait for it: its copy may use all the node's cores
+    own = local_view(dest, layout, g.myrow, g.mycol)
+    backend.to_host(a._data, own, conjugate, all_cores=root is not None)
     backend.wait_requests(sends + recvs)
     if not conjugate:
         return

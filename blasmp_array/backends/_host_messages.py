@@ -126,7 +126,12 @@ class HostMessages:
         return self._post(views, source, tag, send=False)
 
     def wait_requests(self, requests: Sequence[Any]) -> None:
-        """Wait for the requests (``None`` entries are skipped)."""
+        """Wait for the requests (``None`` entries are skipped).
+
+        MPI's busy wait: a sender must keep progressing where the transport needs it (with
+        MPICH's single-copy transfers off, a sender polling with 0.1 ms sleeps made a 2-rank
+        gather of n = 4096 take 1.47 s instead of 0.06 s).
+        """
         from mpi4py import MPI
 
         live = [r for r in requests if r is not None]
