@@ -392,8 +392,9 @@ def from_numpy(
     sends each process its rows in chunks of ``CHUNK_BYTES`` packed into two reused host
     buffers (``backends/_staging.py``); on the device route (the GPU
     backend) rank ``r`` uploads row panels of at most :data:`PANEL_BYTES` to its device and the
-    one-sided exchange scatters each. Extra memory: the root's staging (and one panel on the
-    device), none on the other ranks beyond two pinned chunks.
+    one-sided exchange scatters each. Extra memory: on the root, two host buffers of
+    ``CHUNK_BYTES`` (host route) or one panel on its device (device route); on a GPU, each
+    process's two pinned buffers.
     """
     blk = normalize_block(block)
     g = _check_grid(grid)
