@@ -21,18 +21,24 @@ import numpy as np
 from . import _dispatch
 from ._alloc import new_array
 from ._dispatch import implements_method
+from ._local_views import col_ranges, local_view
 from .array import (
+    BLAS_DTYPES,
     SUPPORTED_DTYPES,
     BlockCyclicArray,
     _vector_block,
     as_vector,
     check_array_dtype,
 )
+from .backends._host_messages import message_tag
+from .backends._staging import row_chunks
 from .grid import ProcessGrid
 from .layout import BlockCyclicLayout
 
 __all__ = [
     "DEFAULT_BLOCK",
+    "ROUTE",
+    "PANEL_BYTES",
     "default_grid",
     "normalize_block",
     "normalize_shape",
@@ -53,9 +59,16 @@ __all__ = [
 #: matrix is then one ragged block held by process (0, 0)).
 DEFAULT_BLOCK: tuple[int, int] = (256, 256)
 
-#: Upper bound (bytes) of the message buffers one round of :func:`from_numpy` (root given) or
-#: :func:`gather` holds at once; larger matrices move in several rounds.
-TRANSFER_ROUND_BYTES = 256 * 2**20
+#: How :func:`gather` and :func:`from_numpy` with ``root`` move data between processes, per
+#: backend name: ``'host'`` (MPI messages of host memory, each process's rows straight into or
+#: out of their places in the NumPy array) or ``'device'`` (row panels gathered onto, or
+#: scattered from, one rank's device by the one-sided exchange; that rank alone crosses the
+#: host link). Tests switch it to run both routes on the CPU.
+ROUTE: dict[str, str] = {"cpu": "host", "gpu": "device"}
+
+#: Upper bound (bytes) of one row panel of the device route (the extra device memory of the
+#: rank holding it, besides the exchange's workspace); tests lower it to force many panels.
+PANEL_BYTES = 256 * 2**20
 
 _default_grid: ProcessGrid | None = None
 
@@ -366,6 +379,22 @@ def _check_fill(v: Any, dtype: np.dtype) -> None:
 
 
 # -- NumPy <-> distributed ---------------------------------------------------------------------
+def _route(backend: Any, dtype: np.dtype, size: int, transposed: bool = False) -> str:
+    """How a scatter or gather moves data between ranks: :data:`ROUTE` of the backend, except
+    that one process needs no exchange unless a transpose is better done on the device, and
+    integers and booleans (the exchange's device kernels take the BLAS dtypes) take the host
+    route."""
+    route = ROUTE.get(backend.name, "host")
+    if dtype not in BLAS_DTYPES or (size == 1 and not transposed):
+        return "host"
+    return route
+
+
+def _panel_rows(ncols: int, itemsize: int) -> int:
+    """Rows of one panel of the device route: :data:`PANEL_BYTES` (at least one row)."""
+    return max(1, PANEL_BYTES // max(1, ncols * itemsize))
+
+
 def from_numpy(
     a: Any,
     block: int | tuple[int, int] | None = None,
@@ -378,12 +407,12 @@ def from_numpy(
     Parameters
     ----------
     a : numpy.ndarray
-        The global ``m x n`` matrix, or a vector of length ``n`` (then stored as an ``n x 1``
-        column over one process column, ``block`` its elements per block). With ``root=None``
-        it must be given (identical) on every rank and each rank copies out its own local
-        matrix without communication. With ``root=r`` it is read only on rank ``r`` (pass
-        ``None`` elsewhere) and scattered: rank ``r`` sends each process only its local
-        matrix, in rounds of at most :data:`TRANSFER_ROUND_BYTES` of messages.
+        The global ``m x n`` matrix (any strides), or a vector of length ``n`` (then stored as
+        an ``n x 1`` column over one process column, ``block`` its elements per block). With
+        ``root=None`` it must be given (identical) on every rank and each rank copies out its
+        own local matrix without communication. With ``root=r`` it is read only on rank ``r``
+        (pass ``None`` elsewhere) and scattered: each process receives only its local matrix
+        (see Notes).
     block : int or (int, int), optional
         Block shape (default :data:`DEFAULT_BLOCK`).
     grid : ProcessGrid, optional
@@ -391,8 +420,8 @@ def from_numpy(
     root : int, optional
         Rank holding ``a``; ``None`` (default) when every rank holds it.
     dtype : dtype, optional
-        Convert to this dtype (one of the four BLAS dtypes); by default ``a.dtype``, which must
-        then be one of them.
+        Convert to this dtype (float32, float64, complex64, complex128, int32, int64 or bool, as
+        ``a.astype(dtype)`` would); by default ``a.dtype``, which must then be one of them.
 
     Returns
     -------
@@ -404,6 +433,19 @@ def from_numpy(
         ``a`` is not 2-D, a bad ``block`` or ``root``.
     TypeError
         Unsupported dtype, or ``a`` is not array-like.
+
+    Notes
+    -----
+    A process's local matrix is a few strided views of ``a`` (:mod:`blasmp_array._local_views`):
+    it is copied with a handful of slice copies on the host copy threads of the backend, and on
+    the GPU streamed to the device through reusable pinned buffers, the host copies overlapping
+    the DMA. With ``root=r``, on the host route (:data:`ROUTE`; the CPU backend) rank ``r``
+    sends each process its rows in chunks of ``CHUNK_BYTES`` packed into two reused host
+    buffers (``backends/_staging.py``); on the device route (the GPU
+    backend) rank ``r`` uploads row panels of at most :data:`PANEL_BYTES` to its device and the
+    one-sided exchange scatters each. Extra memory: on the root, two host buffers of
+    ``CHUNK_BYTES`` (host route) or one panel on its device (device route); on a GPU, each
+    process's two pinned buffers.
     """
     vector, g = _vector_of(a, root, grid)
     if vector:  # a vector: its n x 1 column
@@ -415,11 +457,10 @@ def from_numpy(
     if root is not None and not (_is_int(root) and 0 <= root < g.size):
         raise ValueError(f"root must be a rank in [0, {g.size}) or None, got {root!r}")
     if root is None:
-        everywhere = _host_matrix(a, dtype, backend)
+        everywhere, dt = _host_matrix(a, dtype, backend)
         layout = BlockCyclicLayout(everywhere.shape, blk, g.shape)
-        rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
-        out = new_array(layout, g, everywhere.dtype)
-        out._data[...] = backend.asarray(everywhere[np.ix_(rows, cols)])
+        out = new_array(layout, g, dt)
+        backend.from_host(local_view(everywhere, layout, g.myrow, g.mycol), out._data)
         return out
 
     # shape and dtype are known on root only: agree on them (or on the error) first
@@ -427,8 +468,10 @@ def from_numpy(
     host: np.ndarray | None = None
     if g.rank == root:
         try:
-            host = _host_matrix(a, dtype, backend)
-            meta = ("ok", host.shape, host.dtype.str)
+            host, dt = _host_matrix(a, dtype, backend)
+            if host.dtype != dt:
+                host = host.astype(dt)  # the messages carry the array's own elements
+            meta = ("ok", host.shape, dt.str)
         except (TypeError, ValueError) as exc:
             meta = (type(exc).__name__, str(exc))
     meta = backend.bcast(meta, root=root)
@@ -439,30 +482,56 @@ def from_numpy(
     shape, dt = tuple(meta[1]), np.dtype(meta[2])
     layout = BlockCyclicLayout(shape, blk, g.shape)
     out = new_array(layout, g, dt)
-    xp = backend.xp
-    nothing = xp.empty((0,), dtype=dt)
-    sizes = _local_sizes(layout, g)
-    for group in _rounds(sizes, dt.itemsize, exclude=root):
-        send = [nothing] * g.size
-        recv = [nothing] * g.size
-        if g.rank == root:
-            assert host is not None
-            for p in group:
-                # root -> p: p's local matrix, packed C-ordered
-                send[p] = backend.asarray(np.ascontiguousarray(_local_of(host, layout, g, p)))
-                send[p] = send[p].reshape(-1)
-        elif g.rank in group:
-            recv[root] = xp.empty((sizes[g.rank],), dtype=dt)
-        backend.alltoallv(send, recv)
-        if g.rank in group:
-            out._data[...] = recv[root].reshape(out._data.shape)
-    if g.rank == root:
-        assert host is not None
-        out._data[...] = backend.asarray(_local_of(host, layout, g, root))
+    if shape[0] * shape[1] == 0:
+        return out
+    if _route(backend, dt, g.size) == "device":
+        _scatter_device(host, out, root)
+    else:
+        _scatter_host(host, out, root)
     return out
 
 
-def _host_matrix(a: Any, dtype: Any, backend: Any) -> np.ndarray:
+def _scatter_host(host: np.ndarray | None, out: BlockCyclicArray, root: int) -> None:
+    """Root ``root`` sends each process its local rows out of ``host``, chunk by chunk
+    through two reused host buffers (``backend.send_view``), and copies its own; the others
+    receive their chunks into their local matrices."""
+    g, backend, layout = out.grid, out.backend, out.layout
+    itemsize = out.dtype.itemsize
+    if g.rank != root:
+        chunks = row_chunks(out._data.shape, itemsize)
+        backend.recv_rows(out._data, chunks, col_ranges(layout, g.mycol), root)
+        return
+    assert host is not None
+    for p in range(g.size):
+        if p != root:
+            # root -> p: p's local rows, packed chunk by chunk into root's reused buffers
+            view = local_view(host, layout, *g.coords_of(p))
+            backend.send_view(view, row_chunks(view.shape, itemsize), p)
+    backend.from_host(local_view(host, layout, g.myrow, g.mycol), out._data)
+
+
+def _scatter_device(host: np.ndarray | None, out: BlockCyclicArray, root: int) -> None:
+    """Row panel by row panel: root ``root`` uploads the panel to its device, the one-sided
+    exchange scatters it (``ops/row_panels.py``)."""
+    g, backend = out.grid, out.backend
+    m, n = out.shape
+    h = _panel_rows(n, out.dtype.itemsize)
+    scatter = _dispatch.method("scatter_rows")  # ops/row_panels.py
+    panel = backend.xp.empty((min(h, m), n), dtype=out.dtype) if g.rank == root else None
+    for r0 in range(0, m, h):
+        r1 = min(m, r0 + h)
+        rows = None
+        if panel is not None:
+            assert host is not None
+            rows = panel[: r1 - r0]
+            # host rows -> root's device, on all the node's cores (the other ranks wait)
+            backend.from_host(host[r0:r1], rows, all_cores=True)
+        scatter(out, r0, r1, root, rows)  # root's device -> every process's local matrix
+
+
+def _host_matrix(a: Any, dtype: Any, backend: Any) -> tuple[np.ndarray, np.dtype]:
+    """``a`` as a 2-D host array and the dtype of the distributed matrix. Numbers are converted
+    later, while copying; other kinds (strings, objects) are converted here."""
     if isinstance(a, BlockCyclicArray):
         raise TypeError("from_numpy got a BlockCyclicArray; use A.copy() or A.redistribute()")
     if a is None:
@@ -473,60 +542,35 @@ def _host_matrix(a: Any, dtype: Any, backend: Any) -> np.ndarray:
         raise TypeError(f"from_numpy cannot read a {type(a).__name__} as an array: {exc}") from exc
     if host.ndim != 2:
         raise ValueError(
-            f"from_numpy needs a 2-D array, got shape {host.shape}; reshape vectors to (n, 1)"
+            f"from_numpy needs a 1-D or 2-D array, got shape {host.shape}"
         )
     if dtype is not None:
-        host = host.astype(check_array_dtype(dtype), copy=False)
-    elif host.dtype not in SUPPORTED_DTYPES:
+        dt = check_array_dtype(dtype)
+        if host.dtype.kind not in "biufc":
+            host = host.astype(dt)
+        return host, dt
+    if host.dtype not in SUPPORTED_DTYPES:
         raise TypeError(
             f"from_numpy: dtype {host.dtype} is not supported; use one of float32, float64, "
-            "complex64, complex128 (pass dtype=np.float64 to convert)"
+            "complex64, complex128, int32, int64, bool (pass dtype=np.float64 to convert)"
         )
-    return host
-
-
-def _local_of(host: np.ndarray, layout: BlockCyclicLayout, g: ProcessGrid, p: int) -> np.ndarray:
-    prow, pcol = g.coords_of(p)
-    return host[np.ix_(layout.local_rows(prow), layout.local_cols(pcol))]
-
-
-def _local_sizes(layout: BlockCyclicLayout, g: ProcessGrid) -> list[int]:
-    sizes = []
-    for p in range(g.size):
-        r, c = layout.local_shape(*g.coords_of(p))
-        sizes.append(r * c)
-    return sizes
-
-
-def _rounds(sizes: list[int], itemsize: int, exclude: int | None = None) -> list[list[int]]:
-    """Consecutive groups of ranks whose messages total at most TRANSFER_ROUND_BYTES (each
-    group has at least one rank; ranks with nothing to move and ``exclude`` are left out).
-    The same on every rank, so every rank runs the same number of collectives."""
-    groups: list[list[int]] = []
-    current: list[int] = []
-    used = 0
-    for p, s in enumerate(sizes):
-        if s == 0 or p == exclude:
-            continue
-        nbytes = s * itemsize
-        if current and used + nbytes > TRANSFER_ROUND_BYTES:
-            groups.append(current)
-            current, used = [], 0
-        current.append(p)
-        used += nbytes
-    if current:
-        groups.append(current)
-    return groups
+    return host, np.dtype(host.dtype)
 
 
 @implements_method("gather")  # BlockCyclicArray.to_numpy
 def gather(a: BlockCyclicArray, root: int | None = None) -> np.ndarray | None:
     """Gather the global matrix into a NumPy array on every rank, or on ``root`` only.
 
-    Collective. Each process sends its local matrix (whole, C-ordered) to the ranks that
-    need it, in rounds of at most :data:`TRANSFER_ROUND_BYTES` per rank. A lazy view
-    (``A.T``, ``A.conj()``) is gathered as stored and transposed/conjugated on the host, with
-    no distributed transpose.
+    Collective. On the host route (:data:`ROUTE`; the CPU backend) each process sends its
+    local matrix in row chunks and each receiving rank takes them with MPI straight into
+    their final places in the result (derived datatypes over the strided views of
+    :mod:`blasmp_array._local_views`), its own part copied on its host copy threads. On the
+    device route (the GPU backend, several
+    processes) row panels of at most :data:`PANEL_BYTES` are gathered onto the receiving
+    rank's device by the one-sided exchange and copied to the host through the pinned
+    buffers there. A lazy view is gathered as viewed: ``A.T`` lands transposed in place on the
+    host route (transposed and conjugated on the device on the device route), ``A.conj()``
+    is conjugated on the host.
 
     Parameters
     ----------
@@ -537,7 +581,7 @@ def gather(a: BlockCyclicArray, root: int | None = None) -> np.ndarray | None:
     Returns
     -------
     numpy.ndarray or None
-        The ``m x n`` matrix, or ``None`` on ranks other than ``root``.
+        The ``m x n`` matrix (C-ordered), or ``None`` on ranks other than ``root``.
     """
     if not isinstance(a, BlockCyclicArray):
         raise TypeError(f"gather expects a BlockCyclicArray, got {type(a).__name__}")
@@ -546,41 +590,83 @@ def gather(a: BlockCyclicArray, root: int | None = None) -> np.ndarray | None:
         raise ValueError(f"root must be a rank in [0, {g.size}) or None, got {root!r}")
     transposed, conjugated = a._transposed, a._conjugated
     if a.is_window:  # gathering is an explicit copy: no ViewCopyWarning
-        a = _dispatch.method("materialize_window")(a, warn=False)
+        stored = _dispatch.method("materialize_window")(a, warn=False)
     else:
-        a = a.storage
-    backend, xp, layout = a.backend, a.backend.xp, a.layout
-    dt = a.dtype
-    wire = np.dtype(np.uint8) if dt == np.bool_ else dt  # bools travel as bytes
+        stored = a.storage
     receives = root is None or g.rank == root
-    out = np.empty(layout.shape, dtype=dt) if receives else None
-    mine = xp.ascontiguousarray(a._data).reshape(-1).view(wire)
-    nothing = xp.empty((0,), dtype=wire)
-    sizes = _local_sizes(layout, g)
-    rows = [layout.local_rows(r) for r in range(g.nprow)]
-    cols = [layout.local_cols(c) for c in range(g.npcol)]
-    # a process's own part is copied locally; others move with alltoallv
-    for group in _rounds(sizes, dt.itemsize):
-        send = [nothing] * g.size
-        recv = [nothing] * g.size
-        if g.rank in group:
-            for p in range(g.size) if root is None else [root]:
-                if p != g.rank:
-                    send[p] = mine
-        if receives:
-            for p in group:
-                if p != g.rank:
-                    recv[p] = xp.empty((sizes[p],), dtype=wire)
-        backend.alltoallv(send, recv)
-        if receives:
-            assert out is not None
-            for p in group:
-                prow, pcol = g.coords_of(p)
-                src = mine if p == g.rank else recv[p]
-                block = backend.asnumpy(src).view(dt).reshape(rows[prow].size, cols[pcol].size)
-                out[np.ix_(rows[prow], cols[pcol])] = block
-    if out is not None and transposed:
-        out = np.ascontiguousarray(out.T)
-    if out is not None and conjugated:
-        np.conjugate(out, out=out)
+    out = np.empty(a.shape, dtype=a.dtype) if receives else None
+    if a.size == 0:
+        return out
+    if _route(stored.backend, stored.dtype, g.size, transposed) == "device":
+        _gather_device(stored._with_flags(transposed, conjugated), out, root)
+    else:
+        # the stored matrix lands in out, or in out.T for a transposed view
+        dest = None if out is None else out.T if transposed else out
+        _gather_host(stored, dest, root, conjugated)
     return out
+
+
+def _gather_host(
+    a: BlockCyclicArray, dest: np.ndarray | None, root: int | None, conjugate: bool = False
+) -> None:
+    """Every process sends its local rows, chunk by chunk, to the receiving ranks, which
+    receive them straight into their places in ``dest`` (the global matrix, any strides;
+    ``None`` on ranks that receive nothing: MPI datatypes over the strided views) and copy
+    their own (all conjugated if asked: the own part while copying, the others in place).
+
+    A receiving rank posts its receives first, then (``root=None``) starts its sends, copies
+    its own part -- which takes the first-touch page faults of the fresh ``dest`` -- and then
+    waits, so that MPI moves the messages into pages already mapped."""
+    g, backend, layout = a.grid, a.backend, a.layout
+    itemsize = a.dtype.itemsize
+    chunks = row_chunks(a._data.shape, itemsize)
+    parts = col_ranges(layout, g.mycol)
+    if root is not None and g.rank != root:
+        # me -> root: my local rows, message k * len(parts) + j for row chunk k, column run j
+        backend.send_rows(a._data, chunks, parts, [root])
+        return
+    assert dest is not None
+    others = [p for p in range(g.size) if p != g.rank]
+    views = [local_view(dest, layout, *g.coords_of(p)) for p in others]
+    recvs = []
+    for p, view in zip(others, views, strict=True):
+        # p -> me: p's local rows, received straight into their places in dest
+        n = len(view.col_ranges)
+        for k, (lo, hi) in enumerate(row_chunks(view.shape, itemsize)):
+            for j in range(n):
+                recvs.append(backend.post_recv(view.views(lo, hi, j), p, message_tag(k * n + j)))
+    sends = []
+    if root is None and others:
+        if backend.host_resident:
+            sends = backend.post_rows(a._data, chunks, parts, others)  # me -> every other rank
+        else:
+            backend.send_rows(a._data, chunks, parts, others)  # through the device's staging
+    # with one root the others only wait for it: its copy may use all the node's cores
+    own = local_view(dest, layout, g.myrow, g.mycol)
+    backend.to_host(a._data, own, conjugate, all_cores=root is not None)
+    backend.wait_requests(sends + recvs)
+    if not conjugate:
+        return
+    for view in views:  # my own part was conjugated while copied
+        for j in range(len(view.col_ranges)):
+            for v in view.views(0, view.shape[0], j):
+                np.conjugate(v, out=v)
+
+
+def _gather_device(view: BlockCyclicArray, out: np.ndarray | None, root: int | None) -> None:
+    """Row panel by row panel: the one-sided exchange gathers the panel (as viewed) onto each
+    receiving rank's device (``ops/row_panels.py``), which copies it into its rows of ``out``."""
+    g, backend = view.grid, view.backend
+    m, n = view.shape
+    h = _panel_rows(n, view.dtype.itemsize)
+    gather_rows = _dispatch.method("gather_rows")  # ops/row_panels.py
+    receivers = range(g.size) if root is None else [root]
+    panel = backend.xp.empty((min(h, m), n), dtype=view.dtype) if out is not None else None
+    for r0 in range(0, m, h):
+        r1 = min(m, r0 + h)
+        rows = None if panel is None else panel[: r1 - r0]
+        for r in receivers:
+            gather_rows(view, r0, r1, r, rows if r == g.rank else None)
+        if out is not None:
+            # my device -> my host rows; with one root, on all the node's cores (the rest wait)
+            backend.to_host(rows, out[r0:r1], all_cores=root is not None)

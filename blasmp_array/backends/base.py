@@ -48,6 +48,9 @@ from typing import Any
 
 import numpy as np
 
+from .._local_views import as_local_view
+from ._staging import HostCopier, copy_threads
+
 __all__ = [
     "Backend",
     "SignalTimeoutError",
@@ -177,6 +180,61 @@ class Backend(abc.ABC):
     def asarray(self, a: Any, dtype: Any = None) -> Any:
         """Move a host array to the backend's memory."""
         return self.xp.asarray(a, dtype=dtype)
+
+    # -- host staging (NumPy in and out of local matrices) -----------------------------------
+    #: processes of this node sharing its cores (set by the backends; sizes the copy threads)
+    ranks_on_node: int = 1
+    #: True where local arrays are host (NumPy) memory: host messages go straight from them
+    host_resident: bool = False
+    _host_copier: HostCopier | None = None
+
+    @property
+    def host_copier(self) -> HostCopier:
+        """The host copy threads of this process (``backends/_staging.py``), created on first
+        use: :func:`~._staging.copy_threads` threads, or as many as the node gives one process
+        for the copies of ``from_host``/``to_host`` with ``all_cores=True``."""
+        if self._host_copier is None:
+            self._host_copier = HostCopier(copy_threads(self.ranks_on_node), copy_threads(1))
+        return self._host_copier
+
+    def from_host(self, src: Any, out: Any, all_cores: bool = False) -> None:
+        """``out[...] = src``: fill a local array from host memory.
+
+        ``out`` is a 2-D backend array (C-ordered on a device backend). ``src`` is a 2-D NumPy
+        array of ``out.shape`` (any strides) or a :class:`~blasmp_array._local_views.LocalView`
+        (a process's local matrix inside a global host matrix); it is cast to ``out.dtype``
+        as ``astype`` does. Host copies run on :attr:`host_copier`'s threads (all the node's
+        cores with ``all_cores``: the other ranks of the node wait meanwhile); a device backend
+        streams through reusable pinned buffers. Returns when ``out`` holds the data for any
+        later work (host or stream-ordered).
+        """
+        view = as_local_view(src)
+        if tuple(out.shape) != view.shape:
+            raise ValueError(f"from_host: source of shape {view.shape} for a {out.shape} array")
+        if view.shape[0]:
+            with self.host_copier.on_all_cores(all_cores):
+                self.host_copier.read(view, 0, view.shape[0], out)
+
+    def to_host(
+        self, a: Any, out: Any = None, conjugate: bool = False, all_cores: bool = False
+    ) -> Any:
+        """Copy a 2-D local array to host memory; return the host copy.
+
+        ``out``: ``None`` (a new C-ordered NumPy array), a 2-D NumPy array of ``a.shape`` (any
+        strides), or a :class:`~blasmp_array._local_views.LocalView` whose global matrix
+        receives the data (then that global matrix is returned). ``conjugate`` writes the
+        complex conjugate; ``all_cores`` as in :meth:`from_host`. Waits for the work enqueued
+        so far that writes ``a``.
+        """
+        if out is None:
+            out = np.empty(tuple(a.shape), dtype=a.dtype)
+        view = as_local_view(out)
+        if tuple(a.shape) != view.shape:
+            raise ValueError(f"to_host: a {a.shape} array into a destination of {view.shape}")
+        if view.shape[0]:
+            with self.host_copier.on_all_cores(all_cores):
+                self.host_copier.write(view, 0, view.shape[0], a, conjugate)
+        return view.glob
 
     # -- streams and events ---------------------------------------------------------------
     @abc.abstractmethod

@@ -50,6 +50,7 @@ from .. import _abort
 from .._philox import fill_local
 from . import _blas_threads
 from ._host_collectives import HostCollectives
+from ._host_messages import HostMessages
 from .base import (
     DEFAULT_SIGNAL_TIMEOUT,
     Backend,
@@ -178,7 +179,7 @@ class CPUStream(Stream):
 _SIGNAL_OPS = {"set": "REPLACE", "add": "SUM"}
 
 
-class CPUBackend(HostCollectives, Backend):
+class CPUBackend(HostCollectives, HostMessages, Backend):
     """NumPy + BLAS + MPI-3 RMA backend over the communicator ``comm`` (collective).
 
     Attributes
@@ -192,6 +193,7 @@ class CPUBackend(HostCollectives, Backend):
 
     name = "cpu"
     xp = np
+    host_resident = True
     compute: CPUStream
     comm_stream: CPUStream
 
@@ -216,6 +218,9 @@ class CPUBackend(HostCollectives, Backend):
         # host collectives and point-to-point messages on a private communicator, so their
         # tags can never match a user's messages
         self._pcomm = comm.Dup()
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED)  # the ranks sharing this node's cores
+        self.ranks_on_node = node.Get_size()
+        node.Free()
         self.signal_timeout = float(
             os.environ.get("BLASMP_SIGNAL_TIMEOUT", "") or DEFAULT_SIGNAL_TIMEOUT
         )

@@ -54,13 +54,16 @@ import cupy
 import numpy as np
 
 from .. import _abort
+from .._local_views import as_local_view
 from . import _blas_threads
 from ._cublas import CublasKernels
 from ._cuda_env import warn_if_lazy
 from ._gpu_random import load_kernels as load_random_kernels
 from ._gpu_random import philox_fill
 from ._host_collectives import HostCollectives
+from ._host_messages import HostMessages, message_tag
 from ._nvshmem_runtime import ensure_runtime
+from ._pinned import PinnedStaging
 from .base import (
     DEFAULT_SIGNAL_TIMEOUT,
     Backend,
@@ -77,6 +80,9 @@ __all__ = ["GPUBackend", "GPUStream", "GPUEvent", "StreamError"]
 _ERROR_ORDER = itertools.count()
 _ALIGN = 512  # bytes; every symmetric allocation is a multiple of this
 _MEMORY_MARGIN = 256 << 20  # bytes of device memory left for cuBLAS workspaces and CuPy
+#: ``asarray``/``asnumpy`` of a 2-D array of at least this many bytes go through the pinned
+#: staging (``_pinned.py``); smaller ones (index vectors, scalars) through CuPy directly
+PINNED_MIN_BYTES = 1 << 20
 
 
 class StreamError(RuntimeError):
@@ -177,7 +183,7 @@ def _parse_bytes(text: str) -> int | None:
         return None
 
 
-class GPUBackend(HostCollectives, Backend):
+class GPUBackend(HostCollectives, HostMessages, Backend):
     """CuPy + cuBLAS + NVSHMEM backend over the communicator ``comm`` (collective).
 
     Attributes
@@ -219,6 +225,8 @@ class GPUBackend(HostCollectives, Backend):
         # host LAPACK (e.g. SciPy's dlaswp) on each rank's share of its node's cores
         self.blas_threads = _blas_threads.apply(comm)
         self._pcomm = comm.Dup()  # host collectives on a private communicator
+        self.ranks_on_node = self._rt.ranks_on_node
+        self._pinned: PinnedStaging | None = None  # created on the first large host transfer
         self.signal_timeout = float(
             os.environ.get("BLASMP_SIGNAL_TIMEOUT", "") or DEFAULT_SIGNAL_TIMEOUT
         )
@@ -392,6 +400,8 @@ class GPUBackend(HostCollectives, Backend):
             return np.asarray(a)
         cur = cupy.cuda.get_current_stream()
         ours = self._stream_of(cur)
+        if ours is None and a.ndim == 2 and a.nbytes >= PINNED_MIN_BYTES:
+            return self.to_host(a)
         if ours is not None:  # inside launch(): wait (with the timeout) for the stream
             exc = self._drain((ours,))
             if exc is not None:
@@ -399,7 +409,117 @@ class GPUBackend(HostCollectives, Backend):
         return a.get(stream=cur)
 
     def asarray(self, a: Any, dtype: Any = None) -> cupy.ndarray:
+        if (
+            isinstance(a, np.ndarray)
+            and a.ndim == 2
+            and a.nbytes >= PINNED_MIN_BYTES
+            and self._stream_of(cupy.cuda.get_current_stream()) is None
+        ):
+            dt = a.dtype if dtype is None else dtype
+            if a.flags.f_contiguous and not a.flags.c_contiguous:  # keep the order, as CuPy does
+                out = cupy.empty(a.shape, dtype=dt, order="F")
+                self.from_host(a.T, out.T)
+            else:
+                out = cupy.empty(a.shape, dtype=dt)
+                self.from_host(a, out)
+            return out
         return cupy.asarray(a, dtype=dtype)
+
+    # -- host staging through pinned buffers (_pinned.py) ------------------------------------
+    def pinned_staging(self) -> PinnedStaging:
+        """This process's pinned buffers, copy stream and copy threads (created once)."""
+        if self._pinned is None:
+            self._pinned = PinnedStaging(self.host_copier)
+        return self._pinned
+
+    def _writers(self) -> tuple[Any, ...]:
+        return tuple(s.cupy for s in self._streams)
+
+    def from_host(self, src: Any, out: Any, all_cores: bool = False) -> None:
+        """See :meth:`.base.Backend.from_host`: streamed through the pinned buffers, host copies
+        on the copy threads overlapping the DMA."""
+        if not isinstance(out, cupy.ndarray):
+            super().from_host(src, out, all_cores)
+            return
+        view = as_local_view(src)
+        if tuple(out.shape) != view.shape:
+            raise ValueError(f"from_host: source of shape {view.shape} for a {out.shape} array")
+        target = out if out.flags.c_contiguous else cupy.empty(out.shape, out.dtype)
+        with self.host_copier.on_all_cores(all_cores):
+            self.pinned_staging().upload(view, target, after=self._writers())
+        if target is not out:
+            out[...] = target
+
+    def to_host(
+        self, a: Any, out: Any = None, conjugate: bool = False, all_cores: bool = False
+    ) -> Any:
+        """See :meth:`.base.Backend.to_host`: streamed through the pinned buffers, host copies
+        on the copy threads overlapping the DMA of the next chunk."""
+        if not isinstance(a, cupy.ndarray):
+            return super().to_host(a, out, conjugate, all_cores)
+        if out is None:
+            out = np.empty(a.shape, dtype=a.dtype)
+        view = as_local_view(out)
+        if tuple(a.shape) != view.shape:
+            raise ValueError(f"to_host: a {a.shape} array into a destination of {view.shape}")
+        if not a.flags.c_contiguous:
+            a = cupy.ascontiguousarray(a)  # on the current stream, which the copy waits for
+        with self.host_copier.on_all_cores(all_cores):
+            self.pinned_staging().download(a, view, conjugate, after=self._writers())
+        return view.glob
+
+    def send_rows(
+        self,
+        local: Any,
+        chunks: Sequence[tuple[int, int]],
+        parts: Sequence[tuple[int, int]],
+        dests: Sequence[int],
+    ) -> None:
+        """See :meth:`._host_messages.HostMessages.send_rows`: each row chunk is copied into a
+        pinned buffer once and sent from there to every destination."""
+        if not isinstance(local, cupy.ndarray):
+            super().send_rows(local, chunks, parts, dests)
+            return
+        if not dests:
+            return
+        if not local.flags.c_contiguous:
+            local = cupy.ascontiguousarray(local)
+
+        def post_sends(k: int, rows: np.ndarray) -> list[Any]:
+            return [
+                self.post_send([rows[:, c0:c1]], d, message_tag(k * len(parts) + j))
+                for j, (c0, c1) in enumerate(parts)
+                for d in dests
+            ]
+
+        self.pinned_staging().send(
+            local, chunks, post_sends, self.wait_requests, after=self._writers()
+        )
+
+    def recv_rows(
+        self,
+        local: Any,
+        chunks: Sequence[tuple[int, int]],
+        parts: Sequence[tuple[int, int]],
+        source: int,
+    ) -> None:
+        """See :meth:`._host_messages.HostMessages.recv_rows`: received into the pinned
+        buffers, each chunk's DMA overlapping the arrival of the next."""
+        if not isinstance(local, cupy.ndarray):
+            super().recv_rows(local, chunks, parts, source)
+            return
+        if not local.flags.c_contiguous:
+            raise ValueError("recv_rows needs a C-contiguous device array")
+
+        def post_recvs(k: int, rows: np.ndarray) -> list[Any]:
+            return [
+                self.post_recv([rows[:, c0:c1]], source, message_tag(k * len(parts) + j))
+                for j, (c0, c1) in enumerate(parts)
+            ]
+
+        self.pinned_staging().recv(
+            local, chunks, post_recvs, self.wait_requests, after=self._writers()
+        )
 
     # -- streams and events ---------------------------------------------------------------
     def _stream_of(self, cur: Any) -> GPUStream | None:

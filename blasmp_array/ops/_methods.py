@@ -12,7 +12,8 @@ module fills the registry for the ops layer, in one place:
   :mod:`.functions`, :mod:`.products`, :mod:`.selection`, :mod:`.scans`, :mod:`.cholesky`,
   :mod:`.lu` and :mod:`.qr`, which register themselves when imported here, and :mod:`.solves`,
   which wraps the solvers' registrations with NumPy's operands (vectors, replicated ndarrays,
-  integers).
+  integers);
+* the device route of the NumPy door, ``gather_rows`` and ``scatter_rows`` (:mod:`.row_panels`).
 
 ``blasmp_array/__init__.py`` imports this module, so ``import blasmp_array`` fills the registry.
 To give the array a new operator-backed method, see CONTRIBUTING.md ("Adding an array method").
@@ -34,6 +35,7 @@ from . import (  # noqa: F401  (they register)
     products,
     qr,
     reductions,
+    row_panels,
     scans,
     selection,
     solves,

@@ -9,6 +9,7 @@ from mpi4py import MPI
 
 import blasmp_array as bm
 from blasmp_array import creation
+from blasmp_array.backends import _staging
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
@@ -74,15 +75,20 @@ def test_roundtrip_from_root(grid, comm, dtype):
             assert g is None
 
 
-def test_roundtrip_in_many_rounds(grid, comm, monkeypatch):
-    # force one rank per round in the scatter and the gather
-    monkeypatch.setattr(creation, "TRANSFER_ROUND_BYTES", 8)
+@pytest.mark.parametrize("route", ["host", "device"])
+def test_roundtrip_in_many_chunks(grid, comm, monkeypatch, route):
+    # one row per staging chunk and per panel: many messages, panels and exchanges
+    monkeypatch.setattr(_staging, "CHUNK_BYTES", 8)
+    monkeypatch.setattr(creation, "PANEL_BYTES", 8)
+    monkeypatch.setitem(creation.ROUTE, grid.backend.name, route)
     a = _matrix((23, 19), np.float64, seed=5)
     A = bm.from_numpy(a if comm.rank == 0 else None, block=(4, 3), grid=grid, root=0)
     np.testing.assert_array_equal(A.to_numpy(), a)
     out = A.to_numpy(root=comm.size - 1)
     if comm.rank == comm.size - 1:
         np.testing.assert_array_equal(out, a)
+    else:
+        assert out is None
 
 
 def test_from_numpy_converts_dtype(grid):
