@@ -76,6 +76,7 @@ UNARY = (
     np.isfinite,
     np.isinf,
     np.logical_not,
+    np.invert,
 )
 
 BINARY = (
