@@ -534,7 +534,10 @@ def _column_norms2(x: BlockCyclicArray, row0: int) -> np.ndarray:
 def _check_rank(r: BlockCyclicArray, tol: float, op: str, what: str) -> None:
     """``LinAlgError`` on every rank when some ``|R[j, j]| <= tol * max |R[i, i]|`` (the
     diagonal is gathered on every rank: the same verdict everywhere)."""
-    d = np.abs(np.diagonal(r).to_numpy())  # a distributed vector, gathered on every rank
+    diag: BlockCyclicArray = np.diagonal(r)  # type: ignore[assignment]  # distributed vector
+    gathered = diag.to_numpy()  # on every rank (no root)
+    assert gathered is not None
+    d = np.abs(gathered)
     big = float(d.max()) if d.size else 0.0
     bad = np.flatnonzero(~(d > tol * big)) if big > 0 else np.arange(d.size)
     if bad.size:
