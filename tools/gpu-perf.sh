@@ -1,5 +1,5 @@
 #!/bin/bash
-# The performance runs of the GPU backend on ONE GPU (issue 4's targets), with the bench command:
+# The performance runs of the GPU backend on ONE GPU (docs/performance.md), with the bench command:
 #   1 rank   GEMM and TRSM, float64, n=$N, against CuPy (cupy.matmul, cupyx solve_triangular)
 #            and, with BASELINES=cupy,cublasmp (wheels of tools/fetch-cublasmp-wheels.sh),
 #            cuBLASMp, measured in the same run
@@ -11,7 +11,7 @@
 #   faces    the same at n=$NSMALL (4096), checked against NumPy (--check)
 #   face4    A.T @ A and solve_triangular on 4 ranks (2x2, MPS), n=$N, default block
 #   redist4  A.T.resolve() and A.redistribute(block=1024) from block 2048 on 4 ranks (2x2, MPS),
-#            n=$N: GB/s of the matrix moved (issue 13), every element checked (--check)
+#            n=$N: GB/s of the matrix moved (docs/redistribution.md), every element checked (--check)
 # Usage (repository root, wheels in .whl/):  OUT=/some/dir tools/gpu-perf.sh [PHASE...]
 #   trsm4/chol4  TRSM / Cholesky on 4 ranks (2x2, MPS), n=$N, block $BLOCK4
 #   chol1/lu1    Cholesky (n=$N) / LU (n=$NSMALL) on 1 rank, default block, against CuPy
@@ -19,7 +19,7 @@
 #   lu1big       LU on 1 rank at n=$N against cupyx lu_factor
 #   views4       A[1:, 1:] @ B[1:, 1:] (window views, read in place by GEMM), the same on copies of
 #                the windows, A @ B and sum(axis=0) on 4 ranks (2x2, MPS), n=$N, default block
-#   prof1        tools/profile_face.py at n=$NSMALL: per-call host profile of the face (issue 14)
+#   prof1        tools/profile_face.py at n=$NSMALL: per-call host profile of the face (docs/performance.md)
 #   puts4        tools/put_bandwidth.py on 4 ranks (MPS): the NVSHMEM put limit beside redist4
 #   lupanel1     tools/getrf_panel_sweep.py at n=$NSMALL and $N: the one-rank LU's panel width
 #   proflu4      tools/profile_lu.py on 4 ranks (2x2, MPS), n=$N, block $BLOCK4: rank 0's host profile

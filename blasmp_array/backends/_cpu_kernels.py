@@ -390,7 +390,7 @@ def _trsm_halves(alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[
     ~50), and smaller triangles are slower still (64: ~5). Measured through the bench
     (``trsm``, n = 4096, 2 ranks, 1x2 grid, block 256, two interleaved runs each): 0.72-0.74 s
     with halving down to 64, 0.80-0.81 s without; ``cholesky`` unchanged (0.44-0.51 s, within
-    its spread), its time goes elsewhere (docs/performance.md, session 8).
+    its spread), its time goes elsewhere (docs/cholesky.md).
 
     With ``T = op(a)`` split at ``h`` into ``T11, T22`` and the off-diagonal block ``T21``
     (``T`` lower) or ``T12`` (upper): the half whose equations do not involve the other is solved

@@ -75,7 +75,7 @@ host, idle until rank 0's ``getrf`` ends, prepares what needs no pivots meanwhil
 gather's plan, the next update's rows). On one H200, 4 ranks (2x2, MPS), n = 16384,
 block 2048, this and the changes beside it (the gather to the leaders only, the shares trimmed
 to the rows read, the recursive TRSM, the comm stream at the device's highest priority) took the
-factorisation from 0.210 to 0.176 s (docs/performance.md, "Session 12"). The critical path is
+factorisation from 0.210 to 0.176 s (docs/lu.md; docs/_measurements/lu). The critical path is
 now the chain of ``getrf`` (slowed about 1.5x by the concurrent update) and, between two of
 them, about 9-12 ms per step of pivot broadcast, the interchange exchange, block column ``k +
 1``'s update and the gather, each exchange ending in a host synchronisation.
@@ -121,11 +121,11 @@ One process (a ``1 x 1`` grid) skips the pipeline and its exchanges
 panel factored on the comm stream beside the update), on the CPU one ``getrf`` of the whole
 local matrix, as LAPACK alone would do it.
 
-What remains (issue 17)
------------------------
+What remains
+------------
 The exchanges between two ``getrf`` s (the interchanges, the next panel's gather, each ending in
 a host synchronisation): on the critical path, 9-12 ms per step on one H200 with 4 ranks. Built
-and reverted in session 13 (commit ba93450, docs/lu.md): the leader applying step ``k`` to block
+and reverted (commit ba93450, docs/lu.md): the leader applying step ``k`` to block
 column ``k + 1`` itself, on a third stream, so that the exchanges travel beside ``getrf``: 0.192 s
 against 0.171 s on one GPU shared by four ranks (the leader's extra update competes with theirs).
 On one process a recursive LU (cuSOLVER's getrf on column halves, TRSM and GEMM between them)
