@@ -40,6 +40,7 @@ import numpy as np
 
 from .._progress import progress_bar
 from ..array import BlockCyclicArray, check_dtype
+from ..backends._staging import copy_threads
 from ..creation import default_grid, normalize_block
 from ..grid import ProcessGrid
 
@@ -299,31 +300,14 @@ def write_published(
 
 
 # -- host threads ----------------------------------------------------------------------------
-_ranks_on_node: dict[int, int] = {}
-
-
 def ranks_on_node(backend: Any) -> int:
-    """How many ranks of the backend's communicator run on this rank's node.
-
-    Collective on first use per communicator (a shared-memory split of it), so call it at the
-    same point on every rank.
-    """
-    key = id(backend.comm)
-    if key not in _ranks_on_node:
-        from mpi4py import MPI
-
-        node = backend.comm.Split_type(MPI.COMM_TYPE_SHARED)
-        _ranks_on_node[key] = node.Get_size()
-        node.Free()
-    return _ranks_on_node[key]
+    """How many ranks of the backend's communicator run on this rank's node (counted once, when
+    the backend was created)."""
+    return int(backend.ranks_on_node)
 
 
-def host_threads(backend: Any, cap: int = 8) -> int:
-    """Threads a rank may use for host copies: the CPUs this process may run on, divided
-    among the ranks of its node (at least 1, at most ``cap``). Collective on first use, like
-    :func:`ranks_on_node`."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cap, cpus // ranks_on_node(backend)))
+def host_threads(backend: Any) -> int:
+    """Threads a rank may use for host copies: the backends' rule
+    (:func:`backends._staging.copy_threads`: the cores it may run on, shared with the other
+    ranks of its node unless it is bound to its own, at most 8)."""
+    return copy_threads(backend.ranks_on_node)

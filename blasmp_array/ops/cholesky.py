@@ -443,7 +443,7 @@ _LOCAL_ON_ONE_PROCESS = True
 #: per backend name, ``(leaf, halve)`` of the local potrf of :mod:`._recursive_potrf` (recursive
 #: halving down to leaves of ``leaf``, or right-looking blocks of ``leaf`` when not ``halve``); a
 #: backend not listed calls its library potrf once (LAPACK's own potrf is already recursive).
-#: GPU, measured on one H200 (tools/potrf_leaf_sweep.py, docs/cholesky.md; docs/_measurements/cholesky): at
+#: GPU, measured on one H200 (tools/potrf_leaf_sweep.py, docs/cholesky.md): at
 #: n = 16384 halving to leaves of 4096 took 0.061 s against 0.064 s with one cuSOLVER call; smaller
 #: leaves and right-looking blocks of 256-2048 were no faster (cuBLAS's DTRSM runs at 31 TFLOP/s
 #: at n/2, DSYRK at 45, DGEMM at 54); n <= 4096 is one cuSOLVER call.
