@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from .._progress import progress_bar
-from ..array import BlockCyclicArray, check_dtype
+from ..array import BlockCyclicArray, check_array_dtype
 from ..backends._staging import copy_threads
 from ..creation import default_grid, normalize_block
 from ..grid import ProcessGrid
@@ -99,9 +99,10 @@ def resolve_grid(grid: ProcessGrid | None, backend: str | None) -> ProcessGrid:
 
 
 def check_dtype_arg(dtype: Any, source_dtype: Any, what: str) -> np.dtype:
-    """The dtype to store: ``dtype`` if given, else the source's (one of the four BLAS dtypes)."""
+    """The dtype to store: ``dtype`` if given, else the source's (a dtype an array holds: the
+    four BLAS dtypes, int32, int64, bool)."""
     try:
-        return check_dtype(source_dtype if dtype is None else dtype)
+        return check_array_dtype(source_dtype if dtype is None else dtype)
     except TypeError as exc:
         raise TypeError(f"{what}: {exc}; pass dtype=... to convert") from None
 

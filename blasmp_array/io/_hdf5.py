@@ -93,7 +93,7 @@ def _open(h5py: Any, name: str, mode: str, backend: Any) -> Any:
 
 # -- reading ---------------------------------------------------------------------------------
 def _inspect(h5py: Any, name: str, dataset: str) -> tuple[tuple[int, ...], str, str]:
-    """Rank 0: shape, dtype (``.str``; ``""`` when not numeric) and dtype name of the dataset."""
+    """Rank 0: shape, dtype (``.str``; ``""`` when neither numeric nor bool) and dtype name of the dataset."""
     with h5py.File(name, "r") as f:
         if dataset not in f:
             raise KeyError(f"{name!r} has no dataset {dataset!r}")
@@ -101,7 +101,7 @@ def _inspect(h5py: Any, name: str, dataset: str) -> tuple[tuple[int, ...], str, 
         if not isinstance(d, h5py.Dataset):
             raise ValueError(f"{dataset!r} in {name!r} is a {type(d).__name__}, not a dataset")
         dt = d.dtype
-        return tuple(int(s) for s in d.shape), dt.str if dt.kind in "iufc" else "", str(dt)
+        return tuple(int(s) for s in d.shape), dt.str if dt.kind in "biufc" else "", str(dt)
 
 
 def from_hdf5(
@@ -170,7 +170,7 @@ def from_hdf5(
     if len(shape) != 2:
         raise ValueError(f"{what}: needs a 2-D dataset, it has shape {shape}")
     if not file_dtype:
-        raise TypeError(f"{what}: the dataset holds {dtype_name} data, not numbers")
+        raise TypeError(f"{what}: the dataset holds {dtype_name} data, not numbers or bools")
     dt = check_dtype_arg(dtype, np.dtype(file_dtype), what)
     out = new_array(BlockCyclicLayout((int(shape[0]), int(shape[1])), blk, g.shape), g, dt)
     layout = out.layout

@@ -193,7 +193,7 @@ def test_from_dask_argument_errors(square):
     with pytest.raises(ValueError, match="compute_chunk_sizes"):
         bm.from_dask(x[x[:, 0] > 0], block=2, grid=square)
     with pytest.raises(TypeError, match="dtype="):
-        bm.from_dask(da.zeros((4, 4), chunks=2, dtype=np.int32), block=2, grid=square)
+        bm.from_dask(da.zeros((4, 4), chunks=2, dtype=np.uint8), block=2, grid=square)
     with pytest.raises(ValueError, match="block"):
         bm.from_dask(x, block=0, grid=square)
     with pytest.raises(ValueError, match="batch_bytes"):
@@ -383,8 +383,12 @@ def test_from_zarr_dtype_conversion(square, shared_dir):
     a = np.arange(7 * 9, dtype=np.int64).reshape(7, 9)
     path = os.path.join(shared_dir, "i.zarr")
     on_rank0(lambda: zarr.create_array(path, data=a, chunks=(4, 4)))
+    assert_holds(bm.from_zarr(path, 3, square), a)  # int64 is held as it is
+    path8 = os.path.join(shared_dir, "u8.zarr")
+    on_rank0(lambda: zarr.create_array(path8, data=a.astype(np.uint8), chunks=(4, 4)))
     with pytest.raises(TypeError, match="dtype="):
-        bm.from_zarr(path, grid=square)
+        bm.from_zarr(path8, grid=square)
+    assert_holds(bm.from_zarr(path8, 3, square, dtype=np.int32), a.astype(np.int32))
     assert_holds(bm.from_zarr(path, 3, square, dtype=np.complex64), a.astype(np.complex64))
     b = matrix((9, 6), np.float32)
     build(b, square, 2).to_zarr(os.path.join(shared_dir, "f.zarr"))
@@ -903,3 +907,22 @@ def test_gpu_bands_round_trip(square, shared_dir, monkeypatch):
         assert_holds(B, a, (20, 8))
     y = A.to_dask()
     assert COMM.allreduce(same_bits(y.compute(), a), op=MPI.LAND)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.bool_], ids=lambda d: np.dtype(d).name)
+def test_integer_and_bool_round_trips(grid, shared_dir, dtype):
+    """int32, int64 and bool matrices keep their dtype and values through every writer and
+    reader (zarr, npy, HDF5, Dask), across a change of block."""
+    a = (np.arange(35 * 22).reshape(35, 22) * 7 % 11 - 5).astype(dtype)
+    A = bm.from_numpy(a, block=(4, 5), grid=grid)
+    name = np.dtype(dtype).name
+    A.to_zarr(os.path.join(shared_dir, f"{name}.zarr"))
+    assert_holds(bm.from_zarr(os.path.join(shared_dir, f"{name}.zarr"), block=(3, 3), grid=grid), a)
+    A.to_npy(os.path.join(shared_dir, f"{name}.npy"))
+    assert_holds(bm.from_npy(os.path.join(shared_dir, f"{name}.npy"), grid=grid), a)
+    got = A.to_dask().compute()
+    assert got.dtype == a.dtype and np.array_equal(got, a)
+    assert_holds(bm.from_dask(da.from_array(a, chunks=(7, 9)), grid=grid), a)
+    if HAVE_H5PY:
+        bio.to_hdf5(A, os.path.join(shared_dir, f"{name}.h5"), "x")
+        assert_holds(bm.from_hdf5(os.path.join(shared_dir, f"{name}.h5"), "x", grid=grid), a)
