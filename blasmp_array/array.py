@@ -531,7 +531,6 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
     def to_dask(self, **kwargs: Any) -> Any:
         """The matrix as a Dask array on every rank, in memory or over a temporary zarr store
         (see :func:`blasmp_array.io.to_dask`). Collective."""
-        self._no_vector_io("to_dask")
         return _dispatch.method("to_dask")(self, **kwargs)  # io/_dask.py
 
     def to_zarr(
@@ -539,24 +538,14 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
     ) -> None:
         """Parallel write to a zarr store, one chunk per block; ``options`` (``compressors``,
         ``zarr_format``) as in :func:`blasmp_array.io.to_zarr`. Collective."""
-        self._no_vector_io("to_zarr")
         to_zarr = _dispatch.method("to_zarr")  # io/_zarr.py
         to_zarr(self, url_or_store, overwrite=overwrite, progress=progress, **options)
 
     def to_npy(self, path: Any, overwrite: bool = False, progress: bool = False) -> None:
         """Parallel write to a ``.npy`` file through memory maps (:func:`blasmp_array.io.to_npy`).
         Collective."""
-        self._no_vector_io("to_npy")
         to_npy = _dispatch.method("to_npy")  # io/_npy.py
         to_npy(self, path, overwrite=overwrite, progress=progress)
-
-    def _no_vector_io(self, what: str) -> None:
-        if self._vector:  # the writers of io/ take 2-D arrays
-            raise NotImplementedError(
-                f"{what} of a 1-D BlockCyclicArray is not implemented yet; write its column "
-                f"face x.reshape(-1, 1).{what}(...) (an n x 1 matrix), or gather with "
-                "x.to_numpy()"
-            )
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise TypeError(

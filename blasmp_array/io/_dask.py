@@ -18,6 +18,7 @@ from .._alloc import new_array
 from ..array import BlockCyclicArray
 from ..grid import ProcessGrid
 from ..layout import BlockCyclicLayout
+from . import _vectors as vectors
 from ._common import (
     BATCH_BYTES,
     agree,
@@ -101,8 +102,10 @@ def from_dask(
             f"from_dask expects a dask.array.Array, got {type(x).__name__}; "
             "use blasmp_array.from_numpy for NumPy arrays"
         )
-    if x.ndim != 2:
-        raise ValueError(f"from_dask needs a 2-D Dask array, got {x.ndim} dimensions {x.shape}")
+    if x.ndim not in (1, 2):
+        raise ValueError(
+            f"from_dask needs a 1-D or 2-D Dask array, got {x.ndim} dimensions {x.shape}"
+        )
     if any(math.isnan(s) for s in x.shape):
         raise ValueError(
             "from_dask needs known chunk sizes, got shape "
@@ -116,6 +119,8 @@ def from_dask(
     g = resolve_grid(grid, backend)
     if x.dtype != dt:
         x = x.astype(dt)
+    if x.ndim == 1:  # a vector: computed whole by rank 0 and scattered (io/_vectors.py)
+        return vectors.read(g, block, dt, "from_dask", lambda: _to_host(x.compute()))
 
     out = new_array(BlockCyclicLayout((int(x.shape[0]), int(x.shape[1])), blk, g.shape), g, dt)
     layout, bk = out.layout, g.backend
@@ -293,6 +298,8 @@ def to_dask(
     elif isinstance(chunks, str) and chunks == "auto":
         chunks = da.core.normalize_chunks("auto", A.shape, dtype=A.dtype, previous_chunks=block)
     bk = A.grid.backend
+    if A.ndim == 1:  # a vector: gathered on every rank (n numbers), whatever the route
+        return da.from_array(A.to_numpy(), chunks=chunks)
     if via == "auto":
         via = "memory" if bk.size == 1 or _fits_in_memory(A) else "zarr"
     if via == "memory":
@@ -370,3 +377,8 @@ def _via_zarr(da: Any, A: BlockCyclicArray, chunks: Any, tmpdir: Any) -> Any:
     store = Path(directory) / "array.zarr"
     to_zarr(stored(A, "to_dask"), store)
     return da.from_zarr(str(store), chunks=chunks)
+
+
+def _to_host(a: Any) -> np.ndarray:
+    """A computed chunk or array on the host (CuPy-backed Dask arrays give device arrays)."""
+    return a if isinstance(a, np.ndarray) else np.asarray(a.get() if hasattr(a, "get") else a)

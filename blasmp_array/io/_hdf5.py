@@ -26,6 +26,7 @@ from .._alloc import new_array
 from ..array import BlockCyclicArray
 from ..grid import ProcessGrid
 from ..layout import BlockCyclicLayout
+from . import _vectors as vectors
 from ._common import (
     agree,
     check_dtype_arg,
@@ -93,7 +94,8 @@ def _open(h5py: Any, name: str, mode: str, backend: Any) -> Any:
 
 # -- reading ---------------------------------------------------------------------------------
 def _inspect(h5py: Any, name: str, dataset: str) -> tuple[tuple[int, ...], str, str]:
-    """Rank 0: shape, dtype (``.str``; ``""`` when neither numeric nor bool) and dtype name of the dataset."""
+    """Rank 0: shape, dtype (``.str``; ``""`` when neither numeric nor bool) and dtype name of
+    the dataset."""
     with h5py.File(name, "r") as f:
         if dataset not in f:
             raise KeyError(f"{name!r} has no dataset {dataset!r}")
@@ -167,11 +169,18 @@ def from_hdf5(
     name = os.fspath(path)
     what = f"from_hdf5({name!r}, {dataset!r})"
     shape, file_dtype, dtype_name = on_root(bk, what, lambda: _inspect(h5py, name, dataset))
-    if len(shape) != 2:
-        raise ValueError(f"{what}: needs a 2-D dataset, it has shape {shape}")
+    if len(shape) not in (1, 2):
+        raise ValueError(f"{what}: needs a 1-D or 2-D dataset, it has shape {shape}")
     if not file_dtype:
         raise TypeError(f"{what}: the dataset holds {dtype_name} data, not numbers or bools")
     dt = check_dtype_arg(dtype, np.dtype(file_dtype), what)
+    if len(shape) == 1:  # a vector: read whole by rank 0 and scattered (io/_vectors.py)
+
+        def load() -> np.ndarray:
+            with h5py.File(name, "r") as f:
+                return np.asarray(f[dataset][...])
+
+        return vectors.read(g, block, dt, what, load)
     out = new_array(BlockCyclicLayout((int(shape[0]), int(shape[1])), blk, g.shape), g, dt)
     layout = out.layout
     rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
@@ -247,6 +256,14 @@ def to_hdf5(
         raise ValueError(f"to_hdf5: dataset must be a non-empty name (a str), got {dataset!r}")
     check_flag(progress, "progress")
     A = stored(A, "to_hdf5")
+    if A.ndim == 1:  # a vector: gathered and written whole by rank 0 (io/_vectors.py)
+
+        def save(tmp: Path, host: np.ndarray) -> None:
+            with h5py.File(tmp, "w") as f:
+                f.create_dataset(dataset, data=host)
+
+        vectors.write(A, final, overwrite, "to_hdf5", save, replaceable=_not_a_file)
+        return
     layout, g, bk = A.layout, A.grid, A.grid.backend
     dtype = A.dtype
     threads = host_threads(bk)
@@ -291,8 +308,12 @@ def to_hdf5(
         "to_hdf5",
         create,
         write,
-        replaceable=lambda p: "is a directory" if p.is_dir() else None,
+        replaceable=_not_a_file,
     )
+
+
+def _not_a_file(path: Path) -> str | None:
+    return "is a directory" if path.is_dir() else None
 
 
 def _write_mpio(h5py: Any, tmp: Path, dataset: str, A: BlockCyclicArray, progress: bool) -> None:

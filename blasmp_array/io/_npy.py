@@ -20,6 +20,7 @@ from .._alloc import new_array
 from ..array import BlockCyclicArray
 from ..grid import ProcessGrid
 from ..layout import BlockCyclicLayout
+from . import _vectors as vectors
 from ._common import (
     agree,
     check_dtype_arg,
@@ -115,6 +116,9 @@ def to_npy(
     final = local_path(path, "to_npy")
     check_flag(progress, "progress")
     A = stored(A, "to_npy")
+    if A.ndim == 1:  # a vector: gathered and written whole by rank 0 (io/_vectors.py)
+        vectors.write(A, final, overwrite, "to_npy", _save, replaceable=_not_a_file)
+        return
     layout, g, bk = A.layout, A.grid, A.grid.backend
     dtype = A.dtype
     threads = host_threads(bk)
@@ -156,8 +160,17 @@ def to_npy(
         "to_npy",
         create,
         write,
-        replaceable=lambda p: "is a directory" if p.is_dir() else None,
+        replaceable=_not_a_file,
     )
+
+
+def _not_a_file(path: Path) -> str | None:
+    return "is a directory" if path.is_dir() else None
+
+
+def _save(tmp: Path, host: np.ndarray) -> None:
+    with open(tmp, "wb") as f:  # np.save(path) would append ".npy" to the temporary name
+        np.save(f, host)
 
 
 def _write_rect(mm: np.ndarray, rows: slice, cols: slice, values: np.ndarray) -> None:
@@ -245,12 +258,14 @@ def from_npy(
     name = os.fspath(path)
     what = f"from_npy({name!r})"
     shape, file_dtype, dtype_name = on_root(bk, what, lambda: _header(name))
-    if len(shape) != 2:
-        raise ValueError(f"from_npy needs a 2-D array, {name!r} holds shape {shape}")
+    if len(shape) not in (1, 2):
+        raise ValueError(f"from_npy needs a 1-D or 2-D array, {name!r} holds shape {shape}")
     if not file_dtype:
         raise TypeError(f"{what}: the file holds {dtype_name} data, not numbers")
     stored_dtype = np.dtype(file_dtype)
     dt = check_dtype_arg(dtype, stored_dtype, what)
+    if len(shape) == 1:  # a vector: read whole by rank 0 and scattered (io/_vectors.py)
+        return vectors.read(g, block, dt, what, lambda: np.load(name, allow_pickle=False))
     out = new_array(BlockCyclicLayout((int(shape[0]), int(shape[1])), blk, g.shape), g, dt)
     layout = out.layout
 

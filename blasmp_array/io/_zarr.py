@@ -3,6 +3,7 @@ reads the chunks (of any chunking) that hold its elements straight into its loca
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from .._alloc import new_array
 from ..array import BlockCyclicArray
 from ..grid import ProcessGrid
 from ..layout import BlockCyclicLayout
+from . import _vectors as vectors
 from . import _zarr_chunks as chunk_io
 from ._common import (
     agree,
@@ -126,6 +128,29 @@ def to_zarr(
         "block": list(layout.block),
     }
 
+    def finish(tmp: Path) -> None:
+        arr = zarr.open_array(str(tmp), mode="r+")
+        arr.update_attributes({MARK: {**mark, "complete": True}})
+
+    if A.ndim == 1:  # a vector: gathered and written whole by rank 0 (io/_vectors.py)
+        mark["block"] = [layout.block[0]]
+
+        def save(tmp: Path, host: np.ndarray) -> None:
+            arr = zarr.create_array(
+                str(tmp),
+                shape=host.shape,
+                chunks=(layout.block[0],),
+                dtype=A.dtype,
+                compressors=compressors,
+                fill_value=0,
+                zarr_format=zarr_format,
+                attributes={MARK: mark},
+            )
+            arr.with_config({"write_empty_chunks": True})[...] = host
+
+        vectors.write(A, final, overwrite, "to_zarr", save, replaceable=_not_zarr, finish=finish)
+        return
+
     def create(tmp: Path) -> None:
         zarr.create_array(
             str(tmp),
@@ -155,10 +180,6 @@ def to_zarr(
             write_from(bk, A._data, layout, (g.myrow, g.mycol), sink)
         finally:
             bar.close()
-
-    def finish(tmp: Path) -> None:
-        arr = zarr.open_array(str(tmp), mode="r+")
-        arr.update_attributes({MARK: {**mark, "complete": True}})
 
     write_published(
         bk, final, overwrite, "to_zarr", create, write, replaceable=_not_zarr, finish=finish
@@ -307,8 +328,8 @@ def from_zarr(
     name = _describe(url, component)
     info = on_root(bk, f"from_zarr({name})", lambda: _inspect(zarr, url, component))
     shape, chunks = info["shape"], info["chunks"]
-    if len(shape) != 2:
-        raise ValueError(f"from_zarr needs a 2-D array, {name} holds shape {tuple(shape)}")
+    if len(shape) not in (1, 2):
+        raise ValueError(f"from_zarr needs a 1-D or 2-D array, {name} holds shape {tuple(shape)}")
     if info["dtype"] is None:
         raise TypeError(
             f"from_zarr: {name} holds {info['dtype_name']} data, which converts to none of "
@@ -317,6 +338,14 @@ def from_zarr(
     stored_dtype = np.dtype(info["dtype"])
     dt = check_dtype_arg(dtype, stored_dtype, f"from_zarr({name})")
     _check_complete(name, info)
+    if len(shape) == 1:  # a vector: read whole by rank 0 and scattered (io/_vectors.py)
+        return vectors.read(
+            g,
+            int(chunks[0]) if block is None else block,
+            dt,
+            f"from_zarr({name})",
+            lambda: _open(zarr, url, component)[...],
+        )
     chunks = (int(chunks[0]), int(chunks[1]))
     blk = chunks if blk is None else blk
     if method == "auto":
@@ -409,7 +438,7 @@ def _missing_chunks(arr: Any) -> list[str]:
     grid = [range(-(-s // c)) for s, c in zip(arr.shape, arr.chunks, strict=True)]
     return [
         key
-        for key in (arr.metadata.encode_chunk_key((i, j)) for i in grid[0] for j in grid[1])
+        for key in (arr.metadata.encode_chunk_key(at) for at in itertools.product(*grid))
         if key not in held
     ]
 

@@ -752,8 +752,8 @@ def test_npy_fortran_order_empty_and_errors(square, shared_dir):
     assert_holds(bm.from_npy(f_path, 4, square, dtype=np.complex64), a.astype(np.complex64))
     build(np.zeros((0, 4)), square, 2).to_npy(e_path)
     assert_holds(bm.from_npy(e_path, grid=square), np.zeros((0, 4)))
-    with pytest.raises(ValueError, match="2-D"):
-        bm.from_npy(v_path, grid=square)
+    v = bm.from_npy(v_path, grid=square)  # a 1-D file is a vector
+    assert v.ndim == 1 and np.array_equal(v.to_numpy(), np.zeros(3))
     with pytest.raises(TypeError, match="object"):
         bm.from_npy(o_path, grid=square)
     with pytest.raises(ValueError, match="truncated"):
@@ -926,3 +926,52 @@ def test_integer_and_bool_round_trips(grid, shared_dir, dtype):
     if HAVE_H5PY:
         bio.to_hdf5(A, os.path.join(shared_dir, f"{name}.h5"), "x")
         assert_holds(bm.from_hdf5(os.path.join(shared_dir, f"{name}.h5"), "x", grid=grid), a)
+
+
+@pytest.mark.parametrize("n", [0, 1, 37])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64, np.int32, np.bool_], ids=str)
+def test_vector_round_trips(grid, shared_dir, n, dtype):
+    """Vectors (1-D arrays) through every writer and reader: the files are 1-D (NumPy, zarr,
+    h5py and Dask read them as such), and what comes back is a vector with the values."""
+    x = (np.arange(n) * 5 % 7 - 3).astype(dtype)
+    v = bm.from_numpy(x, block=4, grid=grid)
+    stem = os.path.join(shared_dir, f"v{n}{np.dtype(dtype).name}")
+
+    def check(y, block=None):
+        ok = y.ndim == 1 and y.shape == (n,) and y.dtype == x.dtype
+        ok = ok and (block is None or y.block == (block,))
+        assert ok and np.array_equal(y.to_numpy(), x), (y.shape, y.dtype)
+
+    v.to_zarr(stem + ".zarr")
+    if RANK == 0:
+        stored_zarr = zarr.open_array(stem + ".zarr", mode="r")
+        assert stored_zarr.shape == (n,) and stored_zarr.chunks == (4,)
+        assert np.array_equal(stored_zarr[...], x)
+    check(bm.from_zarr(stem + ".zarr", grid=grid), block=4)
+    check(bm.from_zarr(stem + ".zarr", block=3, grid=grid), block=3)
+    np.save(stem, v)  # -> stem.npy, through to_npy
+    if RANK == 0:
+        assert np.array_equal(np.load(stem + ".npy"), x) and np.load(stem + ".npy").ndim == 1
+    check(bm.from_npy(stem + ".npy", block=5, grid=grid), block=5)
+    got = v.to_dask()
+    assert got.ndim == 1 and np.array_equal(got.compute(), x)
+    check(bm.from_dask(da.from_array(x, chunks=3), block=2, grid=grid), block=2)
+    if HAVE_H5PY:
+        bio.to_hdf5(v, stem + ".h5", "x")
+        check(bm.from_hdf5(stem + ".h5", "x", grid=grid))
+    with pytest.raises(FileExistsError):
+        v.to_zarr(stem + ".zarr")  # the writers' rules hold for vectors: on every rank
+
+
+def test_vector_read_errors_on_every_rank(square, shared_dir):
+    missing = os.path.join(shared_dir, "none.npy")
+    with pytest.raises(FileNotFoundError):
+        bm.from_npy(missing, grid=square)
+    path = os.path.join(shared_dir, "c.npy")
+    on_rank0(lambda: np.save(path, np.array(["a", "b"])))
+    with pytest.raises(TypeError, match="not numbers"):
+        bm.from_npy(path, grid=square)
+    path3 = os.path.join(shared_dir, "three.npy")
+    on_rank0(lambda: np.save(path3, np.zeros((2, 2, 2))))
+    with pytest.raises(ValueError, match="1-D or 2-D"):
+        bm.from_npy(path3, grid=square)
