@@ -379,6 +379,10 @@ def trmm(alpha, a, b, side, uplo, trans, diag, out=None) -> None:  # type: ignor
 
 #: triangles larger than this are solved by halves (:func:`_trsm_halves`)
 TRSM_LEAF = 64
+#: ... when the right-hand side has at least this many columns (side 'L'; rows for 'R'): with
+#: fewer, the GEMM between the halves is a matrix-vector product, memory-bound like the TRSM
+#: itself, and the halving only adds calls (one vector at n = 256: 7 BLAS calls for 1)
+TRSM_HALVES_MIN_RHS = 16
 
 
 def _trsm_halves(alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyped-def]
@@ -422,7 +426,8 @@ def trsm(alpha, a, b, side, uplo, trans, diag) -> None:  # type: ignore[no-untyp
     if b.size == 0:
         return
     alpha = _scalar(alpha, b.dtype)
-    if a.shape[0] > TRSM_LEAF and a.dtype == b.dtype:
+    rhs = b.shape[1] if side == "L" else b.shape[0]
+    if a.shape[0] > TRSM_LEAF and rhs >= TRSM_HALVES_MIN_RHS and a.dtype == b.dtype:
         _trsm_halves(alpha, a, b, side, uplo, trans, diag)
         return
     if _blas_tri("trsm", alpha, a, b, side, uplo, trans, diag):

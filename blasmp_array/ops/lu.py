@@ -358,9 +358,10 @@ def solve(
 
 @implements(np.linalg.solve)
 def _np_solve(a: Any, b: Any) -> BlockCyclicArray:
-    """``np.linalg.solve(A, B)``: ``B`` a 2-D BlockCyclicArray (a 1-D ``b`` is refused with the
-    ``(n, 1)`` hint). Singular: LinAlgError."""
-    return solve(a, b)
+    """``np.linalg.solve(A, B)`` (a vector ``b`` through ops/solves.py). Singular: LinAlgError.
+    As NumPy's, it does not scan its input for NaN and inf (SciPy's ``solve`` does: there
+    ``check_finite=True``); they propagate to the result."""
+    return solve(a, b, check_finite=False)
 
 
 @implements(np.linalg.inv)
