@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from .._alloc import new_array
 from .._dispatch import implements
 from ..array import BlockCyclicArray, blas_dtype, check_dtype
 from ..creation import zeros
@@ -59,6 +58,12 @@ LAST_PROFILE: dict[str, float] = {}
 #: on one process
 _LOCAL_ON_ONE_PROCESS = True
 
+_METHODS = ("auto", "two-stage", "gathered")
+
+#: on a grid of several processes, ``method='auto'`` gathers matrices up to this order to every
+#: process and calls LAPACK there (docs/eigh.md: the measurement behind it)
+GATHER_N = 2048
+
 _DRIVERS = ("ev", "evd", "evr", "evx", "gv", "gvd", "gvx")
 
 
@@ -76,6 +81,7 @@ def eigh(
     subset_by_index: Any = None,
     subset_by_value: Any = None,
     driver: str | None = None,
+    method: str = "auto",
 ) -> Any:
     """Eigenvalues and eigenvectors of the Hermitian (real symmetric) ``a`` (SciPy's ``eigh``
     for the standard problem). Collective.
@@ -105,6 +111,10 @@ def eigh(
     driver : {None, 'evd'}
         The algorithm is the library's (see :mod:`blasmp_array.ops.eigh`); SciPy's other
         drivers are refused.
+    method : {'auto', 'two-stage', 'gathered'}
+        On a grid of several processes: the distributed two-stage method, or the matrix
+        gathered to every process and one LAPACK (cuSOLVER) ``evd`` there; 'auto' gathers up to
+        ``n <= GATHER_N`` (measured, ``docs/eigh.md``). One process always makes one call.
 
     Returns
     -------
@@ -122,7 +132,7 @@ def eigh(
     vectors = not ck.check_flag(eigvals_only, "eigvals_only")
     return _eigh_entry(
         a, b, lower, vectors, overwrite_a, overwrite_b, type, check_finite,
-        subset_by_index, subset_by_value, driver, "eigh",
+        subset_by_index, subset_by_value, driver, method, "eigh",
     )  # fmt: skip
 
 
@@ -138,13 +148,14 @@ def eigvalsh(
     subset_by_index: Any = None,
     subset_by_value: Any = None,
     driver: str | None = None,
+    method: str = "auto",
 ) -> BlockCyclicArray:
     """Eigenvalues of the Hermitian (real symmetric) ``a`` in ascending order, a real 1-D
     distributed vector (SciPy's ``eigvalsh``; the arguments are :func:`eigh`'s).
     Collective."""
     return _eigh_entry(  # type: ignore[no-any-return]
         a, b, lower, False, overwrite_a, overwrite_b, type, check_finite,
-        subset_by_index, subset_by_value, driver, "eigvalsh",
+        subset_by_index, subset_by_value, driver, method, "eigvalsh",
     )  # fmt: skip
 
 
@@ -182,6 +193,7 @@ def _eigh_entry(
     subset_by_index: Any,
     subset_by_value: Any,
     driver: Any,
+    method: Any,
     op: str,
 ) -> Any:
     a = _check_a(a, op)
@@ -201,9 +213,11 @@ def _eigh_entry(
     ck.check_flag(overwrite_b, "overwrite_b")
     finite = ck.check_flag(check_finite, "check_finite")
     _check_driver(driver, op)
+    if method not in _METHODS:
+        raise ValueError(f"{op}: method must be one of {', '.join(map(repr, _METHODS))}, got {method!r}")
     n = a.shape[0]
     idx, val = _check_subsets(subset_by_index, subset_by_value, n, op)
-    w, v = _solve(a, up == "L", vectors, idx, val, finite, op)
+    w, v = _solve(a, up == "L", vectors, idx, val, finite, op, method)
     return (w, v) if vectors else w
 
 
@@ -293,6 +307,7 @@ def _solve(
     val: tuple[float, float] | None,
     finite: bool,
     op: str,
+    method: str = "auto",
 ) -> tuple[BlockCyclicArray, BlockCyclicArray | None]:
     x = _working(a, op)
     n = x.shape[0]
@@ -306,19 +321,56 @@ def _solve(
         w0 = from_host(np.zeros(0, real), nb, grid)
         return w0, (zeros((0, 0), x.dtype, block=(nb, nb), grid=grid) if vectors else None)
     if grid.size == 1 and _LOCAL_ON_ONE_PROCESS:
+        return _local(x, x._data, lower, vectors, idx, val, "local")
+    if method == "gathered" or (method == "auto" and n <= GATHER_N):
         t0 = time.perf_counter()
-        be.synchronize()
-        wl, vl = be.eigh_local(x._data, lower, vectors, idx, val)
-        wv = from_host(be.asnumpy(wl), nb, grid, real)
-        out = None
-        if vectors:
-            out = new_array(BlockCyclicLayout((n, int(vl.shape[1])), (nb, nb), (1, 1)), grid, x.dtype)
-            out._data[...] = vl
-        be.synchronize()
-        LAST_PROFILE["local"] = time.perf_counter() - t0
-        return wv, out
+        full = x.to_numpy()  # the matrix on every process
+        LAST_PROFILE["gather"] = time.perf_counter() - t0
+        return _local(x, be.asarray(full), lower, vectors, idx, val, "local solve")
+    return _two_stage(x, x is a, lower, vectors, idx, val)
+
+
+def _local(
+    x: BlockCyclicArray,
+    local: Any,
+    lower: bool,
+    vectors: bool,
+    idx: tuple[int, int] | None,
+    val: tuple[float, float] | None,
+    stage: str,
+) -> tuple[BlockCyclicArray, BlockCyclicArray | None]:
+    """One LAPACK (cuSOLVER) call on ``local``, the whole matrix ``x`` held by this process (the
+    same on every process); each keeps its part of the result."""
+    n, nb = x.shape[0], int(x.block[0])
+    grid, be = x.grid, x.backend
+    real = np.dtype(x.dtype).type(0).real.dtype
+    t0 = time.perf_counter()
+    be.synchronize()
+    wl, vl = be.eigh_local(local, lower, vectors, idx, val)
+    wv = from_host(be.asnumpy(wl), nb, grid, real)
+    out = None
+    if vectors:
+        out = distribute(vl, BlockCyclicLayout((n, int(vl.shape[1])), (nb, nb), grid.shape), grid)
+    be.synchronize()
+    LAST_PROFILE[stage] = time.perf_counter() - t0
+    return wv, out
+
+
+def _two_stage(
+    x: BlockCyclicArray,
+    shared: bool,
+    lower: bool,
+    vectors: bool,
+    idx: tuple[int, int] | None,
+    val: tuple[float, float] | None,
+) -> tuple[BlockCyclicArray, BlockCyclicArray | None]:
+    """The two-stage method on the grid (module docstring); ``shared``: ``x`` is the caller's
+    array (copied before it is overwritten)."""
+    n, nb = x.shape[0], int(x.block[0])
+    grid, be = x.grid, x.backend
+    real = np.dtype(x.dtype).type(0).real.dtype
     # the Hermitian matrix in the lower triangle of a working copy
-    w = x.H.copy() if not lower else (x.copy() if x is a else x)
+    w = x.H.copy() if not lower else (x.copy() if shared else x)
     red = br.reduce_to_band(w, keep=vectors)
     LAST_PROFILE.update(red.times)
     t0 = time.perf_counter()
