@@ -530,7 +530,8 @@ class Backend(abc.ABC):
         bytes on every process. Synchronous."""
         from scipy.linalg import eig_banded
 
-        select, rng = "a", None
+        select: str = "a"
+        rng: tuple[float, float] | None = None
         if subset_by_index is not None:
             select, rng = "i", subset_by_index
         elif subset_by_value is not None:

@@ -163,7 +163,9 @@ def eigvalsh(
 def _np_eigh(a: Any, UPLO: str = "L") -> Any:
     """``np.linalg.eigh(A, UPLO)``: NumPy's ``EighResult(eigenvalues, eigenvectors)``."""
     uplo = _check_uplo_np(UPLO, "np.linalg.eigh")
-    w, v = _solve(_check_a(a, "np.linalg.eigh"), uplo == "L", True, None, None, True, "np.linalg.eigh")
+    w, v = _solve(
+        _check_a(a, "np.linalg.eigh"), uplo == "L", True, None, None, True, "np.linalg.eigh"
+    )
     try:
         from numpy.linalg._linalg import EighResult
 
@@ -214,7 +216,9 @@ def _eigh_entry(
     finite = ck.check_flag(check_finite, "check_finite")
     _check_driver(driver, op)
     if method not in _METHODS:
-        raise ValueError(f"{op}: method must be one of {', '.join(map(repr, _METHODS))}, got {method!r}")
+        raise ValueError(
+            f"{op}: method must be one of {', '.join(map(repr, _METHODS))}, got {method!r}"
+        )
     n = a.shape[0]
     idx, val = _check_subsets(subset_by_index, subset_by_value, n, op)
     w, v = _solve(a, up == "L", vectors, idx, val, finite, op, method)
@@ -250,7 +254,9 @@ def _check_driver(driver: Any, op: str) -> None:
             "its own algorithm (the two-stage band reduction on a grid, one LAPACK evd on one "
             "process; subsets included); use driver=None or 'evd'"
         )
-    raise ValueError(f"{op}: driver must be None or one of {', '.join(map(repr, _DRIVERS))}, got {driver!r}")
+    raise ValueError(
+        f"{op}: driver must be None or one of {', '.join(map(repr, _DRIVERS))}, got {driver!r}"
+    )
 
 
 def _check_subsets(
@@ -264,7 +270,9 @@ def _check_subsets(
         if len(pair) != 2 or not all(
             isinstance(x, Integral) and not isinstance(x, bool) for x in pair
         ):
-            raise ValueError(f"{op}: subset_by_index must be two integers (lo, hi), got {by_index!r}")
+            raise ValueError(
+                f"{op}: subset_by_index must be two integers (lo, hi), got {by_index!r}"
+            )
         lo, hi = int(pair[0]), int(pair[1])
         if not 0 <= lo <= hi <= n - 1:
             raise ValueError(
@@ -275,7 +283,9 @@ def _check_subsets(
     if by_value is not None:
         pair = tuple(by_value) if isinstance(by_value, tuple | list | np.ndarray) else ()
         if len(pair) != 2 or not all(isinstance(x, Real) and not isinstance(x, bool) for x in pair):
-            raise ValueError(f"{op}: subset_by_value must be two numbers (vl, vu), got {by_value!r}")
+            raise ValueError(
+                f"{op}: subset_by_value must be two numbers (vl, vu), got {by_value!r}"
+            )
         vl, vu = float(pair[0]), float(pair[1])
         if not vl < vu or np.isnan(vl) or np.isnan(vu):
             raise ValueError(f"{op}: subset_by_value {by_value!r} needs vl < vu")

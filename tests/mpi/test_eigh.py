@@ -64,7 +64,9 @@ def hermitian(kind: str, n: int, dtype, seed: int = 0) -> np.ndarray:
     if kind == "graded":
         d = np.logspace(0, -5 if single else -12, n) * np.where(np.arange(n) % 2, -1, 1)
     elif kind == "cluster":
-        d = np.concatenate([1 + np.arange(n // 2) * 10 * eps(dtype), np.linspace(-3, 3, n - n // 2)])
+        d = np.concatenate(
+            [1 + np.arange(n // 2) * 10 * eps(dtype), np.linspace(-3, 3, n - n // 2)]
+        )
     elif kind == "equal":
         d = np.repeat(np.arange(1, n // 3 + 2, dtype=float), 3)[:n]
     elif kind == "rankdef":
@@ -191,8 +193,8 @@ def test_window_and_integers(grid, two_stage_everywhere):
     assert_eig(a[3:38, 3:38], gathered(w), gathered(V), "window view")
     ai = np.arange(n * n).reshape(n, n) % 7
     ai = ai + ai.T
-    I = bm.from_numpy(ai, block=(nb, nb), grid=grid)
-    wi, Vi = bm.linalg.eigh(I, method="two-stage")
+    Ai = bm.from_numpy(ai, block=(nb, nb), grid=grid)
+    wi, Vi = bm.linalg.eigh(Ai, method="two-stage")
     assert Vi.dtype == np.float64
     assert_eig(ai.astype(np.float64), gathered(wi), gathered(Vi), "integers")
 
