@@ -51,7 +51,7 @@ from ..creation import eye
 from ..layout import BlockCyclicLayout
 from . import _householder as hh
 from ._replicated import distribute
-from ._triangle import zero_triangle
+from ._triangle import local_diagonal, zero_triangle
 from .gemm import gemm
 from .indexing import window
 from .redistribute import redistribute
@@ -99,6 +99,20 @@ def _hemm(c: BlockCyclicArray, v: BlockCyclicArray) -> BlockCyclicArray:
     return x + x2 - v  # type: ignore[no-any-return]
 
 
+def _real_diagonal(w: BlockCyclicArray) -> None:
+    """Drop the imaginary part of a complex ``w``'s diagonal (a Hermitian matrix has none;
+    LAPACK ignores it, and so must the two-sided updates)."""
+    if np.dtype(w.dtype).kind != "c":
+        return
+    _, r, c = local_diagonal(w.layout, w.grid)
+    if r is not None:
+        w.backend.launch(w.backend.compute, _set_real, w._data, r, c)
+
+
+def _set_real(data: Any, r: Any, c: Any) -> None:
+    data[r, c] = data[r, c].real
+
+
 def reduce_to_band(w: BlockCyclicArray, keep: bool) -> Reduction:
     """Reduce the Hermitian matrix in the lower triangle of ``w`` (stored, square blocks,
     source ``(0, 0)``; overwritten) to band form of bandwidth ``w.block[0]`` and gather the
@@ -108,6 +122,7 @@ def reduce_to_band(w: BlockCyclicArray, keep: bool) -> Reduction:
     nb = int(w.block[0])
     be = w.backend
     t0 = time.perf_counter()
+    _real_diagonal(w)
     steps: list[tuple[int, BlockCyclicArray, BlockCyclicArray]] = []
     for k0 in range(0, max(n - nb, 0), nb):
         e = min(nb, n - k0)

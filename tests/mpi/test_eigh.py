@@ -183,6 +183,17 @@ def test_subsets(grid, two_stage_everywhere, method):
     assert w3.shape == (0,) and V3.shape == (n, 0)
 
 
+def test_complex_diagonal_imaginary_part_ignored(grid, two_stage_everywhere):
+    """The imaginary part of a complex diagonal is not read (as LAPACK's xheevd)."""
+    n, nb = 21, 4
+    a = hermitian("random", n, np.complex128, seed=11)
+    noisy = a + np.diag(1j * np.linspace(1, 2, n))
+    A = bm.from_numpy(noisy, block=(nb, nb), grid=grid)
+    for method in ("two-stage", "gathered"):
+        w, V = bm.linalg.eigh(A, method=method)
+        assert_eig(a, gathered(w), gathered(V), f"imaginary diagonal {method}")
+
+
 def test_window_and_integers(grid, two_stage_everywhere):
     """A window view (starting inside a block) and an integer matrix (float64)."""
     n, nb = 40, 4
