@@ -22,8 +22,8 @@ routes -> the distributed operators and the backend's LAPACK:
      first as distributed GEMMs.
 
   ``eigvalsh`` (``eigvals_only``) keeps no reflectors and computes no ``Z``;
-* a grid of several processes, gathered (``method='gathered'``, and ``'auto'`` up to
-  :data:`GATHER_N_VECTORS` / :data:`GATHER_N`): the matrix gathered to every process
+* a grid of several processes, gathered (``method='gathered'``, and ``'auto'`` with
+  eigenvectors, and without them up to ``GATHER_N``): the matrix gathered to every process
   (``to_numpy``), the one-process call there, each process keeping its part of the
   eigenvectors. Measured faster than the two-stage route on the CPU wherever tried, since the
   two-stage route's band solve is replicated (``docs/eigh.md``).
@@ -65,12 +65,12 @@ _LOCAL_ON_ONE_PROCESS = True
 
 _METHODS = ("auto", "two-stage", "gathered")
 
-#: on a grid of several processes, ``method='auto'`` gathers matrices up to this order to every
-#: process and calls LAPACK there: eigenvalues only, and with eigenvectors (docs/eigh.md: the
-#: measurements behind them; the gathered matrix and LAPACK's workspace take about ``3 n^2``
-#: numbers per process)
+#: on a grid of several processes, ``method='auto'`` computes eigenvalues alone on the gathered
+#: matrix up to this order, by the two-stage method above it; eigenvectors always on the
+#: gathered matrix (``GATHER_N_VECTORS`` None: no limit) while the two-stage method solves its
+#: band redundantly on every process (docs/eigh.md: the measurements behind both)
 GATHER_N = 4096
-GATHER_N_VECTORS = 8192
+GATHER_N_VECTORS: int | None = None
 
 _DRIVERS = ("ev", "evd", "evr", "evx", "gv", "gvd", "gvx")
 
@@ -121,9 +121,9 @@ def eigh(
         drivers are refused.
     method : {'auto', 'two-stage', 'gathered'}
         On a grid of several processes: the distributed two-stage method, or the matrix
-        gathered to every process and one LAPACK (cuSOLVER) ``evd`` there; 'auto' gathers up to
-        ``n <= GATHER_N_VECTORS`` (8192) with eigenvectors and ``GATHER_N`` (4096) without
-        (measured, ``docs/eigh.md``). One process always makes one call.
+        gathered to every process and one LAPACK (cuSOLVER) ``evd`` there; 'auto' gathers for
+        eigenvectors, and for eigenvalues alone up to ``n <= GATHER_N`` (4096) (measured,
+        ``docs/eigh.md``). One process always makes one call.
 
     Returns
     -------
@@ -342,7 +342,7 @@ def _solve(
     if grid.size == 1 and _LOCAL_ON_ONE_PROCESS:
         return _local(x, x._data, lower, vectors, idx, val, "local")
     limit = GATHER_N_VECTORS if vectors else GATHER_N
-    if method == "gathered" or (method == "auto" and n <= limit):
+    if method == "gathered" or (method == "auto" and (limit is None or n <= limit)):
         t0 = time.perf_counter()
         full = x.to_numpy()  # the matrix on every process
         LAST_PROFILE["gather"] = time.perf_counter() - t0

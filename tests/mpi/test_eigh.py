@@ -210,6 +210,21 @@ def test_window_and_integers(grid, two_stage_everywhere):
     assert_eig(ai.astype(np.float64), gathered(wi), gathered(Vi), "integers")
 
 
+def test_views_and_blocks(grid, two_stage_everywhere):
+    """A lazy view (``A.H``), non-square blocks (redistributed with a warning) and the
+    automatic route."""
+    n = 27
+    a = hermitian("random", n, np.complex128, seed=13)
+    A = bm.from_numpy(poison(a, "upper"), block=(4, 4), grid=grid)
+    w, V = bm.linalg.eigh(A.H, lower=False, method="two-stage")  # upper of A^H = lower of A^H^H
+    assert_eig(a, gathered(w), gathered(V), "A.H")
+    B = bm.from_numpy(a, block=(4, 6), grid=grid)
+    with pytest.warns(bm.RedistributionWarning):
+        w2, V2 = bm.linalg.eigh(B)
+    assert V2.block == (4, 4)
+    assert_eig(a, gathered(w2), gathered(V2), "blocks (4, 6)")
+
+
 def test_errors():
     g = square_grid()
     A = bm.from_numpy(np.eye(6), block=(2, 2), grid=g)
