@@ -134,8 +134,11 @@ def eigh(
 
     Notes
     -----
-    Two processes or more: ``4/3 n^3`` flops in the distributed band reduction and ``2 n^2 k``
-    in the back-transform; the band solve (``O(n^2 nb)``, plus ``O(n^3)`` for its
+    One process: LAPACK's ``4/3 n^3`` flops for the tridiagonal reduction, plus about
+    ``2 n^3`` for the eigenvectors. Several processes, by default: the same on the matrix
+    gathered to every process (eigenvalues alone of ``n > GATHER_N``: the two-stage method).
+    The two-stage method: ``4/3 n^3`` flops in the distributed band reduction and ``2 n^2 k``
+    in the back-transform; its band solve (``O(n^2 nb)``, plus ``O(n^3)`` for the band's
     eigenvectors) runs redundantly on every process, on the host. See ``docs/eigh.md``.
     """
     vectors = not ck.check_flag(eigvals_only, "eigvals_only")
