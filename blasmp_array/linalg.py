@@ -20,6 +20,8 @@ function                        operation                                  flops
 :func:`qr`                      ``A = Q R`` (CholeskyQR2 or Householder)   ``4 m n^2``
 :func:`qr_multiply`             ``Q c`` / ``c Q`` without forming ``Q``
 :func:`lstsq`                   least squares (QR), minimum norm (LQ)
+:func:`eigh`                    ``A = V diag(w) V^H`` (Hermitian)          ``4/3 n^3 + 2 n^3``
+:func:`eigvalsh`                the eigenvalues of a Hermitian matrix      ``4/3 n^3``
 ==============================  =========================================  ==============
 
 The solvers take NumPy's operands: a vector right-hand side ``b`` (``ndim == 1``) gives a vector
@@ -56,6 +58,8 @@ __all__ = [  # noqa: F822
     "qr",
     "qr_multiply",
     "lstsq",
+    "eigh",
+    "eigvalsh",
 ]
 
 
@@ -72,4 +76,9 @@ def __getattr__(name: str) -> Any:
         from .ops import qr as _qr
 
         return getattr(_qr, name)
+    # the Hermitian eigensolver lives in ops/eigh.py (imported lazily likewise)
+    if name in ("eigh", "eigvalsh"):
+        from .ops import eigh as _eigh
+
+        return getattr(_eigh, name)
     raise AttributeError(f"module 'blasmp_array.linalg' has no attribute {name!r}")

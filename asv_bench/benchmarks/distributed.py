@@ -217,6 +217,19 @@ class Lstsq(_Operator):
         return ("--m", str(4 * N), "--n", str(max(1, N // 4)), "--k", "1")
 
 
+class Eigh(_Operator):
+    """``np.linalg.eigh(A)`` of a Hermitian ``N x N`` (eigenvalues and eigenvectors;
+    ``4 n^3 / 3 + 2 n^3`` flops counted)."""
+
+    op = "eigh"
+
+
+class Eigvalsh(_Operator):
+    """``np.linalg.eigvalsh(A)`` of a Hermitian ``N x N`` (``4 n^3 / 3`` flops counted)."""
+
+    op = "eigvalsh"
+
+
 class Redistribute(_DataMovement):
     """Block halved and grid transposed at once (the bench's default target)."""
 

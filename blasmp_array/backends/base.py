@@ -500,5 +500,54 @@ class Backend(abc.ABC):
         columns ('R')."""
         raise NotImplementedError(f"{type(self).__name__} has no local ormqr")
 
+    def eigh_local(
+        self,
+        a: Any,
+        lower: bool,
+        vectors: bool,
+        subset_by_index: tuple[int, int] | None = None,
+        subset_by_value: tuple[float, float] | None = None,
+    ) -> tuple[Any, Any]:
+        """Eigenvalues (real, ascending) and, with ``vectors``, eigenvectors (columns) of the
+        Hermitian ``n x n`` local matrix ``a``, read from its lower (``lower``) or upper
+        triangle only (LAPACK ``xsyevd``/``xheevd``; a subset: ``subset_by_index``
+        ``(lo, hi)`` inclusive, or the eigenvalues in the half-open ``subset_by_value``
+        ``(vl, vu]``). Returns backend arrays ``(w, v)``, ``v`` None without ``vectors``.
+        Synchronous (call it after :meth:`synchronize`); ``a`` is not written."""
+        raise NotImplementedError(f"{type(self).__name__} has no local eigh")
+
+    def eig_banded(
+        self,
+        band: np.ndarray,
+        vectors: bool,
+        subset_by_index: tuple[int, int] | None = None,
+        subset_by_value: tuple[float, float] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Eigenvalues (ascending) and, with ``vectors``, eigenvectors of the Hermitian band
+        matrix in LAPACK's lower band storage ``band[i - j, j] = B[i, j]`` (a host array,
+        overwritten), on the host: LAPACK ``xsbevd``/``xhbevd`` (``xsbevx``/``xhbevx`` for a
+        subset, as :meth:`eigh_local`'s). Returns host arrays; the same input gives the same
+        bytes on every process. Synchronous."""
+        from scipy.linalg import eig_banded
+
+        select: str = "a"
+        rng: tuple[float, float] | None = None
+        if subset_by_index is not None:
+            select, rng = "i", subset_by_index
+        elif subset_by_value is not None:
+            select, rng = "v", subset_by_value
+        out = eig_banded(
+            band,
+            lower=True,
+            eigvals_only=not vectors,
+            overwrite_a_band=True,
+            select=select,
+            select_range=rng,
+            check_finite=False,
+        )
+        if vectors:
+            return out[0], out[1]
+        return out, None
+
     def free_all(self) -> None:  # noqa: B027 (optional hook, no-op by default)
         """Release backend resources at exit (collective)."""

@@ -588,6 +588,21 @@ class CPUBackend(HostCollectives, HostMessages, Backend):
         assert isinstance(stream, CPUStream)
         stream.enqueue(_kernels.ormqr, side, trans, a, tau, c, info)
 
+    def eigh_local(self, a, lower, vectors, subset_by_index=None, subset_by_value=None):  # type: ignore[override]
+        from scipy.linalg import eigh
+
+        subset = subset_by_index is not None or subset_by_value is not None
+        out = eigh(
+            a,
+            lower=lower,
+            eigvals_only=not vectors,
+            subset_by_index=subset_by_index,
+            subset_by_value=subset_by_value,
+            driver="evr" if subset else "evd",
+            check_finite=False,
+        )
+        return (out[0], out[1]) if vectors else (out, None)
+
     def __repr__(self) -> str:
         return f"CPUBackend(rank={self.rank}, size={self.size})"
 

@@ -965,5 +965,25 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
     def ormqr(self, side, trans, a, tau, c, info, stream):  # type: ignore[override]
         self._enqueue(stream, self._blas.ormqr, stream.cupy, side, trans, a, tau, c, info)
 
+    def eigh_local(self, a, lower, vectors, subset_by_index=None, subset_by_value=None):  # type: ignore[override]
+        # cuSOLVER syevd (all eigenpairs) through CuPy; a subset is sliced from the full result
+        self.synchronize()
+        uplo = "L" if lower else "U"
+        if vectors:
+            w, v = cupy.linalg.eigh(a, UPLO=uplo)
+        else:
+            w, v = cupy.linalg.eigvalsh(a, UPLO=uplo), None
+        if subset_by_index is not None:
+            lo, hi = subset_by_index
+            w = w[lo : hi + 1]
+            v = v[:, lo : hi + 1] if v is not None else None
+        elif subset_by_value is not None:
+            host = cupy.asnumpy(w)
+            keep = np.flatnonzero((host > subset_by_value[0]) & (host <= subset_by_value[1]))
+            lo, hi = (int(keep[0]), int(keep[-1]) + 1) if keep.size else (0, 0)
+            w = w[lo:hi]
+            v = v[:, lo:hi] if v is not None else None
+        return w, v
+
     def __repr__(self) -> str:
         return f"GPUBackend(rank={self.rank}, size={self.size}, device={self.device_id})"

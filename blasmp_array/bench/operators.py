@@ -53,6 +53,8 @@ OPERATORS = (
     "qr",
     "qr_tall",
     "lstsq",
+    "eigh",
+    "eigvalsh",
     "redistribute",
     "transpose",
     *DOOR_OPERATORS,
@@ -123,6 +125,9 @@ def flop_count(case: Case) -> float:
         "qr": 4.0 * m * n * n - 4.0 * n**3 / 3.0,
         "qr_tall": 4.0 * m * n * n - 4.0 * n**3 / 3.0,
         "lstsq": 2.0 * m * n * n - 2.0 * n**3 / 3.0 + 4.0 * m * n * k - n * n * k,
+        # the reduction to tridiagonal form and, for eigh, the back-transform (LAWN 41)
+        "eigh": 4.0 * n**3 / 3.0 + 2.0 * n**3,
+        "eigvalsh": 4.0 * n**3 / 3.0,
     }
     flops = counts.get(case.op, 0.0)
     return flops * (4.0 if case.is_complex else 1.0)
@@ -283,6 +288,11 @@ def prepare(case: Case, directory: Path | None = None) -> Prepared:
     if op in ("qr", "qr_tall"):  # np.linalg.qr(A): the reduced Q and R
         inputs = {"A": normal((m, n), 0)}
         return Prepared(case, grid, inputs, lambda: np.linalg.qr(inputs["A"]))
+    if op in ("eigh", "eigvalsh"):  # np.linalg.eigh(A) / eigvalsh(A) of the Hermitian A + A^H
+        g = normal((n, n), 0)
+        inputs = {"A": g + g.H}
+        fn = np.linalg.eigh if op == "eigh" else np.linalg.eigvalsh
+        return Prepared(case, grid, inputs, lambda: fn(inputs["A"]))
     if op == "lstsq":  # k right-hand sides
         inputs = {"A": normal((m, n), 0), "B": normal((m, k), 1)}
         return Prepared(case, grid, inputs, lambda: _linalg("lstsq")(inputs["A"], inputs["B"]))
@@ -514,6 +524,8 @@ def _verdict(case: Case, g: dict[str, Any], result: Any) -> dict[str, Any]:
         }
     elif op in ("qr", "qr_tall", "lstsq"):
         return _qr_verdict(case, a, g, result)
+    elif op in ("eigh", "eigvalsh"):
+        return _eigh_verdict(case, a, result)
     else:  # pragma: no cover - guarded by prepare()
         raise ValueError(op)
     return {
@@ -550,6 +562,27 @@ def _qr_verdict(case: Case, a: np.ndarray, g: dict[str, Any], result: Any) -> di
         err = max(resid, orth)
         measure = "max(||A - QR|| / (||A|| max(m,n) eps), ||I - Q^H Q|| / (m eps))"
     return {"measure": measure, "error_eps": err, "bound_eps": 30.0, "passed": bool(err < 30)}
+
+
+def _eigh_verdict(case: Case, a: np.ndarray, result: Any) -> dict[str, Any]:
+    """LAPACK's eigensolver tester's ratios in eps, against its threshold 60 (xDRVST): the
+    larger of ``||A V - V diag(w)||_1 / (||A||_1 n eps)`` and ``||I - V^H V||_1 / (n eps)``
+    (eigh), and ``max |w - w_lapack| / (n eps ||A||_1)`` (both)."""
+    n = a.shape[0]
+    e = _eps(case.dtype)
+    one = lambda z: float(np.abs(z).sum(axis=0).max()) if z.size else 0.0  # noqa: E731
+    norm_a = max(one(a), np.finfo(np.float64).tiny)
+    w, v = result if case.op == "eigh" else (result, None)
+    w = np.asarray(w).astype(np.float64)
+    err = float(np.abs(w - np.linalg.eigvalsh(a)).max()) / (n * e * norm_a) if n else 0.0
+    measure = "|w - w_lapack| / (n eps ||A||)"
+    if v is not None:
+        v = v.astype(a.dtype)
+        resid = one(a @ v - v * w) / (norm_a * n * e)
+        orth = one(np.eye(n) - v.conj().T @ v) / (n * e)
+        err = max(err, resid, orth)
+        measure = "max(||AV - VW|| / (||A|| n eps), ||I - V^H V|| / (n eps), eigenvalues)"
+    return {"measure": measure, "error_eps": err, "bound_eps": 60.0, "passed": bool(err < 60)}
 
 
 def failed_check(exc: BaseException) -> dict[str, Any]:

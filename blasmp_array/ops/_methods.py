@@ -29,6 +29,7 @@ from .._dispatch import implements_method, implements_ufunc
 from ..array import BlockCyclicArray
 from . import (  # noqa: F401  (they register)
     cholesky,
+    eigh,
     elementwise,
     functions,
     lu,
