@@ -59,6 +59,7 @@ __all__ = [
     "parse_setting",
     "rule",
     "set_threads",
+    "node_share",
 ]
 
 #: environment variables that the BLAS libraries read themselves: when one is set, the user chose
@@ -225,3 +226,21 @@ def apply(comm: Any) -> BlasThreads:
         return before
     set_threads(decision.threads, decision)
     return decision
+
+
+def node_share(ranks_on_node: int) -> Any:
+    """A context in which this process's BLAS uses the threads of every rank of its node (its
+    own count times ``ranks_on_node``, at most the CPUs it may run on), restored on exit: for a
+    call that one rank makes while the others of its node wait idle
+    (:meth:`HostCollectives.run_on_root`), so the node's cores stay busy and never
+    oversubscribed."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    _load_scipy_blas()
+    counts = [
+        int(p.get("num_threads", 1)) for p in threadpool_info() if p.get("user_api") == "blas"
+    ]
+    own = min(counts) if counts else 1
+    return threadpool_limits(
+        limits=max(1, min(len(_cpus()), own * max(1, ranks_on_node))), user_api="blas"
+    )

@@ -6,9 +6,27 @@ match a user's messages. Device arrays reach them through the backend's ``asnump
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
+
+#: exceptions that :meth:`HostCollectives.run_on_root` raises as themselves on the other ranks
+#: (anything else arrives as a RuntimeError naming the root's exception)
+_PORTABLE: tuple[type[Exception], ...] = (
+    np.linalg.LinAlgError,
+    ValueError,
+    TypeError,
+    MemoryError,
+    NotImplementedError,
+)
+
+#: seconds between two tests of the waiting ranks in :meth:`HostCollectives.run_on_root`
+IDLE_POLL_S = 0.0005
 
 __all__ = ["HostCollectives", "MPI_OPS"]
 
@@ -53,3 +71,42 @@ class HostCollectives:
 
     def allgather(self, obj: Any) -> list[Any]:
         return self._pcomm.allgather(obj)
+
+    def run_on_root(self, fn: Callable[[], T], root: int = 0) -> T | None:
+        """``fn()`` on rank ``root`` alone, which returns its result (None elsewhere).
+        Collective.
+
+        The other ranks wait idle -- a non-blocking barrier tested every
+        :data:`IDLE_POLL_S` seconds between sleeps, not MPI's busy polling -- while the root
+        computes with their share of the node too (:meth:`_root_threads`; the CPU backend's
+        BLAS threads of every rank of the node). An exception of ``fn`` is raised on every rank:
+        the same type for the :data:`_PORTABLE` ones, else a ``RuntimeError`` naming it.
+        """
+        result: T | None = None
+        error: BaseException | None = None
+        if self._pcomm.Get_rank() == root:
+            try:
+                with self._root_threads():
+                    result = fn()
+            except Exception as exc:
+                error = exc
+        request = self._pcomm.Ibarrier()
+        while not request.Test():
+            time.sleep(IDLE_POLL_S)
+        message = self._pcomm.bcast(
+            None if error is None else (type(error).__name__, str(error)), root=root
+        )
+        if message is not None:
+            name, text = message
+            kind = next((k for k in _PORTABLE if k.__name__ == name), None)
+            if error is not None and kind is not None:
+                raise error
+            if kind is None:  # the same type on every rank, the root's original chained
+                raise RuntimeError(f"rank {root}: {name}: {text}") from error
+            raise kind(f"rank {root}: {text}")
+        return result
+
+    def _root_threads(self) -> Any:
+        """The context :meth:`run_on_root` runs ``fn`` in on the root (a backend may lend it
+        the idle ranks' cores); here: nothing."""
+        return contextlib.nullcontext()

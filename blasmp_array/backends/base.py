@@ -353,6 +353,12 @@ class Backend(abc.ABC):
         """Gather a picklable Python object from every process onto every process."""
 
     @abc.abstractmethod
+    def run_on_root(self, fn: Callable[[], Any], root: int = 0) -> Any:
+        """``fn()`` on process ``root`` alone (its result there, None elsewhere), the others
+        waiting idle while the root uses their share of the node; ``fn``'s exception raised on
+        every process. For a one-process LAPACK call on a gathered matrix."""
+
+    @abc.abstractmethod
     def alltoallv(self, send: Sequence[Any], recv: Sequence[Any]) -> None:
         """Exchange: ``send[p]`` (contiguous 1-D, maybe empty) goes to process ``p`` and lands in
         ``recv[p]`` (preallocated 1-D of the matching size). Messages over 2**31 elements are

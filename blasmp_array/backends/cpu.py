@@ -345,6 +345,12 @@ class CPUBackend(HostCollectives, HostMessages, Backend):
         assert isinstance(stream, CPUStream)
         stream.enqueue(fn, *args)
 
+    def _root_threads(self) -> Any:
+        """:meth:`run_on_root`'s root borrows the BLAS threads of its node's waiting ranks."""
+        if self.ranks_on_node <= 1:
+            return super()._root_threads()
+        return _blas_threads.node_share(self.ranks_on_node)
+
     def synchronize(self) -> None:
         streams = (self.compute, self.comm_stream)
         me = threading.current_thread()

@@ -45,7 +45,7 @@ import numpy as np
 
 from .._dispatch import implements
 from ..array import BlockCyclicArray, blas_dtype, check_dtype
-from ..creation import zeros
+from ..creation import from_numpy, zeros
 from ..layout import BlockCyclicLayout
 from . import _band_reduction as br
 from . import _checks as ck
@@ -334,7 +334,7 @@ def _solve(
     x = _working(a, op)
     n = x.shape[0]
     nb = int(x.block[0])
-    grid, be = x.grid, x.backend
+    grid = x.grid
     real = np.dtype(x.dtype).type(0).real.dtype
     if finite:
         ck.check_finite(x, None, op, uplo="L" if lower else "U")
@@ -346,11 +346,43 @@ def _solve(
         return _local(x, x._data, lower, vectors, idx, val, "local")
     limit = GATHER_N_VECTORS if vectors else GATHER_N
     if method == "gathered" or (method == "auto" and (limit is None or n <= limit)):
-        t0 = time.perf_counter()
-        full = x.to_numpy()  # the matrix on every process
-        LAST_PROFILE["gather"] = time.perf_counter() - t0
-        return _local(x, be.asarray(full), lower, vectors, idx, val, "local solve")
+        return _gathered(x, lower, vectors, idx, val)
     return _two_stage(x, x is a, lower, vectors, idx, val)
+
+
+def _gathered(
+    x: BlockCyclicArray,
+    lower: bool,
+    vectors: bool,
+    idx: tuple[int, int] | None,
+    val: tuple[float, float] | None,
+) -> tuple[BlockCyclicArray, BlockCyclicArray | None]:
+    """The matrix gathered on process 0, one LAPACK (cuSOLVER) call there with the threads of
+    the node's waiting processes (:meth:`Backend.run_on_root`), the eigenvectors scattered."""
+    nb = int(x.block[0])
+    grid, be = x.grid, x.backend
+    real = np.dtype(x.dtype).type(0).real.dtype
+    t0 = time.perf_counter()
+    full = x.to_numpy(root=0)
+    t1 = time.perf_counter()
+
+    def solve() -> tuple[np.ndarray, np.ndarray | None]:
+        wl, vl = be.eigh_local(be.asarray(full), lower, vectors, idx, val)
+        return be.asnumpy(wl), (None if vl is None else be.asnumpy(vl))
+
+    found = be.run_on_root(solve)
+    t2 = time.perf_counter()
+    w_host = be.bcast(None if found is None else found[0], root=0)
+    wv = from_host(np.asarray(w_host, real), nb, grid, real)
+    out = None
+    if vectors:
+        v_host = None if found is None else found[1]
+        out = from_numpy(v_host, block=(nb, nb), grid=grid, root=0, dtype=x.dtype)
+    be.synchronize()
+    LAST_PROFILE.update(
+        {"gather": t1 - t0, "local solve": t2 - t1, "scatter": time.perf_counter() - t2}
+    )
+    return wv, out
 
 
 def _local(
