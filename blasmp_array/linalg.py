@@ -19,7 +19,9 @@ function                        operation                                  flops
 :func:`lu_solve`                solve with the factor (two TRSMs)          ``2 n^2 k``
 :func:`qr`                      ``A = Q R`` (CholeskyQR2 or Householder)   ``4 m n^2``
 :func:`qr_multiply`             ``Q c`` / ``c Q`` without forming ``Q``
-:func:`lstsq`                   least squares (QR), minimum norm (LQ)
+:func:`lstsq`                   least squares (QR, LQ; SVD for 'gelsd')
+:func:`svd`                     ``A = U diag(s) V^H``                      ``4mn^2 + 8n^3``
+:func:`svdvals`                 the singular values
 ==============================  =========================================  ==============
 
 The solvers take NumPy's operands: a vector right-hand side ``b`` (``ndim == 1``) gives a vector
@@ -37,6 +39,11 @@ from .ops.symm import symm
 from .ops.syr2k import syr2k
 from .ops.syrk import syrk
 from .ops.trmm import trmm
+
+# the SVD and the functions on top of it register NumPy's np.linalg.svd, svdvals, norm orders,
+# cond, matrix_rank, pinv and lstsq when imported
+from .ops import spectral as _spectral  # noqa: F401
+from .ops import svd as _svd  # noqa: F401
 
 __all__ = [  # noqa: F822
     "gemm",
@@ -56,6 +63,8 @@ __all__ = [  # noqa: F822
     "qr",
     "qr_multiply",
     "lstsq",
+    "svd",
+    "svdvals",
 ]
 
 
@@ -68,7 +77,11 @@ def __getattr__(name: str) -> Any:
     if name in solves.PUBLIC:
         return solves.PUBLIC[name]
     # QR and least squares live in ops/qr.py (imported lazily likewise)
-    if name in ("qr", "qr_multiply", "lstsq"):
+    if name in ("svd", "svdvals"):
+        return getattr(_svd, name)
+    if name == "lstsq":  # QR (the default) or, with lapack_driver='gelsd', the SVD
+        return _spectral.lstsq
+    if name in ("qr", "qr_multiply"):
         from .ops import qr as _qr
 
         return getattr(_qr, name)
