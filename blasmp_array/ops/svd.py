@@ -5,29 +5,33 @@
 values, descending; ``U`` and ``Vh`` BlockCyclicArrays on ``A``'s grid in square blocks of
 ``A``'s row block.
 
-Routes, chosen from shapes only (the same on every rank):
+Routes, chosen from shapes and ``method`` only (the same on every rank):
 
 * *One process* (a ``1 x 1`` grid): one LAPACK ``xgesdd`` (cuSOLVER ``gesvd`` on the GPU) on the
   local matrix (:meth:`Backend.gesdd`).
 * *Wide* (``m < n``): the SVD of ``A^H`` (``A^H = U' S V'^H`` gives ``U = V'``, ``V = U'``).
-* *Tall* (``m > n``): the distributed Householder QR ``A = Q R`` (:mod:`ops._householder`),
-  the SVD of the square ``R`` (``n x n``, below), ``U = Q [U_R; 0]`` (``Q [U_R 0; 0 I]`` for
-  ``full_matrices``) by the distributed ``pxormqr``.
-* *Square*, ``method='band'``: the two-stage method. (1) :mod:`ops._bidiag_reduction`: the
-  distributed reduction to upper band form ``A = Q_L B Q_R^H`` of bandwidth ``b`` (the block),
-  all in the QR's GEMMs. (2) ``B`` gathered on process 0: its singular values alone as the
-  eigenvalues of the perfect-shuffled Jordan-Wielandt matrix ``[[0, B], [B^H, 0]]``, a
+* *Gather* (``method='gather'``, and 'auto' below): ``A`` gathered on process 0, one ``xgesdd``
+  there, ``U`` and ``Vh`` scattered from it.
+* *Tall* (``m >= TALL_RATIO n``, or ``m > n`` with 'band'): the distributed Householder QR
+  ``A = Q R`` (:mod:`ops._householder`), the SVD of the square ``R`` (gathered, or by the band
+  route), ``U = Q [U_R; 0]`` (``Q [U_R 0; 0 I]`` for ``full_matrices``) by the distributed
+  ``pxormqr``.
+* *Band* (``method='band'``, square): the two-stage method. (1) :mod:`ops._bidiag_reduction`:
+  the distributed reduction to upper band form ``A = Q_L B Q_R^H`` of bandwidth ``b`` (the
+  block), all in the QR's GEMMs. (2) ``B`` gathered on process 0: its singular values alone as
+  the eigenvalues of the perfect-shuffled Jordan-Wielandt matrix ``[[0, B], [B^H, 0]]``, a
   Hermitian band matrix of bandwidth ``2b + 1`` whose eigenvalues are ``+-S``
   (:meth:`Backend.eigvalsh_banded`: LAPACK's bulge chasing to tridiagonal form and a
-  tridiagonal solver, ``O(n^2 b)``, backward stable); with the vectors, ``xgesdd`` of the dense
-  ``B`` on process 0 (the stage to replace by a band -> bidiagonal bulge chasing and
-  ``xbdsdc``, which SciPy does not expose), ``U_B`` and ``V_B`` scattered from it.
-  (3) ``U = Q_L U_B``, ``V = Q_R V_B``: the distributed ``pxormqr`` of the kept reflectors.
-* *Square*, ``method='gather'``: ``A`` gathered on process 0, one ``xgesdd`` there, ``U`` and
-  ``Vh`` scattered from it.
+  tridiagonal solver, ``O(n^2 b)``, backward stable; up to ``b = JW_MAX_BAND``, above which
+  LAPACK's dense SVD of ``B`` is faster); with the vectors, ``xgesdd`` of the dense ``B`` on
+  process 0 (the stage to replace by a band -> bidiagonal bulge chasing and ``xbdsdc``, which
+  SciPy does not expose), ``U_B`` and ``V_B`` scattered from it. (3) ``U = Q_L U_B``,
+  ``V = Q_R V_B``: the distributed ``pxormqr`` of the kept reflectors.
 
-``method='auto'`` takes 'gather' up to ``GATHER_MAX`` columns (measured; ``docs/svd.md``) and
-'band' above. Communication: the gathers and scatters of ``creation`` (``O(mn)`` elements
+``method='auto'``: the tall route for ``m >= TALL_RATIO n`` (its ``R`` gathered), the gather
+otherwise. With the second stage on one process in ``O(n^3)`` flops, the band reduction only
+adds work to the gather's (measured in ``docs/svd.md``); it is kept as the distributed first
+stage for a bulge-chasing second stage. Communication: the gathers and scatters of ``creation`` (``O(mn)`` elements
 through process 0), the broadcast of ``S`` (``k`` values) and of the outcome of the LAPACK call
 (a ``LinAlgError`` on process 0 is raised on every rank), and the exchanges of the QR
 pipelines and window copies of :mod:`ops._bidiag_reduction`.
@@ -50,13 +54,16 @@ from . import _householder as hh
 from ._vectors import from_host
 from .qr import _householder, _rows_like
 
-__all__ = ["svd", "svdvals", "GATHER_MAX", "METHODS"]
+__all__ = ["svd", "svdvals", "METHODS", "TALL_RATIO", "JW_MAX_BAND"]
 
 METHODS = ("auto", "band", "gather")
 _DRIVERS = ("gesdd", "gesvd")
 
-#: ``method='auto'`` gathers square matrices of at most this many columns (``docs/svd.md``)
-GATHER_MAX = 4096
+#: ``m >= TALL_RATIO n`` takes the QR route (``method`` 'auto' and 'band'; ``docs/svd.md``)
+TALL_RATIO = 2
+#: the singular values of the band ``B`` come from the Jordan-Wielandt band matrix up to this
+#: bandwidth, from LAPACK's SVD of the dense ``B`` above it (measured, ``docs/svd.md``)
+JW_MAX_BAND = 32
 
 
 def svd(
@@ -196,17 +203,19 @@ def _svd(a: BlockCyclicArray, full: bool, uv: bool, driver: str, meth: str) -> A
         return _empty(a, full, uv)
     if a.grid.size == 1:
         return _local(a, full, uv, driver)
-    if meth == "gather" or (meth == "auto" and max(m, n) <= GATHER_MAX):
-        return _gathered(a, full, uv, driver)
     if m < n:  # A^H = U' S V'^H: U = V', Vh = U'^H
         out = _svd(a.H, full, uv, driver, meth)
         if not uv:
             return out
         u, s, vh = out
         return vh.H.copy(), s, u.H.copy()
-    if m > n:
+    if m >= TALL_RATIO * n and meth != "gather":
         return _tall(a, full, uv, driver, meth)
-    return _square(a, uv, driver)
+    if meth == "band" and m == n:
+        return _square(a, uv, driver)
+    if meth == "band":
+        return _tall(a, full, uv, driver, meth)
+    return _gathered(a, full, uv, driver)
 
 
 def _real(dtype: np.dtype) -> np.dtype:
@@ -307,8 +316,8 @@ def _tall(a: BlockCyclicArray, full: bool, uv: bool, driver: str, meth: str) -> 
     f = _householder(a, False, "svd")
     r = hh.r_factor(f, n)
     if not uv:
-        return _square(r, False, driver)
-    ur, s, vh = _square(r, True, driver)
+        return _square(r, False, driver) if meth == "band" else _gathered(r, False, False, driver)
+    ur, s, vh = _square(r, True, driver) if meth == "band" else _gathered(r, False, True, driver)
     if full:
         e = eye(m, m, dtype=a.dtype, block=f.w.block, grid=a.grid)
         e[:n, :n] = ur
@@ -327,6 +336,8 @@ def _square(a: BlockCyclicArray, uv: bool, driver: str) -> Any:
     if not uv:
 
         def values() -> np.ndarray:
+            if red.b > JW_MAX_BAND:
+                return np.asarray(_host_svd(a, band, False, False, driver))
             ev = be.eigvalsh_banded(bd.band_host(band, red.b))
             return np.sort(np.abs(ev[n:]))[::-1].astype(_real(a.dtype))
 
