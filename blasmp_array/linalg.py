@@ -33,17 +33,16 @@ from __future__ import annotations
 
 from typing import Any
 
+# the SVD and the functions on top of it register NumPy's np.linalg.svd, svdvals, norm orders,
+# cond, matrix_rank, pinv and lstsq when imported
+from .ops import spectral as _spectral  # noqa: F401
+from .ops import svd as _svd  # noqa: F401
 from .ops.gemm import gemm
 from .ops.matmul import matmul
 from .ops.symm import symm
 from .ops.syr2k import syr2k
 from .ops.syrk import syrk
 from .ops.trmm import trmm
-
-# the SVD and the functions on top of it register NumPy's np.linalg.svd, svdvals, norm orders,
-# cond, matrix_rank, pinv and lstsq when imported
-from .ops import spectral as _spectral  # noqa: F401
-from .ops import svd as _svd  # noqa: F401
 
 __all__ = [  # noqa: F822
     "gemm",

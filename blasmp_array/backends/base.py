@@ -504,9 +504,7 @@ class Backend(abc.ABC):
         """Release backend resources at exit (collective)."""
 
     # -- the SVD's local LAPACK ------------------------------------------------------------
-    def gesdd(
-        self, a: Any, full_matrices: bool, compute_uv: bool, driver: str = "gesdd"
-    ) -> Any:
+    def gesdd(self, a: Any, full_matrices: bool, compute_uv: bool, driver: str = "gesdd") -> Any:
         """The SVD ``a = U diag(s) V^H`` of the local ``m x n`` matrix ``a`` (a backend array,
         not written): ``(U, s, Vh)`` as backend arrays (``U`` ``m x m`` or ``m x k``, ``Vh``
         ``n x n`` or ``k x n``, ``k = min(m, n)``; ``s`` real, descending), or ``s`` alone

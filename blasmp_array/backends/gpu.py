@@ -972,9 +972,7 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
 
         self.synchronize()
         with self.compute.cupy:
-            out = cupy.linalg.svd(
-                a, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv)
-            )
+            out = cupy.linalg.svd(a, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
         self.synchronize()
         return out
 

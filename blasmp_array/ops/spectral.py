@@ -94,9 +94,7 @@ def _np_cond(x: Any, p: Any = None) -> Any:
             r = s[-1] / s[0] if p == -2 else s[0] / s[-1]
     elif p in (1, -1, np.inf, -np.inf, "fro"):
         if a.shape[0] != a.shape[1]:
-            raise np.linalg.LinAlgError(
-                "Last 2 dimensions of the array must be square"
-            )
+            raise np.linalg.LinAlgError("Last 2 dimensions of the array must be square")
         try:
             inv = np.linalg.inv(a)
         except np.linalg.LinAlgError:
@@ -303,8 +301,7 @@ def lstsq(
     """
     if lapack_driver not in (None, "gelsy", "gelsd", "gelss"):
         raise ValueError(
-            f"lstsq: lapack_driver must be None, 'gelsy', 'gelsd' or 'gelss', got "
-            f"{lapack_driver!r}"
+            f"lstsq: lapack_driver must be None, 'gelsy', 'gelsd' or 'gelss', got {lapack_driver!r}"
         )
     if lapack_driver in (None, "gelsy"):
         vector = isinstance(b, BlockCyclicArray) and b.ndim == 1

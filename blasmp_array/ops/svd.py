@@ -31,8 +31,10 @@ Routes, chosen from shapes and ``method`` only (the same on every rank):
 ``method='auto'``: the tall route for ``m >= TALL_RATIO n`` (its ``R`` gathered), the gather
 otherwise. With the second stage on one process in ``O(n^3)`` flops, the band reduction only
 adds work to the gather's (measured in ``docs/svd.md``); it is kept as the distributed first
-stage for a bulge-chasing second stage. Communication: the gathers and scatters of ``creation`` (``O(mn)`` elements
-through process 0), the broadcast of ``S`` (``k`` values) and of the outcome of the LAPACK call
+stage for a bulge-chasing second stage.
+
+Communication: the gathers and scatters of ``creation`` (``O(mn)`` elements through process
+0), the broadcast of ``S`` (``k`` values) and of the outcome of the LAPACK call
 (a ``LinAlgError`` on process 0 is raised on every rank), and the exchanges of the QR
 pipelines and window copies of :mod:`ops._bidiag_reduction`.
 """

@@ -61,16 +61,24 @@ def test_norms_cond_rank(grid, dtype):
         assert np.linalg.norm(A, 2, keepdims=True).shape == (1, 1)
         close(float(np.linalg.norm(A, "fro")), float(np.linalg.norm(a64, "fro")), tol, "fro")
         for p in (None, 2, -2):
-            close(float(np.linalg.cond(A, p)), float(np.linalg.cond(a64, p)),
-                  tol * s[0] / s[-1], f"cond {p}")
+            close(
+                float(np.linalg.cond(A, p)),
+                float(np.linalg.cond(a64, p)),
+                tol * s[0] / s[-1],
+                f"cond {p}",
+            )
         assert np.linalg.matrix_rank(A) == min(m, n)
     sq = random_matrix(rng, (10, 10), dtype)
     SQ = bm.from_numpy(sq, block=3, grid=grid)
     sq64 = sq.astype(np.complex128 if sq.dtype.kind == "c" else np.float64)
     kappa = float(np.linalg.cond(sq64))
     for p in (1, -1, np.inf, -np.inf, "fro"):
-        close(float(np.linalg.cond(SQ, p)), float(np.linalg.cond(sq64, p)),
-              THRESH * 10 * eps(dtype) * kappa, f"cond {p}")
+        close(
+            float(np.linalg.cond(SQ, p)),
+            float(np.linalg.cond(sq64, p)),
+            THRESH * 10 * eps(dtype) * kappa,
+            f"cond {p}",
+        )
 
 
 def test_rank_deficient_rank_and_cond():

@@ -43,8 +43,9 @@ def norm1(x: np.ndarray) -> float:
 
 def check_values(a: np.ndarray, s: np.ndarray, what: str) -> None:
     m, n = a.shape
-    ref = np.linalg.svd(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64),
-                        compute_uv=False)
+    ref = np.linalg.svd(
+        a.astype(np.complex128 if a.dtype.kind == "c" else np.float64), compute_uv=False
+    )
     assert s.shape == ref.shape, f"{what}: {s.shape} singular values, want {ref.shape}"
     assert np.all(np.isfinite(s)), f"{what}: non-finite singular values"
     assert np.all(np.diff(s) <= 0) and np.all(s >= 0), f"{what}: not descending / negative"
@@ -103,8 +104,14 @@ def test_svd_shapes(grid, m, n, nb, method):
     for i, dtype in enumerate(dtypes):
         rng = np.random.default_rng(m * 31 + n + i)
         a = random_matrix(rng, (m, n), dtype)
-        run(a, nb, grid, full=(i + m) % 2 == 0, method=method,
-            what=f"{m}x{n} nb={nb} {np.dtype(dtype).name} {method}")
+        run(
+            a,
+            nb,
+            grid,
+            full=(i + m) % 2 == 0,
+            method=method,
+            what=f"{m}x{n} nb={nb} {np.dtype(dtype).name} {method}",
+        )
 
 
 SPECTRA = {
