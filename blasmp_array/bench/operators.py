@@ -53,6 +53,7 @@ OPERATORS = (
     "qr",
     "qr_tall",
     "lstsq",
+    "svd",
     "redistribute",
     "transpose",
     *DOOR_OPERATORS,
@@ -123,6 +124,8 @@ def flop_count(case: Case) -> float:
         "qr": 4.0 * m * n * n - 4.0 * n**3 / 3.0,
         "qr_tall": 4.0 * m * n * n - 4.0 * n**3 / 3.0,
         "lstsq": 2.0 * m * n * n - 2.0 * n**3 / 3.0 + 4.0 * m * n * k - n * n * k,
+        # U, S and V^H (m >= n): the QR, the bidiagonal reduction and the back-transforms
+        "svd": 4.0 * max(m, n) * min(m, n) ** 2 + 8.0 * min(m, n) ** 3,
     }
     flops = counts.get(case.op, 0.0)
     return flops * (4.0 if case.is_complex else 1.0)
@@ -283,6 +286,9 @@ def prepare(case: Case, directory: Path | None = None) -> Prepared:
     if op in ("qr", "qr_tall"):  # np.linalg.qr(A): the reduced Q and R
         inputs = {"A": normal((m, n), 0)}
         return Prepared(case, grid, inputs, lambda: np.linalg.qr(inputs["A"]))
+    if op == "svd":  # np.linalg.svd(A): U (full), S and Vh
+        inputs = {"A": normal((m, n), 0)}
+        return Prepared(case, grid, inputs, lambda: tuple(np.linalg.svd(inputs["A"])))
     if op == "lstsq":  # k right-hand sides
         inputs = {"A": normal((m, n), 0), "B": normal((m, k), 1)}
         return Prepared(case, grid, inputs, lambda: _linalg("lstsq")(inputs["A"], inputs["B"]))
@@ -514,6 +520,8 @@ def _verdict(case: Case, g: dict[str, Any], result: Any) -> dict[str, Any]:
         }
     elif op in ("qr", "qr_tall", "lstsq"):
         return _qr_verdict(case, a, g, result)
+    elif op == "svd":
+        return _svd_verdict(case, a, result)
     else:  # pragma: no cover - guarded by prepare()
         raise ValueError(op)
     return {
@@ -550,6 +558,27 @@ def _qr_verdict(case: Case, a: np.ndarray, g: dict[str, Any], result: Any) -> di
         err = max(resid, orth)
         measure = "max(||A - QR|| / (||A|| max(m,n) eps), ||I - Q^H Q|| / (m eps))"
     return {"measure": measure, "error_eps": err, "bound_eps": 30.0, "passed": bool(err < 30)}
+
+
+def _svd_verdict(case: Case, a: np.ndarray, result: Any) -> dict[str, Any]:
+    """LAPACK's SVD tester's ratios in eps (xDRVBD), against its threshold 60: the largest of
+    ``||A - U S V^H||_1 / (||A||_1 max(m, n) eps)``, ``||I - U^H U||_1 / (m eps)`` and
+    ``||I - V V^H||_1 / (n eps)``."""
+    m, n = a.shape
+    k = min(m, n)
+    e = _eps(case.dtype)
+    one = lambda z: float(np.abs(z).sum(axis=0).max()) if z.size else 0.0  # noqa: E731
+    u, s, vh = (z.astype(a.dtype) for z in result)
+    norm_a = max(one(a), np.finfo(np.float64).tiny)
+    resid = one(a - (u[:, :k] * s.real) @ vh[:k]) / (norm_a * max(m, n) * e)
+    orth_u = one(np.eye(u.shape[1]) - u.conj().T @ u) / (m * e)
+    orth_v = one(np.eye(vh.shape[0]) - vh @ vh.conj().T) / (n * e)
+    return {
+        "measure": "max(||A - U S V^H|| / (||A|| max(m,n) eps), ||I - U^H U||, ||I - V^H V||)",
+        "error_eps": max(resid, orth_u, orth_v),
+        "bound_eps": 60.0,
+        "passed": bool(max(resid, orth_u, orth_v) < 60),
+    }
 
 
 def failed_check(exc: BaseException) -> dict[str, Any]:
