@@ -217,6 +217,13 @@ class Lstsq(_Operator):
         return ("--m", str(4 * N), "--n", str(max(1, N // 4)), "--k", "1")
 
 
+class SVD(_Operator):
+    """``np.linalg.svd(A)``, square, full ``U`` and ``Vh`` (``4 m n^2 + 8 n^3`` flops by the
+    bench's count)."""
+
+    op = "svd"
+
+
 class Redistribute(_DataMovement):
     """Block halved and grid transposed at once (the bench's default target)."""
 
