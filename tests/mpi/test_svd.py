@@ -100,7 +100,9 @@ SHAPES = [(24, 24, 5), (37, 14, 4), (20, 15, 4), (13, 29, 6), (9, 7, 16)]
 @pytest.mark.parametrize("method", ["auto", "band"])
 @pytest.mark.parametrize("m,n,nb", SHAPES)
 def test_svd_shapes(grid, m, n, nb, method):
-    dtypes = DTYPES if grid.shape == bm.square_grid_shape(grid.size) else [np.float64]
+    dtypes = [np.float64]
+    if grid.shape == bm.square_grid_shape(grid.size):  # band: the slow route, two dtypes
+        dtypes = DTYPES if method == "auto" else [np.float32, np.complex128]
     for i, dtype in enumerate(dtypes):
         rng = np.random.default_rng(m * 31 + n + i)
         a = random_matrix(rng, (m, n), dtype)
@@ -126,7 +128,7 @@ SPECTRA = {
 @pytest.mark.parametrize("method", ["auto", "band"])
 def test_svd_spectra(kind, method):
     g = square_grid()
-    for m, n, nb in ((30, 30, 4), (41, 18, 5)):
+    for m, n, nb in ((30, 30, 4), (41, 18, 5))[: 1 if method == "band" else 2]:
         k = min(m, n)
         a = with_values(m, n, SPECTRA[kind](k), np.float64, seed=k)
         run(a, nb, g, full=m == n, method=method, what=f"{kind} {m}x{n} {method}")
