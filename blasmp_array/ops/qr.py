@@ -284,9 +284,9 @@ def lstsq(
     ck.check_flag(overwrite_b, "overwrite_b")
     if lapack_driver not in (None, "gelsy"):
         raise ValueError(
-            f"lstsq: lapack_driver={lapack_driver!r} is the SVD's: call bm.linalg.lstsq "
-            "(ops/spectral.py), which routes 'gelsd' and 'gelss' to the SVD; this QR solver "
-            "takes None or 'gelsy' (full rank)"
+            f"lstsq: lapack_driver={lapack_driver!r} needs singular values: call "
+            "bm.linalg.lstsq, which routes 'gelsd' and 'gelss' to the SVD (ops/spectral.py); "
+            "this QR solver takes None or 'gelsy' (full rank)"
         )
     meth = _check_method(method, op)
     m, n = a.shape
