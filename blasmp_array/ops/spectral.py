@@ -28,7 +28,9 @@ from ..creation import zeros
 from . import _checks as ck
 from . import qr as _qr
 from . import reductions  # noqa: F401  (registers np.linalg.norm, wrapped below)
+from ._replicated import is_replicated
 from .gemm import gemm
+from .solves import _operands as replicated_operands
 from .svd import _check_a, _svd
 
 __all__ = ["lstsq", "singular_values"]
@@ -202,11 +204,14 @@ def _svd_solve(
 
 
 def _lstsq_operands(a: Any, b: Any, op: str) -> tuple[BlockCyclicArray, BlockCyclicArray, bool]:
+    if isinstance(a, BlockCyclicArray) and is_replicated(b):
+        # a NumPy right-hand side, the same on every rank (checked), distributed to fit a
+        a, b = replicated_operands(a, b, op)
     a = _check_a(a, op)
     if not isinstance(b, BlockCyclicArray):
         raise TypeError(
-            f"{op}: b must be a BlockCyclicArray (a vector or a matrix) on a's grid, got "
-            f"{type(b).__name__}; distribute it with blasmp_array.from_numpy"
+            f"{op}: b must be a BlockCyclicArray (a vector or a matrix) on a's grid, or a NumPy "
+            f"array given on every rank, got {type(b).__name__}"
         )
     vector = b.ndim == 1
     bb = b._column if vector else b
@@ -270,8 +275,9 @@ def lstsq(
     ----------
     a : BlockCyclicArray
         ``m x n``.
-    b : BlockCyclicArray
-        ``m x k`` right-hand sides on ``a``'s grid, or a vector of length ``m``.
+    b : BlockCyclicArray or numpy.ndarray
+        ``m x k`` right-hand sides on ``a``'s grid, or a vector of length ``m``; a NumPy array
+        given (identical) on every rank is distributed to fit ``a`` (SVD drivers).
     cond : float, optional
         The relative threshold of the rank; default ``eps`` for the SVD drivers (SciPy's),
         ``max(m, n) * eps`` for QR.

@@ -180,6 +180,11 @@ def test_lstsq_full_rank_residues_and_vectors():
     lstsq_close(x.to_numpy(), xr[:, 0], a, "vector b")
     x, res, rank, s = bm.linalg.lstsq(A, bv, lapack_driver="gelsd")
     assert x.ndim == 1
+    x, res, rank, s = np.linalg.lstsq(A, b[:, 0])  # a NumPy vector given on every rank
+    assert x.ndim == 1 and res.shape == (1,)
+    lstsq_close(x.to_numpy(), xr[:, 0], a, "NumPy vector b")
+    x, res, rank, s = np.linalg.lstsq(A, b)
+    lstsq_close(x.to_numpy(), xr, a, "NumPy matrix b")
     x, res, rank, s = bm.linalg.lstsq(A, B)  # QR (the default driver): unchanged
     assert s is None and rank == 12
     with pytest.raises(ValueError, match="lapack_driver"):
