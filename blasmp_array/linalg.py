@@ -19,9 +19,11 @@ function                        operation                                  flops
 :func:`lu_solve`                solve with the factor (two TRSMs)          ``2 n^2 k``
 :func:`qr`                      ``A = Q R`` (CholeskyQR2 or Householder)   ``4 m n^2``
 :func:`qr_multiply`             ``Q c`` / ``c Q`` without forming ``Q``
-:func:`lstsq`                   least squares (QR), minimum norm (LQ)
 :func:`eigh`                    ``A = V diag(w) V^H`` (Hermitian)          ``4/3 n^3 + 2 n^3``
 :func:`eigvalsh`                the eigenvalues of a Hermitian matrix      ``4/3 n^3``
+:func:`lstsq`                   least squares (QR, LQ; SVD for 'gelsd')
+:func:`svd`                     ``A = U diag(s) V^H``                      ``4mn^2 + 8n^3``
+:func:`svdvals`                 the singular values
 ==============================  =========================================  ==============
 
 The solvers take NumPy's operands: a vector right-hand side ``b`` (``ndim == 1``) gives a vector
@@ -33,6 +35,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# the SVD and the functions on top of it register NumPy's np.linalg.svd, svdvals, norm orders,
+# cond, matrix_rank, pinv and lstsq when imported
+from .ops import spectral as _spectral  # noqa: F401
+from .ops import svd as _svd  # noqa: F401
 from .ops.gemm import gemm
 from .ops.matmul import matmul
 from .ops.symm import symm
@@ -60,6 +66,8 @@ __all__ = [  # noqa: F822
     "lstsq",
     "eigh",
     "eigvalsh",
+    "svd",
+    "svdvals",
 ]
 
 
@@ -72,7 +80,11 @@ def __getattr__(name: str) -> Any:
     if name in solves.PUBLIC:
         return solves.PUBLIC[name]
     # QR and least squares live in ops/qr.py (imported lazily likewise)
-    if name in ("qr", "qr_multiply", "lstsq"):
+    if name in ("svd", "svdvals"):
+        return getattr(_svd, name)
+    if name == "lstsq":  # QR (the default) or, with lapack_driver='gelsd', the SVD
+        return _spectral.lstsq
+    if name in ("qr", "qr_multiply"):
         from .ops import qr as _qr
 
         return getattr(_qr, name)

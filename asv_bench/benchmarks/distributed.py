@@ -230,6 +230,13 @@ class Eigvalsh(_Operator):
     op = "eigvalsh"
 
 
+class SVD(_Operator):
+    """``np.linalg.svd(A)``, square, full ``U`` and ``Vh`` (``4 m n^2 + 8 n^3`` flops by the
+    bench's count)."""
+
+    op = "svd"
+
+
 class Redistribute(_DataMovement):
     """Block halved and grid transposed at once (the bench's default target)."""
 

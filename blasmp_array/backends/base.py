@@ -557,3 +557,23 @@ class Backend(abc.ABC):
 
     def free_all(self) -> None:  # noqa: B027 (optional hook, no-op by default)
         """Release backend resources at exit (collective)."""
+
+    # -- the SVD's local LAPACK ------------------------------------------------------------
+    def gesdd(self, a: Any, full_matrices: bool, compute_uv: bool, driver: str = "gesdd") -> Any:
+        """The SVD ``a = U diag(s) V^H`` of the local ``m x n`` matrix ``a`` (a backend array,
+        not written): ``(U, s, Vh)`` as backend arrays (``U`` ``m x m`` or ``m x k``, ``Vh``
+        ``n x n`` or ``k x n``, ``k = min(m, n)``; ``s`` real, descending), or ``s`` alone
+        without ``compute_uv``. ``driver`` 'gesdd' (divide and conquer; LAPACK ``xgesdd``,
+        falling back to ``xgesvd`` where it does not converge) or 'gesvd'. Runs at once, after
+        the caller synchronised the streams; ``numpy.linalg.LinAlgError`` when no driver
+        converges."""
+        raise NotImplementedError(f"{type(self).__name__} has no local gesdd")
+
+    def eigvalsh_banded(self, ab: np.ndarray) -> np.ndarray:
+        """The eigenvalues (ascending, real) of the Hermitian band matrix held in LAPACK's upper
+        band storage ``ab`` (a host array, ``ab[u + i - j, j] = A[i, j]`` for
+        ``max(0, j - u) <= i <= j``), on the host (LAPACK ``xsbevd``/``xhbevd``: reduction to
+        tridiagonal form by bulge chasing, ``O(n^2 u)`` flops, then a tridiagonal solver)."""
+        from scipy.linalg import eig_banded
+
+        return np.asarray(eig_banded(ab, lower=False, eigvals_only=True, check_finite=False))

@@ -609,6 +609,25 @@ class CPUBackend(HostCollectives, HostMessages, Backend):
         )
         return (out[0], out[1]) if vectors else (out, None)
 
+    def gesdd(self, a, full_matrices, compute_uv, driver="gesdd"):  # type: ignore[override]
+        from scipy.linalg import LinAlgError, svd
+
+        def run(drv: str) -> Any:
+            return svd(
+                a,
+                full_matrices=bool(full_matrices),
+                compute_uv=bool(compute_uv),
+                check_finite=False,
+                lapack_driver=drv,
+            )
+
+        try:
+            return run(driver)
+        except LinAlgError:
+            if driver != "gesdd":
+                raise
+            return run("gesvd")  # xgesdd's rare non-convergence: QR iteration instead
+
     def __repr__(self) -> str:
         return f"CPUBackend(rank={self.rank}, size={self.size})"
 

@@ -11,18 +11,19 @@ nothing is ever estimated.
   for GEMM, SciPy's BLAS wrappers (``?symm``, ``?syrk``,
   ``?syr2k``, ``?trmm``, ``?trsm``) for the others, on Fortran-ordered copies so that the
   wrappers do not copy, ``scipy.linalg.cholesky`` for Cholesky, ``scipy.linalg.lu_factor``
-  for LU, ``numpy.linalg.eigh``/``eigvalsh`` (LAPACK ``xsyevd``/``xheevd``) for the eigensolver;
-  with ``threads`` BLAS threads
+  for LU, ``numpy.linalg.eigh``/``eigvalsh`` (LAPACK ``xsyevd``/``xheevd``) for the eigensolver,
+  ``np.linalg.svd`` (LAPACK ``xgesdd``) for the SVD; with ``threads`` BLAS threads
   (threadpoolctl).
 * ``dask.array``: the same product with the threaded scheduler and ``threads`` workers, one BLAS
   thread each; SYRK/SYR2K/SYMM/TRMM are computed as full products (Dask has no structured BLAS3),
   TRSM with ``dask.array.linalg.solve_triangular``, Cholesky with ``dask.array.linalg.cholesky``,
-  QR and least squares with ``dask.array.linalg.qr``/``lstsq`` (TSQR, one chunk of columns).
+  QR, least squares and the SVD with ``dask.array.linalg.qr``/``lstsq``/``svd`` (TSQR, one
+  chunk of columns).
 * ``cupy``: the same on one GPU (``matmul``; ``cupyx.scipy.linalg.solve_triangular``;
   ``cupy.linalg.cholesky``, i.e. cuSOLVER ``potrf``; ``cupyx.scipy.linalg.lu_factor``, i.e.
   cuSOLVER ``getrf``; ``cupy.linalg.qr``, i.e. cuSOLVER ``geqrf`` + ``orgqr``;
   ``cupy.linalg.lstsq``, SVD-based; ``cupy.linalg.eigh``/``eigvalsh``, i.e. cuSOLVER
-  ``syevd``).
+  ``syevd``; ``cupy.linalg.svd``, i.e. cuSOLVER ``gesvd``).
 * ``heat``, ``scalapack4py``, ``cublasmp`` and ``cusolvermp``: over MPI on the job's ranks, GEMM
   and TRSM (Heat, ScaLAPACK, cuBLASMp), Cholesky (``p?potrf``, ``cusolverMpPotrf``) and LU
   (``p?getrf``, ``cusolverMpGetrf``) (:mod:`.heat_adapter`, :mod:`.pblas_adapter`,
@@ -141,6 +142,9 @@ def _numpy_call(case: Case, g: dict[str, np.ndarray]) -> Callable[[], Any]:
     if op in ("eigh", "eigvalsh"):  # NumPy's LAPACK xsyevd/xheevd
         ac = np.ascontiguousarray(g["A"])
         return (lambda: np.linalg.eigh(ac)) if op == "eigh" else (lambda: np.linalg.eigvalsh(ac))
+    if op == "svd":  # LAPACK xgesdd through NumPy (SciPy's default driver is the same)
+        ac = np.ascontiguousarray(g["A"])
+        return lambda: np.linalg.svd(ac)
     if op == "lstsq":
         from scipy.linalg import lstsq
 
@@ -196,6 +200,8 @@ def _dask_call(case: Case, g: dict[str, np.ndarray], chunk: int) -> Callable[[],
         raise NotImplementedError("dask.array has no pivoted LU factorisation (lu_factor)")
     elif op in ("eigh", "eigvalsh"):
         raise NotImplementedError("dask.array has no Hermitian eigensolver")
+    elif op == "svd":  # TSQR then the small SVD: one chunk across the columns
+        expr = da.linalg.svd(a.rechunk((chunk, a.shape[1])))
     elif op in ("qr", "qr_tall", "lstsq"):  # TSQR: one chunk across the columns
         a = a.rechunk((chunk, a.shape[1]))
         if op == "lstsq":
@@ -273,6 +279,8 @@ def _cupy_call(
         fn = lambda: cp.linalg.eigh(a)  # noqa: E731
     elif op == "eigvalsh":
         fn = lambda: cp.linalg.eigvalsh(a)  # noqa: E731
+    elif op == "svd":
+        fn = lambda: cp.linalg.svd(a)  # noqa: E731
     else:
         raise ValueError(op)
     return fn, lambda: cp.cuda.get_current_stream().synchronize()

@@ -55,6 +55,7 @@ OPERATORS = (
     "lstsq",
     "eigh",
     "eigvalsh",
+    "svd",
     "redistribute",
     "transpose",
     *DOOR_OPERATORS,
@@ -128,6 +129,8 @@ def flop_count(case: Case) -> float:
         # the reduction to tridiagonal form and, for eigh, the back-transform (LAWN 41)
         "eigh": 4.0 * n**3 / 3.0 + 2.0 * n**3,
         "eigvalsh": 4.0 * n**3 / 3.0,
+        # U, S and V^H (m >= n): the QR, the bidiagonal reduction and the back-transforms
+        "svd": 4.0 * max(m, n) * min(m, n) ** 2 + 8.0 * min(m, n) ** 3,
     }
     flops = counts.get(case.op, 0.0)
     return flops * (4.0 if case.is_complex else 1.0)
@@ -293,6 +296,9 @@ def prepare(case: Case, directory: Path | None = None) -> Prepared:
         inputs = {"A": g + g.H}
         fn = np.linalg.eigh if op == "eigh" else np.linalg.eigvalsh
         return Prepared(case, grid, inputs, lambda: fn(inputs["A"]))
+    if op == "svd":  # np.linalg.svd(A): U (full), S and Vh
+        inputs = {"A": normal((m, n), 0)}
+        return Prepared(case, grid, inputs, lambda: tuple(np.linalg.svd(inputs["A"])))
     if op == "lstsq":  # k right-hand sides
         inputs = {"A": normal((m, n), 0), "B": normal((m, k), 1)}
         return Prepared(case, grid, inputs, lambda: _linalg("lstsq")(inputs["A"], inputs["B"]))
@@ -526,6 +532,8 @@ def _verdict(case: Case, g: dict[str, Any], result: Any) -> dict[str, Any]:
         return _qr_verdict(case, a, g, result)
     elif op in ("eigh", "eigvalsh"):
         return _eigh_verdict(case, a, result)
+    elif op == "svd":
+        return _svd_verdict(case, a, result)
     else:  # pragma: no cover - guarded by prepare()
         raise ValueError(op)
     return {
@@ -583,6 +591,27 @@ def _eigh_verdict(case: Case, a: np.ndarray, result: Any) -> dict[str, Any]:
         err = max(err, resid, orth)
         measure = "max(||AV - VW|| / (||A|| n eps), ||I - V^H V|| / (n eps), eigenvalues)"
     return {"measure": measure, "error_eps": err, "bound_eps": 60.0, "passed": bool(err < 60)}
+
+
+def _svd_verdict(case: Case, a: np.ndarray, result: Any) -> dict[str, Any]:
+    """LAPACK's SVD tester's ratios in eps (xDRVBD), against its threshold 60: the largest of
+    ``||A - U S V^H||_1 / (||A||_1 max(m, n) eps)``, ``||I - U^H U||_1 / (m eps)`` and
+    ``||I - V V^H||_1 / (n eps)``."""
+    m, n = a.shape
+    k = min(m, n)
+    e = _eps(case.dtype)
+    one = lambda z: float(np.abs(z).sum(axis=0).max()) if z.size else 0.0  # noqa: E731
+    u, s, vh = (z.astype(a.dtype) for z in result)
+    norm_a = max(one(a), np.finfo(np.float64).tiny)
+    resid = one(a - (u[:, :k] * s.real) @ vh[:k]) / (norm_a * max(m, n) * e)
+    orth_u = one(np.eye(u.shape[1]) - u.conj().T @ u) / (m * e)
+    orth_v = one(np.eye(vh.shape[0]) - vh @ vh.conj().T) / (n * e)
+    return {
+        "measure": "max(||A - U S V^H|| / (||A|| max(m,n) eps), ||I - U^H U||, ||I - V^H V||)",
+        "error_eps": max(resid, orth_u, orth_v),
+        "bound_eps": 60.0,
+        "passed": bool(max(resid, orth_u, orth_v) < 60),
+    }
 
 
 def failed_check(exc: BaseException) -> dict[str, Any]:

@@ -247,7 +247,8 @@ def lstsq(
     check_finite : bool
         Check ``a`` and ``b`` for NaN/inf (``ValueError`` on every rank).
     lapack_driver : {None, 'gelsy'}
-        Accepted for SciPy's signature; 'gelsd' and 'gelss' (SVD) are refused.
+        Accepted for SciPy's signature; ``bm.linalg.lstsq`` routes 'gelsd' and 'gelss' to the
+        SVD (:func:`blasmp_array.ops.spectral.lstsq`) before reaching this QR solver.
     method : {'auto', 'cholqr', 'householder'}
         The QR algorithm, as :func:`qr` (of ``a^H`` when ``m < n``).
 
@@ -283,8 +284,9 @@ def lstsq(
     ck.check_flag(overwrite_b, "overwrite_b")
     if lapack_driver not in (None, "gelsy"):
         raise ValueError(
-            f"lstsq: lapack_driver={lapack_driver!r} needs singular values, which blasmp_array "
-            "does not compute yet; use None or 'gelsy' (QR, full rank)"
+            f"lstsq: lapack_driver={lapack_driver!r} needs singular values: call "
+            "bm.linalg.lstsq, which routes 'gelsd' and 'gelss' to the SVD (ops/spectral.py); "
+            "this QR solver takes None or 'gelsy' (full rank)"
         )
     meth = _check_method(method, op)
     m, n = a.shape

@@ -486,9 +486,11 @@ def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> 
 
     The Frobenius norm and the vector 2-norm are accumulated in float64 with LAPACK-style
     scaling (per-process ``(scale, sum of squares)`` pairs), so they neither overflow nor
-    underflow needlessly. The matrix 2-norm and the nuclear norm need an SVD and are refused
-    for matrices (an ``n x 1`` or ``1 x n`` matrix has one singular value: its 2-norm, the
-    Frobenius norm, is returned). Integer and bool input gives float64, as NumPy's.
+    underflow needlessly. The matrix orders 2, -2 and 'nuc' come from the singular values:
+    :mod:`ops.spectral` (above the SVD, which sits above this module) wraps this registration
+    and answers them for matrices with more than one row and column (an ``n x 1`` or ``1 x n``
+    matrix has one singular value: its 2-norm, the Frobenius norm, is returned here). Integer
+    and bool input gives float64, as NumPy's.
     """
     a = _require(x, "np.linalg.norm")
     real_dt = np.linalg.norm(np.zeros(1, a.dtype)).dtype
@@ -517,9 +519,7 @@ def _norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> 
     elif ord in (2, -2, "nuc"):
         raise NotImplementedError(
             f"np.linalg.norm(A, ord={ord!r}) of a {a.shape[0]}x{a.shape[1]} matrix needs "
-            "singular values, which blasmp_array does not compute; use ord='fro' (an upper "
-            "bound of the 2-norm), 1 or np.inf (sqrt(norm(A, 1) * norm(A, inf)) also bounds "
-            "it), or np.linalg.norm(A.to_numpy(), ord) on a gathered copy"
+            "singular values: import blasmp_array (its ops.spectral answers it through the SVD)"
         )
     else:
         raise ValueError(f"Invalid norm order {ord!r} for matrices")

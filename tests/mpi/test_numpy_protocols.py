@@ -207,7 +207,7 @@ def test_unregistered_functions_raise_naming_them(grid):
     A = bm.ones((4, 4), block=2, grid=grid)
     for fn, name in (
         (lambda: np.sort(A), "sort"),
-        (lambda: np.linalg.svd(A), "svd"),
+        (lambda: np.linalg.eig(A), "eig"),
         (lambda: np.cumulative_sum(A, axis=0), "cumulative_sum"),
         (lambda: np.median(A), "median"),
     ):
@@ -293,8 +293,11 @@ def test_norms(grid, comm, dtype):
         gt = np.linalg.norm(A.T, ord_)
         rt = np.linalg.norm(ref.T, ord_)
         assert abs(gt - rt) <= (m * n + 2) * eps * rt, (ord_, gt, rt)
-    with pytest.raises(NotImplementedError, match="singular"):
-        np.linalg.norm(A, 2)
+    for ord_ in (2, -2, "nuc"):  # from the singular values (ops/spectral.py)
+        got = np.linalg.norm(A, ord_)
+        r = np.linalg.norm(ref, ord_)
+        assert _same_on_all_ranks(comm, got)
+        assert abs(got - r) <= 60 * max(m, n) * eps * np.linalg.norm(ref, 2) * min(m, n)
     with pytest.raises(ValueError, match="Invalid norm order"):
         np.linalg.norm(A, "bad")
     for axis in (0, 1):  # vector norms of the columns (rows): a distributed vector
