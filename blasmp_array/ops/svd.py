@@ -264,19 +264,10 @@ def _local(a: BlockCyclicArray, full: bool, uv: bool, driver: str) -> Any:
 
 
 def _on_root(a: BlockCyclicArray, fn: Any) -> Any:
-    """``fn()`` on process 0 of ``a``'s grid; its ``LinAlgError`` raised on every rank (the
-    outcome is broadcast), its result returned there (None elsewhere)."""
-    be = a.backend
-    out, err = None, None
-    if a.grid.rank == 0:
-        try:
-            out = fn()
-        except np.linalg.LinAlgError as exc:
-            err = str(exc)
-    err = be.bcast(err, 0)
-    if err is not None:
-        raise np.linalg.LinAlgError(f"svd: {err}")
-    return out
+    """``fn()`` on process 0 of ``a``'s grid with the threads of its node's waiting processes
+    (:meth:`Backend.run_on_root`); its exception raised on every rank, its result returned
+    there (None elsewhere)."""
+    return a.backend.run_on_root(fn)
 
 
 def _host_svd(a: BlockCyclicArray, host: Any, full: bool, uv: bool, driver: str) -> Any:
