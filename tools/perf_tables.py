@@ -57,7 +57,10 @@ CALLS: dict[str, str] = {
     "solve": "`np.linalg.solve(A, B)`",
     "inv": "`np.linalg.inv(A)`",
     "qr": "`np.linalg.qr(A)`",
+    "qr_tall": "`np.linalg.qr(A)` (tall-skinny)",
+    "lstsq": "`bm.linalg.lstsq(A, b)`",
     "eigh": "`np.linalg.eigh(A)`",
+    "eigvalsh": "`np.linalg.eigvalsh(A)`",
     "svd": "`np.linalg.svd(A)`",
     # windows and reductions
     "matmul_view": "`A[1:, 1:] @ B[1:, 1:]`",
