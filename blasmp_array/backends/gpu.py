@@ -966,13 +966,16 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
         self._enqueue(stream, self._blas.ormqr, stream.cupy, side, trans, a, tau, c, info)
 
     def eigh_local(self, a, lower, vectors, subset_by_index=None, subset_by_value=None):  # type: ignore[override]
-        # cuSOLVER syevd (all eigenpairs) through CuPy; a subset is sliced from the full result
+        # cuSOLVER syevd (all eigenpairs) through CuPy on the compute stream, waited for; a
+        # subset is sliced from the full result
         self.synchronize()
         uplo = "L" if lower else "U"
-        if vectors:
-            w, v = cupy.linalg.eigh(a, UPLO=uplo)
-        else:
-            w, v = cupy.linalg.eigvalsh(a, UPLO=uplo), None
+        with self.compute.cupy:
+            if vectors:
+                w, v = cupy.linalg.eigh(a, UPLO=uplo)
+            else:
+                w, v = cupy.linalg.eigvalsh(a, UPLO=uplo), None
+        self.synchronize()
         if subset_by_index is not None:
             lo, hi = subset_by_index
             w = w[lo : hi + 1]
@@ -988,8 +991,6 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
     def gesdd(self, a, full_matrices, compute_uv, driver="gesdd"):  # type: ignore[override]
         # cuSOLVER's gesvd through CuPy (cuSOLVER has no divide and conquer for the SVD):
         # the same result for either driver; on the compute stream, waited for
-        import cupy
-
         self.synchronize()
         with self.compute.cupy:
             out = cupy.linalg.svd(a, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
