@@ -37,9 +37,10 @@
 #   door4        the same on 4 ranks (2x2, MPS); its summary also compares it with door1's run
 #                ($OUT/perf-door1.json, when there: run door1 first, in the same $OUT)
 #   qr1          QR (n=$N, block 1024), tall-skinny QR (1048576 x 256) and least squares
-#                (32768 x 4096, one right-hand side) on 1 rank against CuPy, checked and timed
-#   spectral1    eigh and eigvalsh at n=$NSMALL and $N, svd at n=8192, 1 rank, against CuPy, checked
-#   spectral4    the same calls on 4 ranks (2x2, MPS), without CuPy (compare with spectral1)
+#                (32768 x 4096, one right-hand side) on 1 rank against CuPy
+#   spectral1    eigh and eigvalsh at n=$NSMALL (checked) and $N, svd at n=8192, 1 rank, against CuPy
+#   spectral4    the same calls on 4 ranks (2x2, MPS; checked at n=$NSMALL), without CuPy (compare
+#                with spectral1; the host checks of n=$N would take minutes)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
 #           prof1 puts4 lupanel1 proflu4 door1 door4 qr1 spectral1 spectral4
 #           (default: gemm1 trsm1 gemm4 trace4)
@@ -131,14 +132,15 @@ for p in "${phases[@]}"; do
     face4) bench face4 4 matmul_ata,solve_triangular --n "$n" --grid 2x2 --repeat "$repeat" ;;
     redist4) bench redist4 4 transpose,redistribute --n "$n" --block 2048 --grid 2x2 \
                --to-grid 2x2 --to-block 1024 --repeat "$repeat" --check --profile ;;
-    qr1) bench qr1 1 qr --n "$n" --block 1024 --repeat "$repeat" --check --profile --compare --baselines "$baselines"
-         bench qr1tall 1 qr_tall --m 1048576 --n 256 --repeat "$repeat" --check --profile --compare --baselines "$baselines"
-         bench qr1lstsq 1 lstsq --m 32768 --n 4096 --k 1 --repeat "$repeat" --check --profile --compare --baselines "$baselines" ;;
+    qr1) bench qr1 1 qr --n "$n" --block 1024 --repeat "$repeat" --compare --baselines "$baselines"
+         bench qr1tall 1 qr_tall --m 1048576 --n 256 --repeat "$repeat" --compare --baselines "$baselines"
+         bench qr1lstsq 1 lstsq --m 32768 --n 4096 --k 1 --repeat "$repeat" --compare --baselines "$baselines" ;;
     spectral1) bench spectral1small 1 eigh,eigvalsh --n "$nsmall" --repeat 3 --check --profile --compare --baselines "$baselines"
-               bench spectral1 1 eigh,eigvalsh --n "$n" --repeat 3 --check --profile --compare --baselines "$baselines"
-               bench spectral1svd 1 svd --n 8192 --repeat 3 --check --profile --compare --baselines "$baselines" ;;
-    spectral4) bench spectral4 4 eigh,eigvalsh --n "$n" --grid 2x2 --repeat 3 --check --profile
-               bench spectral4svd 4 svd --n 8192 --grid 2x2 --repeat 3 --check --profile ;;
+               bench spectral1 1 eigh,eigvalsh --n "$n" --repeat 3 --compare --baselines "$baselines"
+               bench spectral1svd 1 svd --n 8192 --repeat 3 --compare --baselines "$baselines" ;;
+    spectral4) bench spectral4small 4 eigh,eigvalsh,svd --n "$nsmall" --grid 2x2 --repeat 3 --check --profile
+               bench spectral4 4 eigh,eigvalsh --n "$n" --grid 2x2 --repeat 3
+               bench spectral4svd 4 svd --n 8192 --grid 2x2 --repeat 3 ;;
     door1) door door1 1 ;;
     door4) door door4 4 --grid 2x2 ;;
     *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 proflu4 tracelu1 tracest4 tracechol4 tracelu4 door1 door4)" >&2; exit 2 ;;
