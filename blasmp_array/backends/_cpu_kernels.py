@@ -498,6 +498,22 @@ def getrf(a: np.ndarray, ipiv: np.ndarray, info: np.ndarray) -> None:
     info[0] = inf
 
 
+def solve_transposed_lu(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray | None, int]:
+    """``x = a^{-1} b`` for the row-major ``a`` (``n x n``) and ``b`` (``n x k``), through the LU
+    with partial pivoting of ``a^T`` -- which is ``a``'s memory read column-major, so one plain
+    copy feeds LAPACK's ``xgetrf`` where the LU of ``a`` needs a transposing one -- and
+    ``xgetrs`` with ``trans='T'`` (``a = (a^T)^T = U^T L^T P^T``). Backward stable as GEPP of
+    ``a``. Returns ``(x, -1)``, or ``(None, j)`` when ``U[j, j]`` is exactly zero (``a`` is
+    singular). ``a`` and ``b`` are not modified."""
+    getrf, getrs = lapack().get_lapack_funcs(("getrf", "getrs"), dtype=a.dtype)
+    at = np.array(a.T, order="F")  # a's bytes as they are: a memcpy
+    lu, piv, info = getrf(at, overwrite_a=1)
+    if info > 0:
+        return None, int(info) - 1
+    x, info = getrs(lu, piv, b, trans=1, overwrite_b=0)
+    return np.ascontiguousarray(x), -1
+
+
 def _lapack(name: str, dtype: np.dtype) -> Any:
     from scipy.linalg import lapack
 

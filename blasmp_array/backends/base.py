@@ -352,6 +352,13 @@ class Backend(abc.ABC):
     def allgather(self, obj: Any) -> list[Any]:
         """Gather a picklable Python object from every process onto every process."""
 
+    def solve_local(self, a: Any, b: Any) -> tuple[Any, int] | None:
+        """``a^{-1} b`` on this process's own ``n x n`` ``a`` and ``n x k`` ``b`` by an LU with
+        partial pivoting, waited for: ``(x, -1)``, or ``(None, j)`` when ``a`` is exactly
+        singular (a zero pivot in column ``j`` of the factorization used). None where the
+        backend has no one-call solve (the caller factors with :meth:`getrf` instead)."""
+        return None
+
     @abc.abstractmethod
     def run_on_root(self, fn: Callable[[], Any], root: int = 0) -> Any:
         """``fn()`` on process ``root`` alone (its result there, None elsewhere), the others

@@ -345,6 +345,10 @@ class CPUBackend(HostCollectives, HostMessages, Backend):
         assert isinstance(stream, CPUStream)
         stream.enqueue(fn, *args)
 
+    def solve_local(self, a, b):  # type: ignore[override]
+        self.synchronize()
+        return _kernels.solve_transposed_lu(a, b)
+
     def _root_threads(self) -> Any:
         """:meth:`run_on_root`'s root borrows the BLAS threads of its node's waiting ranks."""
         if self.ranks_on_node <= 1:

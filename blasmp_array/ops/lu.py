@@ -340,6 +340,10 @@ def solve(
     overwrite_b = ck.check_flag(overwrite_b, "overwrite_b")
     if cf:
         ck.check_finite(b.resolve(), None, "solve")
+    if not transposed:
+        x = _solve_one_process(a, b, cf)
+        if x is not None:
+            return x
     lu, piv, zero, back = factor_working(a, overwrite_a, cf, "solve")
     if zero >= 0:
         raise np.linalg.LinAlgError(_singular("solve", zero))
@@ -354,6 +358,31 @@ def solve(
         (lu, piv), bw, trans=trans, overwrite_b=overwrite_b or bw is not b, check_finite=False
     )
     return x if x.block == b.block else _factor_block.to_block(x, *b.block)
+
+
+def _solve_one_process(a: BlockCyclicArray, b: BlockCyclicArray, cf: bool) -> Any:
+    """``a^{-1} b`` as one call of the backend's local solver (:meth:`Backend.solve_local`) when
+    one process holds both whole, stored as they are (no view), in one BLAS dtype; else None.
+    A singular ``a`` also gives None, so that the general path names its zero pivot as LU of
+    ``a`` does."""
+    be = a.backend
+    if (
+        a.grid.size != 1
+        or min(a.shape) == 0
+        or b.shape[1] == 0
+        or a.is_view
+        or b.is_view
+        or a.dtype != b.dtype
+        or not (b.grid is a.grid or b.grid.same_as(a.grid))
+    ):
+        return None
+    check_dtype(a.dtype)
+    if cf:
+        ck.check_finite(a, None, "solve")
+    found = be.solve_local(a._data, b._data)
+    if found is None or found[0] is None:
+        return None
+    return BlockCyclicArray._of(be.asarray(found[0]), b.layout, b.grid)
 
 
 @implements(np.linalg.solve)
