@@ -39,7 +39,7 @@ def _run(env_extra: dict[str, str], timeout: float) -> tuple[int | None, str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        start_new_session=True,
+        process_group=0,  # its own process group, killed whole on a timeout
     )
     try:
         out, _ = proc.communicate(timeout=timeout)

@@ -2,7 +2,7 @@
 
 A rank reads or writes many chunks at once: one coroutine per chunk on zarr's own event loop
 (``zarr.core.sync.sync``, the loop on which zarr runs its synchronous API and keeps its stores'
-sessions), at most :func:`limit_for` of them in flight. zarr runs the file or object-store I/O
+connections), at most :func:`limit_for` of them in flight. zarr runs the file or object-store I/O
 and the compression codecs (zstd, blosc, ...) in its thread pool, so codecs do not serialise on
 one thread; this module also moves the copy of a strided block into a contiguous chunk off the
 event loop. Workers pull chunks from one shared iterator, so no task per chunk is created
