@@ -56,7 +56,6 @@ __all__ = [
     "local_path",
     "write_published",
     "host_threads",
-    "ranks_on_node",
     "progress_bar",
     "BATCH_BYTES",
 ]
@@ -301,12 +300,6 @@ def write_published(
 
 
 # -- host threads ----------------------------------------------------------------------------
-def ranks_on_node(backend: Any) -> int:
-    """How many ranks of the backend's communicator run on this rank's node (counted once, when
-    the backend was created)."""
-    return int(backend.ranks_on_node)
-
-
 def host_threads(backend: Any) -> int:
     """Threads a rank may use for host copies: the backends' rule
     (:func:`backends._staging.copy_threads`: the cores it may run on, shared with the other

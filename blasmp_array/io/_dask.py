@@ -25,7 +25,6 @@ from ._common import (
     check_dtype_arg,
     host_threads,
     normalize_block,
-    ranks_on_node,
     resolve_grid,
     stored,
 )
@@ -336,7 +335,7 @@ def _snapshot(A: BlockCyclicArray) -> np.ndarray:
 def _fits_in_memory(A: BlockCyclicArray) -> bool:
     """Collective: whether every node has room for one copy of ``A`` per rank it runs."""
     bk = A.grid.backend
-    need = ranks_on_node(bk) * A.shape[0] * A.shape[1] * A.dtype.itemsize
+    need = bk.ranks_on_node * A.shape[0] * A.shape[1] * A.dtype.itemsize
     ok = need <= MEMORY_FRACTION * _available_memory()
     return bool(bk.allreduce(int(ok), op="min"))
 

@@ -263,13 +263,6 @@ def _local(a: BlockCyclicArray, full: bool, uv: bool, driver: str) -> Any:
     return out_u, _s_vector(be.asnumpy(s), a), out_vh
 
 
-def _on_root(a: BlockCyclicArray, fn: Any) -> Any:
-    """``fn()`` on process 0 of ``a``'s grid with the threads of its node's waiting processes
-    (:meth:`Backend.run_on_root`); its exception raised on every rank, its result returned
-    there (None elsewhere)."""
-    return a.backend.run_on_root(fn)
-
-
 def _host_svd(a: BlockCyclicArray, host: Any, full: bool, uv: bool, driver: str) -> Any:
     """The SVD of the host matrix ``host`` (on process 0) through the backend's LAPACK, as
     host arrays."""
@@ -293,7 +286,7 @@ def _gathered(a: BlockCyclicArray, full: bool, uv: bool, driver: str) -> Any:
     m, n = a.shape
     k = min(m, n)
     host = a.to_numpy(root=0)
-    res = _on_root(a, lambda: _host_svd(a, host, full, uv, driver))
+    res = a.backend.run_on_root(lambda: _host_svd(a, host, full, uv, driver))
     be = a.backend
     if not uv:
         return _s_vector(be.bcast(res, 0), a)
@@ -334,8 +327,8 @@ def _square(a: BlockCyclicArray, uv: bool, driver: str) -> Any:
             ev = be.eigvalsh_banded(bd.band_host(band, red.b))
             return np.sort(np.abs(ev[n:]))[::-1].astype(_real(a.dtype))
 
-        return _s_vector(be.bcast(_on_root(a, values), 0), a)
-    res = _on_root(a, lambda: _host_svd(a, band, False, True, driver))
+        return _s_vector(be.bcast(be.run_on_root(values), 0), a)
+    res = be.run_on_root(lambda: _host_svd(a, band, False, True, driver))
     ub, s, vhb = res if res is not None else (None, None, None)
     s = be.bcast(s, 0)
     u = _scatter(red.band, ub, (n, n))
