@@ -41,7 +41,7 @@ from ._common import (
     write_published,
 )
 from ._deps import require
-from ._npy import Rect, copy_rects, rects
+from ._npy import not_a_file, write_map
 from ._plan import runs
 from ._staging import read_into, write_from
 
@@ -262,12 +262,11 @@ def to_hdf5(
             with h5py.File(tmp, "w") as f:
                 f.create_dataset(dataset, data=host)
 
-        vectors.write(A, final, overwrite, "to_hdf5", save, replaceable=_not_a_file)
+        vectors.write(A, final, overwrite, "to_hdf5", save, replaceable=not_a_file)
         return
-    layout, g, bk = A.layout, A.grid, A.grid.backend
+    layout, bk = A.layout, A.grid.backend
     dtype = A.dtype
     threads = host_threads(bk)
-    rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
     offset: list[int | None] = [None]
 
     def create(tmp: Path) -> None:
@@ -285,21 +284,7 @@ def to_hdf5(
         if A._data.size == 0:
             return
         mm = np.memmap(tmp, dtype=dtype, mode="r+", offset=at, shape=layout.shape)
-        col_runs = runs(cols)
-        bar = progress_bar(progress, g.rank, len(runs(rows)) * len(col_runs), "to_hdf5", "rect")
-
-        def sink(host: np.ndarray, band: slice) -> None:
-            def copy(rect: Rect) -> None:
-                gr, gc, hr, hc = rect
-                mm[gr, gc] = host[hr, hc]  # local rectangle -> the dataset's bytes
-
-            copy_rects(rects(rows[band], col_runs), copy, threads, bar)
-
-        try:
-            write_from(bk, A._data, layout, (g.myrow, g.mycol), sink)
-            mm.flush()
-        finally:
-            bar.close()
+        write_map(A, mm, threads, progress, "to_hdf5")
 
     write_published(
         bk,
@@ -308,12 +293,8 @@ def to_hdf5(
         "to_hdf5",
         create,
         write,
-        replaceable=_not_a_file,
+        replaceable=not_a_file,
     )
-
-
-def _not_a_file(path: Path) -> str | None:
-    return "is a directory" if path.is_dir() else None
 
 
 def _write_mpio(h5py: Any, tmp: Path, dataset: str, A: BlockCyclicArray, progress: bool) -> None:

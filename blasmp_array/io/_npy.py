@@ -117,9 +117,9 @@ def to_npy(
     check_flag(progress, "progress")
     A = stored(A, "to_npy")
     if A.ndim == 1:  # a vector: gathered and written whole by rank 0 (io/_vectors.py)
-        vectors.write(A, final, overwrite, "to_npy", _save, replaceable=_not_a_file)
+        vectors.write(A, final, overwrite, "to_npy", _save, replaceable=not_a_file)
         return
-    layout, g, bk = A.layout, A.grid, A.grid.backend
+    layout, bk = A.layout, A.grid.backend
     dtype = A.dtype
     threads = host_threads(bk)
 
@@ -135,23 +135,7 @@ def to_npy(
     def write(tmp: Path) -> None:
         if A._data.size == 0:
             return
-        rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
-        col_runs = runs(cols)
-        bar = progress_bar(progress, g.rank, len(runs(rows)) * len(col_runs), "to_npy", "rect")
-        mm = np.load(tmp, mmap_mode="r+")
-
-        def sink(host: np.ndarray, band: slice) -> None:
-            def copy(rect: Rect) -> None:
-                gr, gc, hr, hc = rect
-                _write_rect(mm, gr, gc, host[hr, hc])  # local rectangle -> file
-
-            copy_rects(rects(rows[band], col_runs), copy, threads, bar)
-
-        try:
-            write_from(bk, A._data, layout, (g.myrow, g.mycol), sink)
-            mm.flush()
-        finally:
-            bar.close()
+        write_map(A, np.load(tmp, mmap_mode="r+"), threads, progress, "to_npy", _write_rect)
 
     write_published(
         bk,
@@ -160,12 +144,46 @@ def to_npy(
         "to_npy",
         create,
         write,
-        replaceable=_not_a_file,
+        replaceable=not_a_file,
     )
 
 
-def _not_a_file(path: Path) -> str | None:
+def not_a_file(path: Path) -> str | None:
+    """Why an existing ``path`` must not be replaced by a file written there: a directory."""
     return "is a directory" if path.is_dir() else None
+
+
+def write_map(
+    A: BlockCyclicArray,
+    mm: np.memmap,
+    threads: int,
+    progress: bool,
+    what: str,
+    put: Callable[[Any, slice, slice, np.ndarray], None] | None = None,
+) -> None:
+    """Every rank: its elements of ``A`` into ``mm``, a memory map of the whole matrix (a
+    ``.npy`` file's, an HDF5 dataset's bytes), by rectangles on ``threads`` threads, each stored
+    by ``put(mm, rows, cols, values)`` (default: an assignment); then flushed."""
+    layout, g, bk = A.layout, A.grid, A.grid.backend
+    rows, cols = layout.local_rows(g.myrow), layout.local_cols(g.mycol)
+    col_runs = runs(cols)
+    bar = progress_bar(progress, g.rank, len(runs(rows)) * len(col_runs), what, "rect")
+
+    def sink(host: np.ndarray, band: slice) -> None:
+        def copy(rect: Rect) -> None:
+            gr, gc, hr, hc = rect
+            if put is None:
+                mm[gr, gc] = host[hr, hc]  # local rectangle -> the file's bytes
+            else:
+                put(mm, gr, gc, host[hr, hc])
+
+        copy_rects(rects(rows[band], col_runs), copy, threads, bar)
+
+    try:
+        write_from(bk, A._data, layout, (g.myrow, g.mycol), sink)
+        mm.flush()
+    finally:
+        bar.close()
 
 
 def _save(tmp: Path, host: np.ndarray) -> None:

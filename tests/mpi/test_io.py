@@ -42,7 +42,7 @@ import dask.array as da  # noqa: E402
 import zarr  # noqa: E402
 
 from blasmp_array import io as bio  # noqa: E402
-from blasmp_array.io import _common, _dask, _hdf5, _npy, _staging, _zarr, _zarr_chunks  # noqa: E402
+from blasmp_array.io import _common, _dask, _npy, _staging, _zarr, _zarr_chunks  # noqa: E402
 
 HAVE_H5PY = _available("h5py")
 ON_GPU = BACKEND == "gpu"
@@ -876,7 +876,8 @@ def test_hdf5_errors_overwrite_and_failure(square, shared_dir, monkeypatch):
 
         return failing
 
-    _fail_on_last_rank(monkeypatch, _hdf5, "copy_rects", fails)
+    # the rectangles of the memory-map writer that .npy and HDF5 share (_npy.write_map)
+    _fail_on_last_rank(monkeypatch, _npy, "copy_rects", fails)
     with pytest.raises(bio.DistributedIOError, match=f"rank {SIZE - 1}: OSError"):
         bio.to_hdf5(build(b, square, 3), path, "m", overwrite=True)
     monkeypatch.undo()
