@@ -115,13 +115,3 @@ def test_in_flight_limit():
     assert _zarr_chunks.limit_for(1) == _zarr_chunks.CONCURRENCY
     assert _zarr_chunks.limit_for(_zarr_chunks.IN_FLIGHT_BYTES // 2) == 2
     assert _zarr_chunks.limit_for(10 * _zarr_chunks.IN_FLIGHT_BYTES) == 1
-
-
-@pytest.mark.parametrize("threads", [1, 3])
-@pytest.mark.parametrize("shape", [(1, 5), (2000, 700), (7, 400000)])
-def test_host_copy(threads, shape):
-    from blasmp_array.io._staging import host_copy
-
-    src = np.random.default_rng(1).standard_normal(shape)[:, ::-1]  # strided
-    out = host_copy(src, threads)
-    assert out.flags.c_contiguous and np.array_equal(out, src) and not np.shares_memory(out, src)

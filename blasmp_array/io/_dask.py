@@ -23,14 +23,13 @@ from ._common import (
     BATCH_BYTES,
     agree,
     check_dtype_arg,
-    host_threads,
     normalize_block,
     resolve_grid,
     stored,
 )
 from ._deps import require
 from ._plan import chunk_bounds, chunk_parts
-from ._staging import host_copy, host_resident
+from ._staging import host_resident
 
 __all__ = ["from_dask", "to_dask"]
 
@@ -320,16 +319,16 @@ def _over(dask: Any, da: Any, a: np.ndarray, chunks: Any) -> Any:
 
 def _snapshot(A: BlockCyclicArray) -> np.ndarray:
     """The matrix as a new NumPy array on every rank: on one process one copy of the local
-    matrix (on a few threads from host memory), else :meth:`~BlockCyclicArray.to_numpy`."""
+    matrix (:meth:`Backend.to_host`), else :meth:`~BlockCyclicArray.to_numpy`."""
     if A.grid.size > 1:
         gathered = A.to_numpy()
         assert gathered is not None  # root=None: every rank receives
         return gathered
     S = stored(A, "to_dask")
-    bk = S.grid.backend
-    if host_resident(bk):
-        return host_copy(np.asarray(S._data), host_threads(bk))
-    return bk.asnumpy(S._data)  # device -> a new host array
+    # the backend's copy to the host: its copy threads (kept between calls) on the CPU, the
+    # pinned staging on the GPU
+    out: np.ndarray = S.grid.backend.to_host(S._data, all_cores=True)
+    return out
 
 
 def _fits_in_memory(A: BlockCyclicArray) -> bool:

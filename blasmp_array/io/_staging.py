@@ -24,7 +24,7 @@ import numpy as np
 from ..layout import BlockCyclicLayout
 from ._plan import bands
 
-__all__ = ["STAGING_BYTES", "host_resident", "write_from", "read_into", "host_copy"]
+__all__ = ["STAGING_BYTES", "host_resident", "write_from", "read_into"]
 
 #: Largest host band (bytes) of a device-resident local matrix: two bands at most are on the
 #: host at once (one in I/O, one being copied).
@@ -105,19 +105,3 @@ def read_into(
                 ahead = helper.submit(fill, parts[k + 1])
             local[rows] = backend.asarray(host)  # host band -> device (cast to the local dtype)
 
-
-def host_copy(src: np.ndarray, threads: int) -> np.ndarray:
-    """A C-ordered copy of the host array ``src``, its rows split among ``threads`` threads
-    (NumPy's copies release the GIL; each thread also takes the first-touch page faults of
-    its part of the new array)."""
-    out = np.empty(src.shape, dtype=src.dtype)
-    m = src.shape[0]
-    if threads <= 1 or m < 2 * threads or src.nbytes < 2**22:
-        np.copyto(out, src)
-        return out
-    cuts = [m * k // threads for k in range(threads + 1)]
-    parts = [slice(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-    with ThreadPoolExecutor(threads, thread_name_prefix="blasmp-io") as pool:
-        for _ in pool.map(lambda rows: np.copyto(out[rows], src[rows]), parts):
-            pass
-    return out
