@@ -541,9 +541,7 @@ def _host_matrix(a: Any, dtype: Any, backend: Any) -> tuple[np.ndarray, np.dtype
     except Exception as exc:
         raise TypeError(f"from_numpy cannot read a {type(a).__name__} as an array: {exc}") from exc
     if host.ndim != 2:
-        raise ValueError(
-            f"from_numpy needs a 1-D or 2-D array, got shape {host.shape}"
-        )
+        raise ValueError(f"from_numpy needs a 1-D or 2-D array, got shape {host.shape}")
     if dtype is not None:
         dt = check_array_dtype(dtype)
         if host.dtype.kind not in "biufc":

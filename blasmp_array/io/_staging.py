@@ -104,4 +104,3 @@ def read_into(
             if k + 1 < len(parts):
                 ahead = helper.submit(fill, parts[k + 1])
             local[rows] = backend.asarray(host)  # host band -> device (cast to the local dtype)
-
