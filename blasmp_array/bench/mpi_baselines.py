@@ -72,7 +72,7 @@ MPI_BASELINES = ("heat", "scalapack4py", "cublasmp", "cusolvermp")
 #: operators each adapter implements, by baseline name
 SUPPORTED_OPS: dict[str, tuple[str, ...]] = {
     "heat": ("gemm", "trsm"),
-    "scalapack4py": ("gemm", "trsm", "cholesky", "lu"),
+    "scalapack4py": ("gemm", "trsm", "cholesky", "lu", "eigh", "eigvalsh", "svd"),
     "cublasmp": ("gemm", "trsm"),
     "cusolvermp": ("cholesky", "lu"),
 }

@@ -1,6 +1,8 @@
 """The ScaLAPACK baseline of ``--compare``: PBLAS's ``p?gemm`` and ``p?trsm``, and ScaLAPACK's
-``p?potrf`` (the ``cholesky`` row, the triangle of ``--uplo``) and ``p?getrf`` (the ``lu`` row),
-through ``scalapack4py``.
+``p?potrf`` (the ``cholesky`` row, the triangle of ``--uplo``), ``p?getrf`` (the ``lu`` row),
+``p?syevd``/``p?heevd`` (``eigh``: divide and conquer, values and vectors), ``p?syev``/``p?heev``
+with ``JOBZ = 'N'`` (``eigvalsh``: ``p?syevd`` computes vectors only) and ``p?gesvd`` (``svd``:
+``U``, ``S`` and ``V^H``), through ``scalapack4py``.
 
 blasmp_array's local storage already is ScaLAPACK's: the same block-cyclic descriptor (``M, N,
 MB, NB, RSRC, CSRC``; :meth:`~blasmp_array.layout.BlockCyclicLayout.descriptor`) on a BLACS
@@ -16,8 +18,12 @@ before it, outside the timing (blasmp_array's ``cholesky`` and ``lu_factor`` row
 defaults instead, ``overwrite_a=False, check_finite=True``: a copy of ``A`` and a finite check
 inside the timed call). ``p?getrf``'s ``IPIV`` (``LOCr(M) + MB`` Fortran ``INTEGER``, 1-based
 global rows, the same in every process column) is gathered from process column 0 into SciPy's
-0-based ``piv``. Both need square blocks (``MB = NB``); a non-zero ``INFO`` (global: the same on
-every rank) raises ``LinAlgError`` on every rank, which the row reports as failed.
+0-based ``piv``. The factorizations and the spectral drivers need square blocks (``MB = NB``);
+a non-zero ``INFO`` (global: the same on every rank) raises ``LinAlgError`` on every rank, which
+the row reports as failed. The spectral drivers also overwrite ``A``; their workspaces are sized
+by ScaLAPACK's own query (``LWORK = -1``) before the timing, and their eigenvalues or singular
+values come back on every rank (ScaLAPACK replicates them), their vectors in the layout of
+``A``.
 
 The ScaLAPACK library
 ---------------------
@@ -40,6 +46,7 @@ ABI (``libmpi_abi.so``) and an Open MPI / MPICH mix are refused up front: they c
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import glob
 import importlib.util
 import os
@@ -63,7 +70,25 @@ _LIB_DIRS = (
 _MPI_LIB = re.compile(r"^lib(mpi|mpich)(_abi)?\.so(\.\d+)*$")
 _PREFIX = {"float32": "ps", "float64": "pd", "complex64": "pc", "complex128": "pz"}
 #: the ScaLAPACK routine of each operator this adapter measures
-_ROUTINE = {"gemm": "gemm", "trsm": "trsm", "cholesky": "potrf", "lu": "getrf"}
+_ROUTINE = {
+    "gemm": "gemm",
+    "trsm": "trsm",
+    "cholesky": "potrf",
+    "lu": "getrf",
+    "eigh": "syevd",
+    "eigvalsh": "syev",
+    "svd": "gesvd",
+}
+#: the Hermitian names of the symmetric drivers, for the complex dtypes
+_HERMITIAN = {"syevd": "heevd", "syev": "heev"}
+
+
+def routine_name(op: str, dtype: str) -> str:
+    """The ScaLAPACK routine measured for ``op`` in ``dtype``, e.g. ``'pzheevd'``."""
+    name = _ROUTINE[op]
+    if dtype.startswith("complex"):
+        name = _HERMITIAN.get(name, name)
+    return _PREFIX[dtype] + name
 
 
 def mpi_family(library_version: str) -> str | None:
@@ -281,6 +306,134 @@ def _factorization(p: Any, a0: np.ndarray, desc_a: Any, fn: Any) -> tuple[Any, A
     return getrf, restore, layout
 
 
+def _spectral(
+    sl: Any, ctx: int, p: Any, a0: np.ndarray, desc_a: Any, fn: Any
+) -> tuple[Any, Any, Any]:
+    """``(call, restore, result layout)`` of ``p?syevd``/``p?heevd`` (``eigh``: ``w`` and ``Z``),
+    ``p?syev``/``p?heev`` with ``JOBZ = 'N'`` (``eigvalsh``: ``w``) or ``p?gesvd`` (``svd``:
+    ``U``, ``s`` and ``V^H``) of ``p``'s ``A`` (the lower triangle for the symmetric drivers).
+
+    The call returns the replicated values and the local vectors: ``(w, Z)``, ``w`` or
+    ``(U, s, VT)``. ``A`` is overwritten, so each call starts from a copy restored outside the
+    timing; the workspaces come from the routine's own query, made here."""
+    case, layout = p.case, p.inputs["A"].layout
+    if layout.block[0] != layout.block[1]:
+        raise ValueError(f"{fn.symbol.__name__} needs square blocks (MB = NB), not {layout.block}")
+    m, n = layout.shape
+    k = min(m, n)
+    real = np.float32 if case.dtype in ("float32", "complex64") else np.float64
+    cplx = case.dtype.startswith("complex")
+    work = a0.copy(order="F")
+    info = ctypes.c_int(0)
+    name = fn.symbol.__name__
+
+    def restore() -> None:
+        np.copyto(work, a0)
+
+    def check_info() -> None:
+        # INFO is global output: every rank sees the same value and raises alike
+        if info.value != 0:
+            raise np.linalg.LinAlgError(f"{name} returned INFO = {info.value}")
+
+    def like(shape: tuple[int, int]) -> tuple[np.ndarray, Any, Any]:
+        """A zero Fortran-ordered local matrix of a ``shape`` global matrix in ``A``'s blocks
+        and grid, its descriptor and its layout."""
+        sub = dataclasses.replace(layout, shape=shape)
+        local = np.zeros(sub.local_shape(p.grid.myrow, p.grid.mycol), case.dtype, order="F")
+        return local, _desc(sl, ctx, sub, local), sub
+
+    def sizes(query: Any) -> list[int]:
+        """Run the workspace query ``query(*buffers)`` (one-element buffers) and return the sizes
+        it wrote, with ScaLAPACK's estimates rounded up."""
+        return [max(1, int(np.ceil(float(np.real(v)) * 1.01)) + 64) for v in query()]
+
+    w = np.zeros(n if case.op != "svd" else k, real)
+    if case.op in ("eigh", "eigvalsh"):
+        jobz = "V" if case.op == "eigh" else "N"
+        # JOBZ = 'N' does not reference Z: A's descriptor and a one-element array stand in
+        z, desc_z, _ = (
+            like((n, n)) if jobz == "V" else (np.zeros((1, 1), case.dtype, "F"), desc_a, None)
+        )
+        q_work = np.zeros(1, case.dtype)
+        q_iwork = np.zeros(1, np.int32)
+        q_rwork = np.zeros(1, real)
+        head: tuple[Any, ...] = (jobz, "L", n, work, 1, 1, desc_a, w, z, 1, 1, desc_z)
+
+        def query() -> list[Any]:
+            if case.op == "eigh" and cplx:
+                fn(*head, q_work, -1, q_rwork, -1, q_iwork, -1, ctypes.byref(info))
+            elif case.op == "eigh":
+                fn(*head, q_work, -1, q_iwork, -1, ctypes.byref(info))
+            elif cplx:
+                fn(*head, q_work, -1, q_rwork, -1, ctypes.byref(info))
+            else:
+                fn(*head, q_work, -1, ctypes.byref(info))
+            check_info()
+            return [q_work[0], q_rwork[0], q_iwork[0]]
+
+        lwork, lrwork, liwork = sizes(query)
+        wk = np.zeros(lwork, case.dtype)
+        rwk = np.zeros(lrwork, real)
+        iwk = np.zeros(liwork, np.int32)
+
+        def solve() -> Any:
+            if case.op == "eigh" and cplx:
+                fn(*head, wk, lwork, rwk, lrwork, iwk, liwork, ctypes.byref(info))
+            elif case.op == "eigh":
+                fn(*head, wk, lwork, iwk, liwork, ctypes.byref(info))
+            elif cplx:
+                fn(*head, wk, lwork, rwk, lrwork, ctypes.byref(info))
+            else:
+                fn(*head, wk, lwork, ctypes.byref(info))
+            check_info()
+            return (w, z) if case.op == "eigh" else w
+
+        return solve, restore, layout
+    u, desc_u, u_layout = like((m, k))
+    vt, desc_vt, vt_layout = like((k, n))
+    rwk = np.zeros(1 + 4 * max(m, n), real)  # p?gesvd's RWORK (complex only): 1 + 4 max(M, N)
+    head = ("V", "V", m, n, work, 1, 1, desc_a, w, u, 1, 1, desc_u, vt, 1, 1, desc_vt)
+    q_work = np.zeros(1, case.dtype)
+
+    def query_svd() -> list[Any]:
+        if cplx:
+            fn(*head, q_work, -1, rwk, ctypes.byref(info))
+        else:
+            fn(*head, q_work, -1, ctypes.byref(info))
+        check_info()
+        return [q_work[0]]
+
+    (lwork,) = sizes(query_svd)
+    wk = np.zeros(lwork, case.dtype)
+
+    def svd() -> Any:
+        if cplx:
+            fn(*head, wk, lwork, rwk, ctypes.byref(info))
+        else:
+            fn(*head, wk, lwork, ctypes.byref(info))
+        check_info()
+        return u, w, vt
+
+    return svd, restore, (u_layout, vt_layout)
+
+
+def _gather_spectral(op: str, result: Any, layout: Any, grid: Any) -> Any:
+    """The result of :func:`_spectral` on rank 0 as NumPy returns it (``None`` elsewhere;
+    collective): ``(w, V)``, ``w`` or ``(U, s, Vh)``; ``layout`` is the vectors' layout (the
+    pair of ``U``'s and ``V^H``'s for the SVD)."""
+    if op == "eigvalsh":
+        return result.copy() if grid.rank == 0 else None
+    if op == "eigh":
+        w, z = result
+        v = gather_result(np.ascontiguousarray(z), layout, grid)
+        return None if v is None else (w.copy(), v)
+    u, s, vt = result
+    u_layout, vt_layout = layout
+    full_u = gather_result(np.ascontiguousarray(u), u_layout, grid)
+    full_vt = gather_result(np.ascontiguousarray(vt), vt_layout, grid)
+    return None if full_u is None else (full_u, s.copy(), full_vt)
+
+
 def _gather_pivots(ipiv: np.ndarray, layout: Any, grid: Any) -> np.ndarray | None:
     """``p?getrf``'s distributed ``IPIV`` as SciPy's ``piv`` on rank 0 (``None`` elsewhere;
     collective): 0-based, row ``i`` interchanged with row ``piv[i]``.
@@ -324,9 +477,11 @@ def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
     a0 = np.asfortranarray(a_in.local)
     try:
         desc_a = _desc(sl, ctx, a_in.layout, a0)
-        fn = getattr(sl, _PREFIX[case.dtype] + _ROUTINE[case.op])
+        fn = getattr(sl, routine_name(case.op, case.dtype))
         if case.op in ("gemm", "trsm"):
             call, restore, out_layout = _pblas(sl, ctx, p, a0, desc_a, fn)
+        elif case.op in ("eigh", "eigvalsh", "svd"):
+            call, restore, out_layout = _spectral(sl, ctx, p, a0, desc_a, fn)
         else:
             call, restore, out_layout = _factorization(p, a0, desc_a, fn)
     except BaseException:
@@ -335,6 +490,8 @@ def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
     what = fn.symbol.__name__
 
     def gather(result: Any) -> Any:
+        if case.op in ("eigh", "eigvalsh", "svd"):
+            return _gather_spectral(case.op, result, out_layout, grid)
         local, ipiv = result if isinstance(result, tuple) else (result, None)
         piv = None if ipiv is None else (lambda: _gather_pivots(ipiv, out_layout, grid))
         return gather_result(np.ascontiguousarray(local), out_layout, grid, piv)
