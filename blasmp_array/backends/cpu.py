@@ -357,6 +357,10 @@ class CPUBackend(HostCollectives, HostMessages, Backend):
 
     def synchronize(self) -> None:
         streams = (self.compute, self.comm_stream)
+        if all(s._thread is None and s.error is None for s in streams):
+            # nothing was ever queued (inline streams, or not started) and nothing failed: the
+            # common case of one process, where this call sits on every small operation's path
+            return
         me = threading.current_thread()
         if any(s._thread is me for s in streams):
             raise RuntimeError(

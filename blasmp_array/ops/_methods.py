@@ -54,6 +54,7 @@ implements_method("redistribute")(redistribute)
 implements_method("getitem")(getitem)
 implements_method("setitem")(setitem)
 implements_method("materialize_window")(materialize_window)
+implements_method("matmul")(matmul)  # A @ B of two BlockCyclicArrays, without np.matmul's detour
 
 
 @implements_ufunc(np.matmul)
