@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .distributed import BACKENDS, N, RANKS, REPEAT, _gpu_usable, _mpiexec
+from .distributed import BACKENDS, RANKS, REPEAT, N, _gpu_usable, _mpiexec
 
 ROWS = [
     "random",
