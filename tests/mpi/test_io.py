@@ -845,7 +845,9 @@ def test_hdf5_errors_overwrite_and_failure(square, shared_dir, monkeypatch):
     import h5py
 
     path = os.path.join(shared_dir, "a.h5")
-    a, b = matrix((10, 12), np.float64, 1), matrix((10, 12), np.float64, 2)
+    # wide enough that every rank holds a block of 3 columns (the last rank's write fails)
+    shape = (10, 3 * SIZE + 3)
+    a, b = matrix(shape, np.float64, 1), matrix(shape, np.float64, 2)
 
     def write():
         with h5py.File(path, "w") as f:
