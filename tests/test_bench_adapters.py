@@ -195,7 +195,7 @@ def test_factorizations_have_the_scalapack_and_cusolvermp_adapters_only(name: st
 
 
 @pytest.mark.parametrize("op", ["gemm", "trsm", "syrk"])
-def test_cusolvermp_covers_the_factorizations_only(op: str) -> None:
+def test_cusolvermp_covers_the_factorizations_and_eigh_only(op: str) -> None:
     class _Prepared:
         case = Case(op, 8, 8, 8)
 
@@ -203,7 +203,7 @@ def test_cusolvermp_covers_the_factorizations_only(op: str) -> None:
         _Prepared(), None, None, None, 0, 1, 1.0, ("cusolvermp",), False
     )
     assert e["library"] == "cusolvermp" and e["median_s"] is None
-    assert e["note"] == f"{op}: the cusolvermp adapter covers cholesky and lu only"
+    assert e["note"] == f"{op}: the cusolvermp adapter covers cholesky, lu and eigh only"
 
 
 def test_a_failed_factorization_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:

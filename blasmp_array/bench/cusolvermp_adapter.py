@@ -1,6 +1,6 @@
-"""The cuSOLVERMp baseline of ``--compare`` (``cusolverMpPotrf``/``cusolverMpGetrf`` via
-nvmath-python): NVIDIA's distributed dense solver for GPUs, beside blasmp_array's ``cholesky``
-and ``lu`` rows.
+"""The cuSOLVERMp baseline of ``--compare`` (``cusolverMpPotrf``/``cusolverMpGetrf``/
+``cusolverMpSyevd`` via nvmath-python): NVIDIA's distributed dense solver for GPUs, beside
+blasmp_array's ``cholesky``, ``lu`` and ``eigh`` rows.
 
 As :mod:`.cublasmp_adapter` does for GEMM and TRSM, this one hands cuSOLVERMp blasmp_array's own
 operand: each rank's local matrix of the GPU backend, copied to a Fortran-ordered CuPy array
@@ -10,9 +10,12 @@ with its row-major placement of ranks, over one NCCL communicator (set up as for
 with the same rule: one GPU per rank). cuSOLVERMp needs the first block on process ``(0, 0)``
 (``RSRC = CSRC = 0``) and square blocks; other layouts are refused with the reason.
 
-Both routines factor ``A`` in place, so each call starts from a copy restored outside the timing
-(as the ScaLAPACK baseline does), and ends with a synchronisation of cuSOLVERMp's stream and a
-read of ``INFO`` (non-zero: :class:`numpy.linalg.LinAlgError`, reported as a failed row).
+All three overwrite ``A``, so each call starts from a copy restored outside the timing (as the
+ScaLAPACK baseline does), and ends with a synchronisation of cuSOLVERMp's stream and a read of
+``INFO`` (non-zero: :class:`numpy.linalg.LinAlgError`, reported as a failed row).
+``cusolverMpSyevd`` (``compz = 'V'``, the lower triangle) returns the eigenvalues (replicated,
+on the device) and the eigenvectors in ``A``'s layout; the row is judged by LAPACK's tester
+ratios, as blasmp_array's ``eigh``.
 ``cusolverMpGetrf``'s pivots (``int64``, 1-based global rows) are distributed like the first row
 of ``A`` (by columns, the same in every process row): process row 0 gives them to rank 0, as
 SciPy's 0-based ``piv``.
@@ -24,6 +27,7 @@ cuBLASMp 0.9 nvmath-python 1.0 accepts), cuBLASMp and NCCL >= 2.29 as for cuBLAS
 
 from __future__ import annotations
 
+import ctypes
 from functools import cache
 from typing import Any
 
@@ -34,7 +38,7 @@ from .mpi_baselines import MpiRun, gather_pivots, gather_result
 
 __all__ = ["unusable", "prepare"]
 
-_ROUTINE = {"cholesky": "Potrf", "lu": "Getrf"}
+_ROUTINE = {"cholesky": "Potrf", "lu": "Getrf", "eigh": "Syevd"}
 
 
 @cache
@@ -71,7 +75,8 @@ def _layout_refusal(layout: Any) -> str | None:
 
 
 def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
-    """cuSOLVERMp's Cholesky or LU of blasmp_array's ``A`` of ``p`` (collective)."""
+    """cuSOLVERMp's Cholesky, LU or symmetric eigensolver on blasmp_array's ``A`` of ``p``
+    (collective)."""
     import cupy as cp
     from nvmath.bindings import cublas
 
@@ -115,6 +120,10 @@ def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
     stream.synchronize()
 
     def gather(result: Any) -> Any:
+        if case.op == "eigh":  # (w, Q): the replicated values, the vectors in A's layout
+            w, q = result
+            v = gather_result(cp.ascontiguousarray(q), layout, grid)
+            return None if v is None else (cp.asnumpy(w), v)
         piv = None if pivots is None else (lambda: _gather_pivots(pivots, layout, grid))
         return gather_result(cp.ascontiguousarray(result), layout, grid, piv)
 
@@ -131,8 +140,9 @@ def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
 def _factorization(
     p: Any, csm: Any, cublas: Any, handle: int, lib_grid: int, stream: Any, descriptors: list[int]
 ) -> tuple[Any, Any, Any]:
-    """``(call, restore, pivots)`` of ``p``'s factorization (``pivots``: the device ``ipiv`` of
-    LU, else None) (collective: the workspace is the largest any rank asks for)."""
+    """``(call, restore, pivots)`` of ``p``'s factorization or eigensolver (``pivots``: the
+    device ``ipiv`` of LU, else None; ``call`` returns the factored ``A``, or ``(w, Q)`` for
+    ``eigh``) (collective: the workspace is the largest any rank asks for)."""
     import cupy as cp
     from mpi4py import MPI
 
@@ -156,9 +166,23 @@ def _factorization(
     descriptors.append(desc)
     info = cp.zeros(1, np.int32)
     ipiv = cp.zeros(max(1, cols), np.int64) if case.op == "lu" else None
-    if case.op == "cholesky":
+    q = w = None
+    compz = ctypes.create_string_buffer(b"V")  # held by call() below: head has its address only
+    head: tuple[Any, ...]
+    if case.op == "eigh":
+        # compz is a C string ('V': eigenvalues and eigenvectors); Q has A's layout
+        q = cp.zeros_like(work, order="F")
+        w = cp.zeros(n, np.float32 if case.dtype in ("float32", "complex64") else np.float64)
+        desc_q = csm.create_matrix_desc(lib_grid, data_type, n, n, mb, nb, 0, 0, lld)
+        descriptors.append(desc_q)
+        uplo = cublas.FillMode.LOWER
+        head = (handle, ctypes.addressof(compz), uplo, n, work.data.ptr, 1, 1, desc,
+                w.data.ptr, q.data.ptr, 1, 1, desc_q)  # fmt: skip
+        sizes = csm.syevd_buffer_size(*head, data_type)
+        routine = csm.syevd
+    elif case.op == "cholesky":
         uplo = cublas.FillMode.LOWER if case.lower else cublas.FillMode.UPPER
-        head: tuple[Any, ...] = (handle, uplo, n, work.data.ptr, 1, 1, desc)
+        head = (handle, uplo, n, work.data.ptr, 1, 1, desc)
         sizes = csm.potrf_buffer_size(*head, data_type)
         routine = csm.potrf
     else:
@@ -172,6 +196,7 @@ def _factorization(
     name = f"cusolverMp{_ROUTINE[case.op]}"
 
     def call() -> Any:
+        assert compz.value == b"V"  # alive while the call may read it
         routine(*head, data_type, d_work.data.ptr, d_size, h_work.ctypes.data, h_work.nbytes,
                 info.data.ptr)  # fmt: skip
         stream.synchronize()
@@ -179,9 +204,9 @@ def _factorization(
         # INFO is global output: every rank sees the same value and raises alike
         if code != 0:
             raise np.linalg.LinAlgError(f"{name} returned INFO = {code}")
-        return work
+        return work if q is None else (w, q)
 
-    def restore() -> None:  # both routines overwrite A with their factors
+    def restore() -> None:  # every routine overwrites A (with its factors, or workspace)
         with stream:
             work[...] = a0
         stream.synchronize()

@@ -18,7 +18,8 @@ Adapters (one module each) turn a prepared case into an :class:`MpiRun`:
   matrices of blasmp_array's operands (CPU backend);
 * :mod:`.cublasmp_adapter`: ``cublasMpGemm`` and ``cublasMpTrsm`` through nvmath-python, the
   same on the GPU backend (one GPU per rank: NCCL's rule);
-* :mod:`.cusolvermp_adapter`: ``cusolverMpPotrf`` (Cholesky) and ``cusolverMpGetrf`` (LU)
+* :mod:`.cusolvermp_adapter`: ``cusolverMpPotrf`` (Cholesky), ``cusolverMpGetrf`` (LU) and
+  ``cusolverMpSyevd`` (``eigh``)
   through nvmath-python on the GPU backend (one GPU per rank).
 
 GEMM and TRSM have adapters for Heat, ScaLAPACK and cuBLASMp, Cholesky and LU for ScaLAPACK and
@@ -74,7 +75,7 @@ SUPPORTED_OPS: dict[str, tuple[str, ...]] = {
     "heat": ("gemm", "trsm"),
     "scalapack4py": ("gemm", "trsm", "cholesky", "lu", "eigh", "eigvalsh", "svd"),
     "cublasmp": ("gemm", "trsm"),
-    "cusolvermp": ("cholesky", "lu"),
+    "cusolvermp": ("cholesky", "lu", "eigh"),
 }
 
 _LIBRARY = {

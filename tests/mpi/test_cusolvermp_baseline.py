@@ -1,10 +1,11 @@
 """The cuSOLVERMp baseline of ``--compare`` (:mod:`blasmp_array.bench.cusolvermp_adapter`).
 
 On the GPU backend with one GPU per rank and cuSOLVERMp, cuBLASMp and NCCL >= 2.29 installed (the
-GPU node with ``tools/fetch-cublasmp-wheels.sh``), each case runs cuSOLVERMp's Cholesky or LU on
-blasmp_array's operand and its factors must pass the bench's own backward-error check (for LU
-with cuSOLVERMp's pivots gathered as SciPy's ``piv``). Where ranks share a GPU, the baseline must
-be refused with NCCL's reason on every rank; on the CPU backend, with the host-memory reason.
+GPU node with ``tools/fetch-cublasmp-wheels.sh``), each case runs cuSOLVERMp's Cholesky, LU or
+``syevd`` on blasmp_array's operand and its result must pass the bench's own check (backward
+error; for LU with cuSOLVERMp's pivots gathered as SciPy's ``piv``; LAPACK's tester ratios for
+``syevd``). Where ranks share a GPU, the baseline must be refused with NCCL's reason on every
+rank; on the CPU backend, with the host-memory reason.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ CASES = [
     Case("cholesky", 37, 37, 37, dtype="complex128", lower=False, block=(8, 8)),
     Case("lu", 40, 40, 40, block=(8, 8)),
     Case("lu", 37, 37, 37, dtype="float32", block=(8, 8)),
+    Case("eigh", 40, 40, 40, block=(8, 8)),
+    Case("eigh", 37, 37, 37, dtype="complex128", block=(8, 8)),
 ]
 
 
