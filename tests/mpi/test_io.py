@@ -488,6 +488,12 @@ def test_zarr_overwrite_protection(square, shared_dir):
     assert listing(other) == ["keep"]
 
 
+def _held_by_all(n: int, block: int) -> int:
+    """``n``, or more: a length in which every process of any grid of the job's ranks holds at
+    least two blocks of ``block`` (so that a failure injected on the last rank runs)."""
+    return max(n, 2 * block * SIZE)
+
+
 def _fail_on_last_rank(monkeypatch, module, name, wrap):
     """Replace ``module.name`` with ``wrap(real)`` on the last rank."""
     if RANK == SIZE - 1:
@@ -505,11 +511,11 @@ def _zarr_write_fails_after_one_chunk(real):
 @pytest.mark.parametrize("existing", [False, True], ids=["new", "overwrite"])
 def test_zarr_failure_mid_write_publishes_nothing(square, shared_dir, monkeypatch, existing):
     path = os.path.join(shared_dir, "a.zarr")
-    old = matrix((24, 24), np.float32, 5)
+    n = _held_by_all(24, 4)
+    old = matrix((n, n), np.float32, 5)
     if existing:
         build(old, square, 4).to_zarr(path)
-    # 6 x 6 blocks: every rank owns at least two
-    A = build(matrix((24, 24), np.float32, 6), square, 4)
+    A = build(matrix((n, n), np.float32, 6), square, 4)
     _fail_on_last_rank(monkeypatch, _zarr_chunks, "write_pieces", _zarr_write_fails_after_one_chunk)
     with pytest.raises(bio.DistributedIOError, match=f"rank {SIZE - 1}: OSError: injected"):
         A.to_zarr(path, overwrite=existing)
@@ -522,7 +528,7 @@ def test_zarr_failure_mid_write_publishes_nothing(square, shared_dir, monkeypatc
 def test_staged_failure_publishes_nothing(square, shared_dir, monkeypatch):
     """The device path (host bands, writes on a helper thread), run on the CPU, fails cleanly:
     every rank raises, nothing is published, nothing keeps writing."""
-    A = build(matrix((40, 24), np.float64, 7), square, 4)
+    A = build(matrix((_held_by_all(40, 4), _held_by_all(24, 4)), np.float64, 7), square, 4)
     monkeypatch.setattr(_staging, "host_resident", lambda backend: False)
     monkeypatch.setattr(_staging, "STAGING_BYTES", 1)  # one block row per band
     _fail_on_last_rank(monkeypatch, _zarr_chunks, "write_pieces", _zarr_write_fails_after_one_chunk)
@@ -768,7 +774,8 @@ def test_npy_fortran_order_empty_and_errors(square, shared_dir):
 
 def test_npy_overwrite_and_failure(square, shared_dir, monkeypatch):
     path = os.path.join(shared_dir, "a.npy")
-    a, b = matrix((12, 12), np.float64, 1), matrix((12, 12), np.float64, 2)
+    n = _held_by_all(12, 2)
+    a, b = matrix((n, n), np.float64, 1), matrix((n, n), np.float64, 2)
     build(a, square, 2).to_npy(path)
     with pytest.raises(FileExistsError, match="overwrite=True"):
         build(b, square, 2).to_npy(path)
@@ -845,8 +852,7 @@ def test_hdf5_errors_overwrite_and_failure(square, shared_dir, monkeypatch):
     import h5py
 
     path = os.path.join(shared_dir, "a.h5")
-    # wide enough that every rank holds a block of 3 columns (the last rank's write fails)
-    shape = (10, 3 * SIZE + 3)
+    shape = (10, _held_by_all(12, 3))
     a, b = matrix(shape, np.float64, 1), matrix(shape, np.float64, 2)
 
     def write():
