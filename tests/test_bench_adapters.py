@@ -176,7 +176,7 @@ def test_operators_without_an_adapter_are_reported_not_measured() -> None:
     heat, pblas, cublasmp = (e["note"] for e in out)
     assert heat == "syrk: the heat adapter covers gemm and trsm only"
     assert cublasmp == "syrk: the cublasmp adapter covers gemm and trsm only"
-    covered = "gemm, trsm, cholesky, lu, eigh, eigvalsh and svd"
+    covered = "gemm, trsm, cholesky, lu, qr, qr_tall, lstsq, eigh, eigvalsh and svd"
     assert pblas == f"syrk: the scalapack4py adapter covers {covered} only"
 
 
@@ -445,6 +445,22 @@ def test_scalapack_factorizations_measured_and_checked(args: list[str], tmp_path
         ["svd", "--n", "37", "--block", "8"],
         ["svd", "--m", "40", "--n", "26", "--block", "6", "--dtype", "float32", "--grid", "2x1"],
         ["svd", "--m", "21", "--n", "34", "--block", "4", "--dtype", "complex128"],
+        ["qr", "--m", "45", "--n", "30", "--block", "6"],
+        [
+            "qr_tall",
+            "--m",
+            "120",
+            "--n",
+            "12",
+            "--block",
+            "4",
+            "--dtype",
+            "complex128",
+            "--grid",
+            "2x1",
+        ],
+        ["lstsq", "--m", "50", "--n", "20", "--k", "3", "--block", "5"],
+        ["lstsq", "--m", "18", "--n", "30", "--k", "2", "--block", "4", "--dtype", "float32"],
     ],
     ids=[
         "eigh",
@@ -454,9 +470,15 @@ def test_scalapack_factorizations_measured_and_checked(args: list[str], tmp_path
         "svd",
         "svd-tall-f32-2x1",
         "svd-wide-z",
+        "qr",
+        "qr-tall-z-2x1",
+        "lstsq",
+        "lstsq-wide-f32",
     ],
 )
-def test_scalapack_spectral_drivers_measured_and_checked(args: list[str], tmp_path: Path) -> None:
+def test_scalapack_qr_and_spectral_drivers_measured_and_checked(
+    args: list[str], tmp_path: Path
+) -> None:
     from blasmp_array.bench.pblas_adapter import routine_name
 
     _require("scalapack4py")
@@ -479,6 +501,8 @@ def test_spectral_routine_names() -> None:
     assert routine_name("eigvalsh", "complex128") == "pzheev"
     assert routine_name("svd", "complex128") == "pzgesvd"
     assert routine_name("lu", "complex128") == "pzgetrf"
+    assert routine_name("qr_tall", "float64") == "pdgeqrf"
+    assert routine_name("lstsq", "complex64") == "pcgels"
 
 
 @pytest.mark.mpi

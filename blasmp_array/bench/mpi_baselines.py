@@ -73,7 +73,18 @@ MPI_BASELINES = ("heat", "scalapack4py", "cublasmp", "cusolvermp")
 #: operators each adapter implements, by baseline name
 SUPPORTED_OPS: dict[str, tuple[str, ...]] = {
     "heat": ("gemm", "trsm"),
-    "scalapack4py": ("gemm", "trsm", "cholesky", "lu", "eigh", "eigvalsh", "svd"),
+    "scalapack4py": (
+        "gemm",
+        "trsm",
+        "cholesky",
+        "lu",
+        "qr",
+        "qr_tall",
+        "lstsq",
+        "eigh",
+        "eigvalsh",
+        "svd",
+    ),
     "cublasmp": ("gemm", "trsm"),
     "cusolvermp": ("cholesky", "lu", "eigh"),
 }

@@ -1,8 +1,10 @@
 """The ScaLAPACK baseline of ``--compare``: PBLAS's ``p?gemm`` and ``p?trsm``, and ScaLAPACK's
 ``p?potrf`` (the ``cholesky`` row, the triangle of ``--uplo``), ``p?getrf`` (the ``lu`` row),
-``p?syevd``/``p?heevd`` (``eigh``: divide and conquer, values and vectors), ``p?syev``/``p?heev``
-with ``JOBZ = 'N'`` (``eigvalsh``: ``p?syevd`` computes vectors only) and ``p?gesvd`` (``svd``:
-``U``, ``S`` and ``V^H``), through ``scalapack4py``.
+``p?geqrf`` followed by ``p?orgqr``/``p?ungqr`` (``qr`` and ``qr_tall``: ``Q`` and ``R``, as
+``np.linalg.qr`` returns them; ``R`` is copied out of the factored ``A`` between the two calls),
+``p?gels`` (``lstsq``, QR-based), ``p?syevd``/``p?heevd`` (``eigh``: divide and conquer, values
+and vectors), ``p?syev``/``p?heev`` with ``JOBZ = 'N'`` (``eigvalsh``: ``p?syevd`` computes vectors
+only) and ``p?gesvd`` (``svd``: ``U``, ``S`` and ``V^H``), through ``scalapack4py``.
 
 blasmp_array's local storage already is ScaLAPACK's: the same block-cyclic descriptor (``M, N,
 MB, NB, RSRC, CSRC``; :meth:`~blasmp_array.layout.BlockCyclicLayout.descriptor`) on a BLACS
@@ -75,12 +77,15 @@ _ROUTINE = {
     "trsm": "trsm",
     "cholesky": "potrf",
     "lu": "getrf",
+    "qr": "geqrf",
+    "qr_tall": "geqrf",
+    "lstsq": "gels",
     "eigh": "syevd",
     "eigvalsh": "syev",
     "svd": "gesvd",
 }
-#: the Hermitian names of the symmetric drivers, for the complex dtypes
-_HERMITIAN = {"syevd": "heevd", "syev": "heev"}
+#: the Hermitian names of the symmetric (orthogonal) routines, for the complex dtypes
+_HERMITIAN = {"syevd": "heevd", "syev": "heev", "orgqr": "ungqr"}
 
 
 def routine_name(op: str, dtype: str) -> str:
@@ -306,6 +311,111 @@ def _factorization(p: Any, a0: np.ndarray, desc_a: Any, fn: Any) -> tuple[Any, A
     return getrf, restore, layout
 
 
+def _workspace(query: Any, dtype: Any) -> int:
+    """The workspace length a ScaLAPACK routine's query (``LWORK = -1``) writes to ``WORK(1)``
+    (``query(work)`` runs it with a one-element ``work`` of ``dtype``), with a margin."""
+    q = np.zeros(1, dtype)
+    query(q)
+    return max(1, int(np.ceil(float(np.real(q[0])) * 1.01)) + 64)
+
+
+def _qr(sl: Any, ctx: int, p: Any, a0: np.ndarray, desc_a: Any, fn: Any) -> tuple[Any, Any, Any]:
+    """``(call, restore, result layout)`` of ``p?geqrf`` + ``p?orgqr``/``p?ungqr`` (``qr``,
+    ``qr_tall``: the reduced ``Q`` and a copy of the factored ``A`` holding ``R``) or of
+    ``p?gels`` (``lstsq``: ``B`` overwritten by the solution in its first ``n`` rows; the
+    "layout" is then ``(B's layout, n)``). ``A`` (and ``B``) are overwritten, so each call
+    starts from copies restored outside the timing."""
+    case, layout = p.case, p.inputs["A"].layout
+    if layout.block[0] != layout.block[1]:
+        raise ValueError(f"{fn.symbol.__name__} needs square blocks (MB = NB), not {layout.block}")
+    m, n = layout.shape
+    if case.op != "lstsq" and m < n:
+        raise ValueError("the p?orgqr peer forms the reduced Q of m >= n only")
+    dt = np.dtype(case.dtype)
+    work = a0.copy(order="F")
+    info = ctypes.c_int(0)
+
+    def check_info(routine: Any) -> None:
+        # INFO is global output: every rank sees the same value and raises alike
+        if info.value != 0:
+            raise np.linalg.LinAlgError(f"{routine.symbol.__name__} returned INFO = {info.value}")
+
+    if case.op == "lstsq":
+        b_in = p.inputs["B"]
+        # p?gels needs B of max(m, n) rows (the solution of a wide system has n); block-cyclic
+        # rows keep their local places when rows are added below, so B's local rows come first
+        k = b_in.layout.shape[1]
+        b_layout = dataclasses.replace(b_in.layout, shape=(max(m, n), k))
+        rows_b = b_in.layout.local_shape(p.grid.myrow, p.grid.mycol)[0]
+        b0 = np.zeros(b_layout.local_shape(p.grid.myrow, p.grid.mycol), dt, order="F")
+        b0[:rows_b] = b_in.local
+        bw = b0.copy(order="F")
+        desc_b = _desc(sl, ctx, b_layout, bw)
+        head = ("N", m, n, k, work, 1, 1, desc_a, bw, 1, 1, desc_b)
+
+        def query_gels(q: np.ndarray) -> None:
+            fn(*head, q, -1, ctypes.byref(info))
+            check_info(fn)
+
+        lwork = _workspace(query_gels, dt)
+        wk = np.zeros(lwork, dt)
+
+        def gels() -> Any:
+            fn(*head, wk, lwork, ctypes.byref(info))
+            check_info(fn)
+            return bw
+
+        def restore_ls() -> None:
+            np.copyto(work, a0)
+            np.copyto(bw, b0)
+
+        return gels, restore_ls, (b_layout, n)
+    orgqr = getattr(sl, _PREFIX[case.dtype] + ("ungqr" if dt.kind == "c" else "orgqr"))
+    # TAU: LOCc(JA + min(M, N) - 1) entries; the local column count (plus a block) covers it
+    tau = np.zeros(work.shape[1] + layout.block[1], dt)
+    r_copy = np.zeros_like(work, order="F")
+
+    def query_geqrf(q: np.ndarray) -> None:
+        fn(m, n, work, 1, 1, desc_a, tau, q, -1, ctypes.byref(info))
+        check_info(fn)
+
+    def query_orgqr(q: np.ndarray) -> None:
+        orgqr(m, n, n, work, 1, 1, desc_a, tau, q, -1, ctypes.byref(info))
+        check_info(orgqr)
+
+    lwork = max(_workspace(query_geqrf, dt), _workspace(query_orgqr, dt))
+    wk = np.zeros(lwork, dt)
+
+    def qr() -> Any:
+        fn(m, n, work, 1, 1, desc_a, tau, wk, lwork, ctypes.byref(info))
+        check_info(fn)
+        np.copyto(r_copy, work)  # R lives in the upper triangle, which p?orgqr overwrites
+        orgqr(m, n, n, work, 1, 1, desc_a, tau, wk, lwork, ctypes.byref(info))
+        check_info(orgqr)
+        return work, r_copy
+
+    def restore() -> None:
+        np.copyto(work, a0)
+
+    return qr, restore, layout
+
+
+def _gather_qr(op: str, result: Any, layout: Any, grid: Any) -> Any:
+    """The result of :func:`_qr` on rank 0 as blasmp_array's rows return it (``None``
+    elsewhere; collective): ``(Q, R)`` (reduced) or ``(x,)``."""
+    if op == "lstsq":
+        b_layout, n = layout
+        b = gather_result(np.ascontiguousarray(result), b_layout, grid)
+        return None if b is None else (b[:n],)
+    q_local, r_local = result
+    q = gather_result(np.ascontiguousarray(q_local), layout, grid)
+    r = gather_result(np.ascontiguousarray(r_local), layout, grid)
+    if q is None or r is None:
+        return None
+    n = layout.shape[1]
+    return q, np.triu(r[:n, :n])
+
+
 def _spectral(
     sl: Any, ctx: int, p: Any, a0: np.ndarray, desc_a: Any, fn: Any
 ) -> tuple[Any, Any, Any]:
@@ -482,16 +592,22 @@ def prepare(p: Any, gathered: Any, comm: Any) -> MpiRun:
             call, restore, out_layout = _pblas(sl, ctx, p, a0, desc_a, fn)
         elif case.op in ("eigh", "eigvalsh", "svd"):
             call, restore, out_layout = _spectral(sl, ctx, p, a0, desc_a, fn)
+        elif case.op in ("qr", "qr_tall", "lstsq"):
+            call, restore, out_layout = _qr(sl, ctx, p, a0, desc_a, fn)
         else:
             call, restore, out_layout = _factorization(p, a0, desc_a, fn)
     except BaseException:
         close()
         raise
     what = fn.symbol.__name__
+    if case.op in ("qr", "qr_tall"):  # Q is formed, as np.linalg.qr returns it
+        what += " + " + _PREFIX[case.dtype] + ("ungqr_" if case.is_complex else "orgqr_")
 
     def gather(result: Any) -> Any:
         if case.op in ("eigh", "eigvalsh", "svd"):
             return _gather_spectral(case.op, result, out_layout, grid)
+        if case.op in ("qr", "qr_tall", "lstsq"):
+            return _gather_qr(case.op, result, out_layout, grid)
         local, ipiv = result if isinstance(result, tuple) else (result, None)
         piv = None if ipiv is None else (lambda: _gather_pivots(ipiv, out_layout, grid))
         return gather_result(np.ascontiguousarray(local), out_layout, grid, piv)
