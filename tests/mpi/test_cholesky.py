@@ -22,7 +22,8 @@ import scipy.linalg as sla
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.ops.lapack.cholesky import cho_factor, cho_solve, cholesky, solve
+from blasmp_array.ops.lapack.cholesky import cho_factor, cho_solve, cholesky
+from blasmp_array.ops.lapack.solves import solve
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import DTYPES, check_bound, high, poison, random_matrix  # noqa: E402

@@ -217,7 +217,7 @@ def test_lu_solve_and_solve(grid, dtype):
         ok, worst = solve_ok(a, x, piv, X.to_numpy(), b, dtype, trans)
         assert ok, f"lu_solve trans={trans}: residual {worst:.3g} x bound"
         assert X.layout == B.layout
-    # 'sym'/'her' take the same LU route as 'gen' (cholesky.solve dispatches all three)
+    # 'sym'/'her' take the same LU route as 'gen' (solves.solve dispatches all three)
     X = bm.linalg.solve(A, B, assume_a="gen" if dtype == np.float64 else "her")
     assert solve_ok(a, x, piv, X.to_numpy(), b, dtype)[0]
     X = solve(A, B, transposed=True, assume_a="sym")

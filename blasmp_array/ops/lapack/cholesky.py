@@ -1,6 +1,7 @@
 """Distributed Cholesky factorisation (ScaLAPACK ``pxpotrf``/``pxpotrs``) and the SciPy/NumPy
-entry points built on it: :func:`cholesky`, :func:`cho_factor`, :func:`cho_solve`,
-:func:`solve` (``assume_a='pos'``) and ``np.linalg.cholesky``.
+entry points built on it: :func:`cholesky`, :func:`cho_factor`, :func:`cho_solve` and
+``np.linalg.cholesky`` (``solve`` with ``assume_a='pos'``, in ``ops/lapack/solves.py``, runs
+:func:`factor_working` and :func:`cho_solve`).
 
 ``A`` is ``n x n`` Hermitian positive definite; only its ``lower`` (or upper) triangle is read.
 The factor overwrites that triangle of a working copy: ``A = L L^H`` (lower) or ``A = U^H U``
@@ -116,15 +117,10 @@ __all__ = [
     "cholesky",
     "cho_factor",
     "cho_solve",
-    "solve",
     "factor",
     "factor_working",
     "free_workspace",
 ]
-
-_POS = ("pos", "positive definite")
-#: routed to :func:`blasmp_array.ops.lapack.lu.solve` (no symmetric-indefinite factorisation yet)
-_LU = ("gen", "general", "sym", "symmetric", "her", "hermitian")
 
 
 # -- public API -------------------------------------------------------------------------------
@@ -275,78 +271,6 @@ def cho_solve(
     first, second = ("N", "C") if low else ("C", "N")
     y = trsm(c, b, side="left", lower=low, trans=first, overwrite_b=bool(overwrite_b))
     return trsm(c, y, side="left", lower=low, trans=second, overwrite_b=True)
-
-
-def solve(
-    a: BlockCyclicArray,
-    b: BlockCyclicArray,
-    lower: bool = False,
-    overwrite_a: bool = False,
-    overwrite_b: bool = False,
-    check_finite: bool = True,
-    assume_a: str = "gen",
-) -> BlockCyclicArray:
-    """Solve ``a x = b`` (SciPy's ``solve``). Collective.
-
-    ``assume_a='gen'`` (the default, as in SciPy) runs LU with partial pivoting
-    (:func:`blasmp_array.ops.lapack.lu.solve`; ``lower`` is then ignored), and so do ``'sym'`` and
-    ``'her'`` until a symmetric-indefinite factorisation exists. ``'pos'`` (a Hermitian
-    positive definite ``a``, about half of LU's flops) runs Cholesky (:func:`cho_factor`)
-    then :func:`cho_solve`. Other values raise ``NotImplementedError`` on every rank.
-
-    Parameters
-    ----------
-    a : BlockCyclicArray
-        ``n x n``; for ``'pos'`` only the ``lower`` (default: upper) triangle is read.
-    b : BlockCyclicArray
-        ``n x k`` right-hand sides on ``a``'s grid.
-    lower, overwrite_a, overwrite_b, check_finite
-        As in :func:`scipy.linalg.solve`.
-    assume_a : {'pos', 'positive definite', 'gen', 'sym', 'her'}
-
-    Returns
-    -------
-    x : BlockCyclicArray
-        ``n x k``.
-
-    Raises
-    ------
-    numpy.linalg.LinAlgError
-        If ``a`` is not positive definite (every rank; the order of the failing minor), or
-        exactly singular for the LU routes (the zero pivot's column).
-    NotImplementedError
-        For any other ``assume_a``.
-
-    Notes
-    -----
-    ``n^3 / 3 + 2 n^2 k`` flops for ``'pos'``, ``2 n^3 / 3 + 2 n^2 k`` for LU.
-    """
-    if isinstance(assume_a, str) and assume_a.lower() in _LU:
-        from . import lu
-
-        return lu.solve(a, b, overwrite_a, overwrite_b, check_finite, assume_a)
-    if not isinstance(assume_a, str) or assume_a.lower() not in _POS:
-        raise NotImplementedError(
-            f"solve: assume_a={assume_a!r} is not implemented; 'pos' (a Hermitian positive "
-            "definite a, solved by Cholesky) and 'gen', 'sym', 'her' (LU with partial "
-            "pivoting) are available"
-        )
-    b = ck.check_array(b, "b", "solve")
-    if b.shape[0] != getattr(a, "shape", (b.shape[0],))[0]:
-        raise ValueError(f"solve: b has {b.shape[0]} rows but a is {a.shape[0]}x{a.shape[1]}")
-    low = ck.check_flag(lower, "lower")
-    ck.check_flag(overwrite_b, "overwrite_b")
-    c, back = factor_working(a, low, overwrite_a, check_finite, 2, "solve")
-    if back is not None and not _factor_block.plain(b):
-        c, back = _factor_block.to_block(c, *back), None
-    if back is None:
-        return cho_solve((c, low), b, overwrite_b=overwrite_b, check_finite=check_finite)
-    # solved in the factor's working block: b there and x back (docs/defaults.md)
-    bw = _factor_block.to_block(b, c.block[0])
-    x = cho_solve(
-        (c, low), bw, overwrite_b=bool(overwrite_b) or bw is not b, check_finite=check_finite
-    )
-    return x if x.block == b.block else _factor_block.to_block(x, *b.block)
 
 
 @implements(np.linalg.cholesky)

@@ -12,6 +12,8 @@ four BLAS dtypes. Their public entry points -- ``bm.linalg.solve``, ``solve_tria
   checks it, :mod:`._replicated`) and distributed to fit: a right-hand side with its rows
   blocked like the matrix's rows, a matrix in the right-hand side's row blocks;
 * integer and bool input is promoted to float64, as ``np.linalg`` promotes it (a copy).
+
+SciPy's :func:`solve` itself lives here too: its ``assume_a`` picks Cholesky or LU.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from ..._dispatch import wrap_implementation
 from ...array import BLAS_DTYPES, BlockCyclicArray, as_vector
 from ...layout import BlockCyclicLayout
 from ..blas3 import trsm
+from ..engine import _checks as ck
+from ..engine import _factor_block
 from ..engine._replicated import check_replicated, distribute, is_replicated, replicated
 from ..engine._vectors import vector_layout
 from . import cholesky, lu
 
-__all__ = ["linalg_entry", "promote"]
+__all__ = ["linalg_entry", "promote", "solve"]
 
 
 def promote(x: Any) -> Any:
@@ -139,10 +143,88 @@ def _matrix_or_host(a: Any, what: str) -> Any:
     return a
 
 
+# -- solve: SciPy's assume_a picks the factorization ---------------------------------------------
+_POS = ("pos", "positive definite")
+#: routed to :func:`blasmp_array.ops.lapack.lu.solve` (no symmetric-indefinite factorisation yet)
+_LU = ("gen", "general", "sym", "symmetric", "her", "hermitian")
+
+
+def solve(
+    a: BlockCyclicArray,
+    b: BlockCyclicArray,
+    lower: bool = False,
+    overwrite_a: bool = False,
+    overwrite_b: bool = False,
+    check_finite: bool = True,
+    assume_a: str = "gen",
+) -> BlockCyclicArray:
+    """Solve ``a x = b`` (SciPy's ``solve``). Collective.
+
+    ``assume_a='gen'`` (the default, as in SciPy) runs LU with partial pivoting
+    (:func:`blasmp_array.ops.lapack.lu.solve`; ``lower`` is then ignored), and so do ``'sym'`` and
+    ``'her'`` until a symmetric-indefinite factorisation exists. ``'pos'`` (a Hermitian
+    positive definite ``a``, about half of LU's flops) runs Cholesky
+    (:func:`~blasmp_array.ops.lapack.cholesky.factor_working`) then
+    :func:`~blasmp_array.ops.lapack.cholesky.cho_solve`. Other values raise
+    ``NotImplementedError`` on every rank.
+
+    Parameters
+    ----------
+    a : BlockCyclicArray
+        ``n x n``; for ``'pos'`` only the ``lower`` (default: upper) triangle is read.
+    b : BlockCyclicArray
+        ``n x k`` right-hand sides on ``a``'s grid.
+    lower, overwrite_a, overwrite_b, check_finite
+        As in :func:`scipy.linalg.solve`.
+    assume_a : {'pos', 'positive definite', 'gen', 'sym', 'her'}
+
+    Returns
+    -------
+    x : BlockCyclicArray
+        ``n x k``.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        If ``a`` is not positive definite (every rank; the order of the failing minor), or
+        exactly singular for the LU routes (the zero pivot's column).
+    NotImplementedError
+        For any other ``assume_a``.
+
+    Notes
+    -----
+    ``n^3 / 3 + 2 n^2 k`` flops for ``'pos'``, ``2 n^3 / 3 + 2 n^2 k`` for LU.
+    """
+    if isinstance(assume_a, str) and assume_a.lower() in _LU:
+        return lu.solve(a, b, overwrite_a, overwrite_b, check_finite, assume_a)
+    if not isinstance(assume_a, str) or assume_a.lower() not in _POS:
+        raise NotImplementedError(
+            f"solve: assume_a={assume_a!r} is not implemented; 'pos' (a Hermitian positive "
+            "definite a, solved by Cholesky) and 'gen', 'sym', 'her' (LU with partial "
+            "pivoting) are available"
+        )
+    b = ck.check_array(b, "b", "solve")
+    if b.shape[0] != getattr(a, "shape", (b.shape[0],))[0]:
+        raise ValueError(f"solve: b has {b.shape[0]} rows but a is {a.shape[0]}x{a.shape[1]}")
+    low = ck.check_flag(lower, "lower")
+    ck.check_flag(overwrite_b, "overwrite_b")
+    c, back = cholesky.factor_working(a, low, overwrite_a, check_finite, 2, "solve")
+    if back is not None and not _factor_block.plain(b):
+        c, back = _factor_block.to_block(c, *back), None
+    if back is None:
+        return cholesky.cho_solve((c, low), b, overwrite_b=overwrite_b, check_finite=check_finite)
+    # solved in the factor's working block: b there and x back (docs/defaults.md)
+    bw = _factor_block.to_block(b, c.block[0])
+    x = cholesky.cho_solve(
+        (c, low), bw, overwrite_b=bool(overwrite_b) or bw is not b, check_finite=check_finite
+    )
+    return x if x.block == b.block else _factor_block.to_block(x, *b.block)
+
+
 # -- the public entry points, wrapped ------------------------------------------------------------
 solve_triangular = linalg_entry(trsm.solve_triangular, "solve_triangular")
 trsm_ = linalg_entry(trsm.trsm, "trsm", rhs="B")
-solve = linalg_entry(cholesky.solve, "solve")
+solve_ = linalg_entry(solve, "solve")
 cho_solve = linalg_entry(cholesky.cho_solve, "cho_solve")
 lu_solve = linalg_entry(lu.lu_solve, "lu_solve")
 cholesky_ = linalg_entry(cholesky.cholesky, "cholesky", rhs=None)
@@ -153,7 +235,7 @@ lu_factor = linalg_entry(lu.lu_factor, "lu_factor", rhs=None)
 PUBLIC = {
     "solve_triangular": solve_triangular,
     "trsm": trsm_,
-    "solve": solve,
+    "solve": solve_,
     "cho_solve": cho_solve,
     "lu_solve": lu_solve,
     "cholesky": cholesky_,
