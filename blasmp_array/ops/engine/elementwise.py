@@ -33,7 +33,7 @@ import numpy as np
 
 from ..._alloc import new_array
 from ..._dispatch import implements, implements_ufunc
-from ..._warnings import RedistributionWarning
+from ..._warnings import RedistributionWarning, user_stacklevel
 from ...array import SUPPORTED_DTYPES, BlockCyclicArray, as_vector
 from ...creation import DEFAULT_BLOCK
 from ...layout import BlockCyclicLayout
@@ -196,23 +196,6 @@ def local_view(a: BlockCyclicArray) -> BlockCyclicArray:
     return s
 
 
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` of the first caller outside blasmp_array and NumPy's wrappers."""
-    import os
-    import sys
-
-    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    npdir = os.path.dirname(os.path.abspath(np.__file__))
-    frame: Any = sys._getframe(1)
-    level = 1
-    while frame is not None:
-        fname = os.path.abspath(frame.f_code.co_filename)
-        if not (fname.startswith(pkg + os.sep) or fname.startswith(npdir + os.sep)):
-            return level
-        frame, level = frame.f_back, level + 1
-    return 1
-
-
 def aligned(
     x: BlockCyclicArray, like: BlockCyclicArray, what: str, quiet: bool = False
 ) -> BlockCyclicArray:
@@ -231,7 +214,7 @@ def aligned(
             "(an all-to-all exchange of the whole operand); build operands with the same block "
             "and grid to avoid it",
             RedistributionWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=user_stacklevel(),
         )
     if like.layout.src == (0, 0):
         return x.redistribute(grid=like.grid, block=like.layout.block)

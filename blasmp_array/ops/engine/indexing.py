@@ -71,11 +71,10 @@ from typing import Any
 
 import numpy as np
 
-from ..._warnings import ViewCopyWarning
+from ..._warnings import ViewCopyWarning, user_stacklevel
 from ...array import BlockCyclicArray, Window, as_vector
 from ...grid import ProcessGrid
 from ...layout import BlockCyclicLayout
-from .elementwise import _user_stacklevel
 from .redistribute import MEMORY_BUDGET_BYTES, _check_transport, _exchange
 
 __all__ = [
@@ -242,7 +241,7 @@ def _warn_copy(w: Window) -> None:
         "gemm, symm, syrk, syr2k, trmm, trsm) read such windows in place; offsets that are "
         "multiples of the block size are views for every operation.",
         ViewCopyWarning,
-        stacklevel=_user_stacklevel(),
+        stacklevel=user_stacklevel(),
     )
 
 
