@@ -280,7 +280,7 @@ def store(target: BlockCyclicArray, value: BlockCyclicArray) -> None:
     or ``target`` is a window view (into its parent).
     Collective in that case; every rank decides the same from the layouts.
     """
-    from .indexing import copy_window
+    from .redistribute import copy_window
 
     w = target._window
     if w is not None:  # a window view: into its parent's window

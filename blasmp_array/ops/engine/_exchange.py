@@ -109,7 +109,7 @@ collective. An operator that fails on the host before ``finish`` calls :meth:`Ex
 Users
 -----
 * ``ops/engine/redistribute.py``: one step per round, messages unpacked into the destination; with a
-  window (``ops/engine/indexing.copy_window``: non-aligned views, assignment into windows,
+  window (``ops/engine/redistribute.copy_window``: non-aligned views, assignment into windows,
   concatenation) the same plan restricted to the window's rows and columns.
 * ``ops/lapack/lu.py``: one-step plans of row moves (panel gather, interchanges).
 * ``ops/engine/panels.py``: the SUMMA plan, one in-slot message per (sender, group) segment with the

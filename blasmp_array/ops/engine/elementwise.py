@@ -38,6 +38,7 @@ from ...array import SUPPORTED_DTYPES, BlockCyclicArray, as_vector
 from ...creation import DEFAULT_BLOCK
 from ...layout import BlockCyclicLayout
 from ._replicated import Replicated, check_replicated, is_replicated, local_part, replicated
+from .redistribute import to_layout
 
 __all__ = [
     "RedistributionWarning",
@@ -218,9 +219,7 @@ def aligned(
         )
     if like.layout.src == (0, 0):
         return x.redistribute(grid=like.grid, block=like.layout.block)
-    from .indexing import to_layout  # a view's layout: another source process
-
-    return to_layout(x, like)
+    return to_layout(x, like)  # a view's layout: another source process
 
 
 def _check_out(out: Any, nout: int, what: str) -> BlockCyclicArray | None:

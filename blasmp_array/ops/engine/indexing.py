@@ -32,10 +32,10 @@ block-cyclic: its first block is partial (ScaLAPACK's ``IMB < MB``). It is then 
   SYMM, SYRK and SYR2K update a window view ``C`` in place (:class:`~.panels.WindowTarget`).
   The reductions reduce ``A``'s local slices.
 * Every other consumer calls :attr:`BlockCyclicArray.storage` / ``resolve()``, which copies the
-  window into a new array with source ``(0, 0)`` by one exchange (:func:`copy_window`) with a
-  :class:`~blasmp_array.ViewCopyWarning` -- at that moment, so the copy sees ``A``'s current
-  values. Ufuncs with ``out=`` a window view compute a new array and assign it into ``A``'s
-  window (``V[...] = result``).
+  window into a new array with source ``(0, 0)`` by one exchange
+  (:func:`~.redistribute.copy_window`) with a :class:`~blasmp_array.ViewCopyWarning` -- at
+  that moment, so the copy sees ``A``'s current values. Ufuncs with ``out=`` a window view
+  compute a new array and assign it into ``A``'s window (``V[...] = result``).
 
 A window view has no local matrix of its own (its ``_data`` raises): a consumer that forgets to
 resolve it fails loudly rather than reading the wrong elements. Assignment
@@ -56,11 +56,8 @@ before any communication.
 
 The window exchange
 -------------------
-:func:`copy_window` copies ``X[s0 : s0 + h, t0 : t0 + w]`` of one block-cyclic matrix into
-``Y[d0 : d0 + h, e0 : e0 + w]`` of another (any blocks, sources and grids over the same
-processes): it is :mod:`.redistribute`'s plan with a window (PBLAS ``pxgemr2d``'s ``IA, JA, IB,
-JB``), over the one-sided exchange of ``ops/engine/_exchange.py`` -- device to device on the GPU, in
-stripes of window rows bounded by the same memory budget, plans cached per layouts and window.
+Copies between windows (a copied view, assignment of a BlockCyclicArray of another layout,
+concatenation) are :func:`~.redistribute.copy_window`: redistribution's plan with a window.
 """
 
 from __future__ import annotations
@@ -75,7 +72,8 @@ from ..._warnings import ViewCopyWarning, user_stacklevel
 from ...array import BlockCyclicArray, Window, as_vector
 from ...grid import ProcessGrid
 from ...layout import BlockCyclicLayout
-from .redistribute import MEMORY_BUDGET_BYTES, _check_transport, _exchange
+from .redistribute import copy_window
+from .selection import is_selection, select, select_assign
 
 __all__ = [
     "parse_key",
@@ -83,8 +81,6 @@ __all__ = [
     "setitem",
     "window",
     "window_is_view",
-    "copy_window",
-    "to_layout",
     "materialize_window",
 ]
 
@@ -261,8 +257,6 @@ def _base_of(a: BlockCyclicArray) -> tuple[BlockCyclicArray, int, int]:
 def getitem(a: BlockCyclicArray, key: Any) -> Any:
     """``a[key]``: an element (NumPy scalar on every rank), a BlockCyclicArray window (a view,
     2-D or a vector) or a selection along one axis (:func:`.selection.select`)."""
-    from .selection import is_selection, select
-
     if is_selection(key):
         return select(a, key)
     if a.ndim == 1:
@@ -312,8 +306,6 @@ def _element(a: BlockCyclicArray, i: int, j: int) -> Any:
 # -- assignment -------------------------------------------------------------------------------
 def setitem(a: BlockCyclicArray, key: Any, value: Any) -> None:
     """``a[key] = value`` (see module doc). Every check runs before any write or collective."""
-    from .selection import is_selection, select_assign
-
     if a._conjugated:
         raise ValueError(
             "cannot assign into a lazy conjugated view (A.conj(), A.H): it has no storage of its "
@@ -435,50 +427,3 @@ def _host_value(value: Any, dtype: np.dtype, shape: tuple[int, int], what: str) 
             f"{tshape}"
         ) from None
     return b.astype(dtype, copy=False)
-
-
-# -- the window exchange ----------------------------------------------------------------------
-def to_layout(x: BlockCyclicArray, like: BlockCyclicArray) -> BlockCyclicArray:
-    """A copy of the stored ``x`` in ``like``'s layout and grid (source process included).
-    Collective."""
-    g = like.grid
-    out = BlockCyclicArray(
-        g.backend.empty(like.layout.local_shape(g.myrow, g.mycol), x.dtype), like.layout, g
-    )
-    copy_window(x, (0, 0), out, (0, 0), x.shape)
-    return out
-
-
-def copy_window(
-    x: BlockCyclicArray,
-    x_off: tuple[int, int],
-    y: BlockCyclicArray,
-    y_off: tuple[int, int],
-    shape: tuple[int, int],
-    memory_budget: int | None = None,
-    num_stages: int = 2,
-    transport: str | None = None,
-) -> None:
-    """``y[y_off + window] = x[x_off + window]`` for stored arrays ``x`` and ``y`` (no lazy
-    flags) on grids over the same processes, ``window`` of ``shape`` (PBLAS ``pxgemr2d`` with
-    ``IA, JA, IB, JB``). Collective; casts to ``y``'s dtype. ``memory_budget``, ``num_stages``
-    and ``transport`` as in :func:`~blasmp_array.ops.engine.redistribute.redistribute`."""
-    backend = y.backend
-    src = x._data
-    if src.dtype != y.dtype:
-        # cast before the exchange: a cast inside its packs would be a kernel the warm-up
-        # (per moved dtype) has not loaded -- see ops/engine/_warmup.py
-        src = src.astype(y.dtype)
-    _exchange(
-        src,
-        x.layout,
-        x.grid.rank_of,
-        y._data,
-        y.layout,
-        y.grid.rank_of,
-        backend,
-        memory_budget=MEMORY_BUDGET_BYTES if memory_budget is None else memory_budget,
-        num_stages=num_stages,
-        transport=_check_transport(transport, backend),
-        window=(x_off, y_off, shape),
-    )

@@ -19,8 +19,10 @@ blocks), and pack/unpack them in ascending global (row-major) order, so no indic
 Windows (PBLAS ``pxgemr2d``'s ``IA, JA, IB, JB``): the same plan copies only
 ``S[i0:i0+h, j0:j0+w]`` into ``D[k0:k0+h, l0:l0+w]``, for any offsets: every index vector above
 is restricted to the window (a window of a process's owned indices is one contiguous run of its
-local positions) and owners are taken at ``index + offset``. ``ops/engine/indexing.copy_window``
-uses it for views that cannot be views, assignment into windows and concatenation.
+local positions) and owners are taken at ``index + offset``. :func:`copy_window` is that plan
+(with stripes of window rows bounded by the same memory budget, plans cached per layouts and
+window); indexing uses it for views that cannot be views, assignment into windows and
+concatenation, and :func:`to_layout` for a copy in another source process's layout.
 
 Transports
 ----------
@@ -94,7 +96,15 @@ from ...layout import BlockCyclicLayout
 from . import _exchange as engine
 from ._warmup import warmup_kernels
 
-__all__ = ["redistribute", "transpose", "MEMORY_BUDGET_BYTES", "TRANSPORT", "MAX_RECTANGLES"]
+__all__ = [
+    "redistribute",
+    "transpose",
+    "copy_window",
+    "to_layout",
+    "MEMORY_BUDGET_BYTES",
+    "TRANSPORT",
+    "MAX_RECTANGLES",
+]
 
 #: Default upper bound on the bytes one rank sends plus receives in one round.
 MEMORY_BUDGET_BYTES = 256 * 2**20
@@ -243,6 +253,53 @@ def transpose(
         memory_budget=memory_budget,
         num_stages=num_stages,
         transport=transport,
+    )
+
+
+# -- windows ----------------------------------------------------------------------------------
+def to_layout(x: BlockCyclicArray, like: BlockCyclicArray) -> BlockCyclicArray:
+    """A copy of the stored ``x`` in ``like``'s layout and grid (source process included).
+    Collective."""
+    g = like.grid
+    out = BlockCyclicArray(
+        g.backend.empty(like.layout.local_shape(g.myrow, g.mycol), x.dtype), like.layout, g
+    )
+    copy_window(x, (0, 0), out, (0, 0), x.shape)
+    return out
+
+
+def copy_window(
+    x: BlockCyclicArray,
+    x_off: tuple[int, int],
+    y: BlockCyclicArray,
+    y_off: tuple[int, int],
+    shape: tuple[int, int],
+    memory_budget: int | None = None,
+    num_stages: int = 2,
+    transport: str | None = None,
+) -> None:
+    """``y[y_off + window] = x[x_off + window]`` for stored arrays ``x`` and ``y`` (no lazy
+    flags) on grids over the same processes, ``window`` of ``shape`` (PBLAS ``pxgemr2d`` with
+    ``IA, JA, IB, JB``). Collective; casts to ``y``'s dtype. ``memory_budget``, ``num_stages``
+    and ``transport`` as in :func:`redistribute`."""
+    backend = y.backend
+    src = x._data
+    if src.dtype != y.dtype:
+        # cast before the exchange: a cast inside its packs would be a kernel the warm-up
+        # (per moved dtype) has not loaded -- see ops/engine/_warmup.py
+        src = src.astype(y.dtype)
+    _exchange(
+        src,
+        x.layout,
+        x.grid.rank_of,
+        y._data,
+        y.layout,
+        y.grid.rank_of,
+        backend,
+        memory_budget=MEMORY_BUDGET_BYTES if memory_budget is None else memory_budget,
+        num_stages=num_stages,
+        transport=_check_transport(transport, backend),
+        window=(x_off, y_off, shape),
     )
 
 

@@ -19,7 +19,7 @@ from ..._dispatch import implements
 from ...array import BlockCyclicArray, as_vector, check_array_dtype
 from ..engine._vectors import from_host
 from ..engine.elementwise import Replicated, elementwise, local_view, operands
-from ..engine.indexing import copy_window
+from ..engine.redistribute import copy_window
 from .reductions import _no_extras, _require
 
 __all__: list[str] = []
