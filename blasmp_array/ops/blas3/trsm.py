@@ -56,7 +56,7 @@ Stream order per process (``E_t``: event after the solve of ``X_t``)::
              E_1; update the rest; ack(0) | step(1) ...
 
 Signal protocol (two exchanges of :mod:`ops.engine._exchange`, alive at once)
--------------------------------------------------------------------
+-----------------------------------------------------------------------------
 ``a_panel`` and ``x_row`` are two :class:`~blasmp_array.ops.engine._exchange.Plan` s run by two
 :class:`~blasmp_array.ops.engine._exchange.Exchange` s on their own pooled channels
 (``"trsm.panel"``, ``"trsm.x"``), each with ``num_stages`` slots (step ``t`` uses slot ``s = t mod
