@@ -8,5 +8,7 @@ arithmetic (``indexing``, ``elementwise``, ``selection``). Those three sit here,
 NumPy face, because the factorizations below the face (``lapack._householder``,
 ``lapack._band_reduction``) and the checks read and write windows of an array.
 
-Imports: only this floor and the layers below ``ops`` (array, creation, layout, ...).
+Imports: only this floor and the layers below ``ops`` (array, creation, layout, ...). The one
+way up is at run time: ``_warmup.begin_pipeline`` imports every module of ``ops`` by name
+(``importlib``) so that their kernel warm-up samples are registered.
 """
