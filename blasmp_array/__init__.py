@@ -9,7 +9,7 @@ ufuncs and :func:`blasmp_array.linalg.solve_triangular` run distributed kernels 
 from __future__ import annotations
 
 # The face is the top layer (see docs/overview.md, "Layers"): it imports every layer, and with
-# them the modules that fill the registry of blasmp_array._dispatch (ops._methods: NumPy
+# them the modules that fill the registry of blasmp_array._dispatch (ops.face._methods: NumPy
 # functions, ufuncs, np.matmul and the operator-backed array methods; creation: gather; io: the
 # writers), so the array's methods work as soon as `import blasmp_array` returns. Dask, zarr,
 # h5py and CuPy stay unimported: io and backends import them inside the functions that use them.
@@ -33,8 +33,8 @@ from .creation import (
 from .grid import ProcessGrid, square_grid_shape
 from .io import from_dask, from_hdf5, from_npy, from_zarr
 from .layout import BlockCyclicLayout
-from .ops import _methods  # noqa: F401  (fills the registry of _dispatch)
-from .ops.ranges import arange, linspace
+from .ops.face import _methods  # noqa: F401  (fills the registry of _dispatch)
+from .ops.face.ranges import arange, linspace
 from .trace import trace
 
 __version__ = "0.1.0"

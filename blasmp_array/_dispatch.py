@@ -21,12 +21,13 @@ else returns ``NotImplemented``, so NumPy raises a ``TypeError`` naming the func
 silent gather-and-compute fallback). To run an unsupported NumPy function, gather explicitly with
 ``A.to_numpy()``. A method with no registered implementation raises a ``RuntimeError`` naming it.
 
-Who fills what: :mod:`blasmp_array.ops.elementwise` (ufuncs), :mod:`blasmp_array.ops.reductions`,
-:mod:`blasmp_array.ops.functions`, :mod:`blasmp_array.ops.products`,
-:mod:`blasmp_array.ops.selection` and :mod:`blasmp_array.ops.scans` (NumPy functions) register
-themselves, and :mod:`blasmp_array.ops.solves` wraps the ``np.linalg`` solvers that
-:mod:`blasmp_array.ops.lu` and :mod:`blasmp_array.ops.cholesky` registered
-(:func:`wrap_implementation`); :mod:`blasmp_array.ops._methods` registers ``np.matmul`` and the
+Who fills what: :mod:`blasmp_array.ops.engine.elementwise` (ufuncs),
+:mod:`blasmp_array.ops.face.reductions`,
+:mod:`blasmp_array.ops.face.functions`, :mod:`blasmp_array.ops.face.products`,
+:mod:`blasmp_array.ops.engine.selection` and :mod:`blasmp_array.ops.face.scans` (NumPy functions)
+register themselves, and :mod:`blasmp_array.ops.lapack.solves` wraps the ``np.linalg`` solvers that
+:mod:`blasmp_array.ops.lapack.lu` and :mod:`blasmp_array.ops.lapack.cholesky` registered
+(:func:`wrap_implementation`); :mod:`blasmp_array.ops.face._methods` registers ``np.matmul`` and the
 operator-backed methods and imports the modules above; :mod:`blasmp_array.creation` registers
 ``gather``; :mod:`blasmp_array.io` registers ``to_dask``, ``to_zarr`` and ``to_npy``. This module
 imports nothing of the package.

@@ -1,5 +1,5 @@
 """LAPACK's row interchanges (``ipiv``) as index maps, on the host: what the LU operators
-(``ops/lu.py``, ``ops/_lu_local.py``) build their row exchanges from."""
+(``ops/lapack/lu.py``, ``ops/lapack/_lu_local.py``) build their row exchanges from."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ consumer gets a copy from :attr:`BlockCyclicArray.storage` / :meth:`~BlockCyclic
 (collective, with a :class:`~blasmp_array.ViewCopyWarning`), and operators that write into a
 window view write into the parent. ``_data`` of a window
 view raises, so a consumer that forgot to resolve fails loudly instead of reading the wrong
-elements (see :mod:`blasmp_array.ops.indexing`).
+elements (see :mod:`blasmp_array.ops.engine.indexing`).
 
 Vectors (``ndim == 1``) are stored as ScaLAPACK stores them: an ``n x 1`` column, its rows in
 blocks over the process rows of one process column (``BlockCyclicLayout((n, 1), (b, 1), grid)``).
@@ -225,7 +225,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         if self._vector:
             return self._column.storage
         if self._window is not None:
-            return _dispatch.method("materialize_window")(self)  # ops/indexing.py
+            return _dispatch.method("materialize_window")(self)  # ops/engine/indexing.py
         if not self.is_view:
             return self
         return BlockCyclicArray(self._data, self.layout, self.grid)
@@ -303,7 +303,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         if not (self._transposed or self._conjugated):
             return stored
         if self._transposed:
-            transpose = _dispatch.method("transpose")  # ops/redistribute.py
+            transpose = _dispatch.method("transpose")  # ops/engine/redistribute.py
             return transpose(stored, conjugate=self._conjugated)
         return BlockCyclicArray(self.backend.xp.conj(stored._data), stored.layout, self.grid)
 
@@ -361,7 +361,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
             return r
         return BlockCyclicArray(r._data.astype(dtype), r.layout, r.grid)
 
-    # -- NumPy methods (each the NumPy function of the same name, see ops/reductions.py) --------
+    # -- NumPy methods (each the NumPy function of the same name, see ops/face/reductions.py) ------
     # Full reductions (and any reduction of a vector) return a NumPy scalar on every rank;
     # reductions along an axis of a matrix return a distributed vector (a 1 x n / m x 1 matrix
     # with keepdims=True).
@@ -522,7 +522,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         """This matrix in another block-cyclic layout (PBLAS ``pxgemr2d``). Collective.
 
         A vector takes ``block`` as an int (or ``(b,)``): ``b`` elements per block."""
-        redistribute = _dispatch.method("redistribute")  # ops/redistribute.py
+        redistribute = _dispatch.method("redistribute")  # ops/engine/redistribute.py
         if self._vector:
             vb = _vector_block(block, self.block[0])
             return as_vector(redistribute(self._column, grid=grid, block=(vb, 1)))
@@ -569,19 +569,19 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
             "exchange); index rows with A[i, :] or gather with A.to_numpy()"
         )
 
-    # -- indexing (see blasmp_array.ops.indexing) ------------------------------------------
+    # -- indexing (see blasmp_array.ops.engine.indexing) ------------------------------------------
     def __getitem__(self, key: Any) -> Any:
-        """``A[i0:i1, j0:j1]`` (a view, see :mod:`blasmp_array.ops.indexing`), ``A[i]``,
+        """``A[i0:i1, j0:j1]`` (a view, see :mod:`blasmp_array.ops.engine.indexing`), ``A[i]``,
         ``A[i, :]``/``A[:, j]`` (vectors, views), ``A[i, j]`` (the element, on every rank),
         ``x[k]``, ``x[i:j]``, and selections along one axis (index arrays, boolean masks:
         new arrays)."""
-        return _dispatch.method("getitem")(self, key)  # ops/indexing.py
+        return _dispatch.method("getitem")(self, key)  # ops/engine/indexing.py
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """``A[key] = value`` for a scalar, a NumPy array given on every rank (broadcast as
         NumPy) or a BlockCyclicArray of the window's shape in any layout. Collective only for
         a BlockCyclicArray value in another layout."""
-        _dispatch.method("setitem")(self, key, value)  # ops/indexing.py
+        _dispatch.method("setitem")(self, key, value)  # ops/engine/indexing.py
 
     def __repr__(self) -> str:
         if self._vector:

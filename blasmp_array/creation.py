@@ -512,11 +512,11 @@ def _scatter_host(host: np.ndarray | None, out: BlockCyclicArray, root: int) -> 
 
 def _scatter_device(host: np.ndarray | None, out: BlockCyclicArray, root: int) -> None:
     """Row panel by row panel: root ``root`` uploads the panel to its device, the one-sided
-    exchange scatters it (``ops/row_panels.py``)."""
+    exchange scatters it (``ops/engine/row_panels.py``)."""
     g, backend = out.grid, out.backend
     m, n = out.shape
     h = _panel_rows(n, out.dtype.itemsize)
-    scatter = _dispatch.method("scatter_rows")  # ops/row_panels.py
+    scatter = _dispatch.method("scatter_rows")  # ops/engine/row_panels.py
     panel = backend.xp.empty((min(h, m), n), dtype=out.dtype) if g.rank == root else None
     for r0 in range(0, m, h):
         r1 = min(m, r0 + h)
@@ -653,11 +653,12 @@ def _gather_host(
 
 def _gather_device(view: BlockCyclicArray, out: np.ndarray | None, root: int | None) -> None:
     """Row panel by row panel: the one-sided exchange gathers the panel (as viewed) onto each
-    receiving rank's device (``ops/row_panels.py``), which copies it into its rows of ``out``."""
+    receiving rank's device (``ops/engine/row_panels.py``), which copies it into its rows of
+    ``out``."""
     g, backend = view.grid, view.backend
     m, n = view.shape
     h = _panel_rows(n, view.dtype.itemsize)
-    gather_rows = _dispatch.method("gather_rows")  # ops/row_panels.py
+    gather_rows = _dispatch.method("gather_rows")  # ops/engine/row_panels.py
     receivers = range(g.size) if root is None else [root]
     panel = backend.xp.empty((min(h, m), n), dtype=view.dtype) if out is not None else None
     for r0 in range(0, m, h):

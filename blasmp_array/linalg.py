@@ -35,16 +35,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from .ops.blas3.gemm import gemm
+from .ops.blas3.matmul import matmul
+from .ops.blas3.symm import symm
+from .ops.blas3.syr2k import syr2k
+from .ops.blas3.syrk import syrk
+from .ops.blas3.trmm import trmm
+
 # the SVD and the functions on top of it register NumPy's np.linalg.svd, svdvals, norm orders,
 # cond, matrix_rank, pinv and lstsq when imported
-from .ops import spectral as _spectral  # noqa: F401
-from .ops import svd as _svd  # noqa: F401
-from .ops.gemm import gemm
-from .ops.matmul import matmul
-from .ops.symm import symm
-from .ops.syr2k import syr2k
-from .ops.syrk import syrk
-from .ops.trmm import trmm
+from .ops.face import spectral as _spectral  # noqa: F401
+from .ops.lapack import svd as _svd  # noqa: F401
 
 __all__ = [  # noqa: F822
     "gemm",
@@ -72,25 +73,25 @@ __all__ = [  # noqa: F822
 
 
 def __getattr__(name: str) -> Any:
-    # the solvers live in ops/trsm.py, ops/cholesky.py and ops/lu.py; their entry points with
-    # NumPy's operands (vector right-hand sides, replicated ndarrays, integer input) in
-    # ops/solves.py (imported lazily so this namespace imports without them)
-    from .ops import solves
+    # the solvers live in ops/blas3/trsm.py, ops/lapack/cholesky.py and ops/lapack/lu.py; their
+    # entry points with NumPy's operands (vector right-hand sides, replicated ndarrays, integer
+    # input) in ops/lapack/solves.py (imported lazily so this namespace imports without them)
+    from .ops.lapack import solves
 
     if name in solves.PUBLIC:
         return solves.PUBLIC[name]
-    # QR and least squares live in ops/qr.py (imported lazily likewise)
+    # QR and least squares live in ops/lapack/qr.py (imported lazily likewise)
     if name in ("svd", "svdvals"):
         return getattr(_svd, name)
     if name == "lstsq":  # QR (the default) or, with lapack_driver='gelsd', the SVD
         return _spectral.lstsq
     if name in ("qr", "qr_multiply"):
-        from .ops import qr as _qr
+        from .ops.lapack import qr as _qr
 
         return getattr(_qr, name)
-    # the Hermitian eigensolver lives in ops/eigh.py (imported lazily likewise)
+    # the Hermitian eigensolver lives in ops/lapack/eigh.py (imported lazily likewise)
     if name in ("eigh", "eigvalsh"):
-        from .ops import eigh as _eigh
+        from .ops.lapack import eigh as _eigh
 
         return getattr(_eigh, name)
     raise AttributeError(f"module 'blasmp_array.linalg' has no attribute {name!r}")

@@ -16,12 +16,12 @@ from blasmp_array import _dispatch
 
 # every name BlockCyclicArray looks up with _dispatch.method, and who registers it
 METHODS = {
-    "transpose": "blasmp_array.ops.redistribute",
-    "redistribute": "blasmp_array.ops.redistribute",
-    "getitem": "blasmp_array.ops.indexing",
-    "setitem": "blasmp_array.ops.indexing",
-    "materialize_window": "blasmp_array.ops.indexing",
-    "matmul": "blasmp_array.ops.matmul",
+    "transpose": "blasmp_array.ops.engine.redistribute",
+    "redistribute": "blasmp_array.ops.engine.redistribute",
+    "getitem": "blasmp_array.ops.engine.indexing",
+    "setitem": "blasmp_array.ops.engine.indexing",
+    "materialize_window": "blasmp_array.ops.engine.indexing",
+    "matmul": "blasmp_array.ops.blas3.matmul",
     "gather": "blasmp_array.creation",
     "to_dask": "blasmp_array.io._dask",
     "to_zarr": "blasmp_array.io._zarr",
@@ -29,8 +29,8 @@ METHODS = {
 }
 # the names creation (below ops) looks up: the device route of from_numpy/to_numpy
 CREATION_ROUTES = {
-    "gather_rows": "blasmp_array.ops.row_panels",
-    "scatter_rows": "blasmp_array.ops.row_panels",
+    "gather_rows": "blasmp_array.ops.engine.row_panels",
+    "scatter_rows": "blasmp_array.ops.engine.row_panels",
 }
 
 
@@ -64,7 +64,8 @@ def test_a_second_implementation_of_a_method_is_refused(monkeypatch):
     def redistribute(a, grid=None, block=None):  # another module's claim on the name
         return a
 
-    with pytest.raises(ValueError, match="already implemented by blasmp_array.ops.redistribute"):
+    already = "already implemented by blasmp_array.ops.engine.redistribute"
+    with pytest.raises(ValueError, match=already):
         _dispatch.implements_method("redistribute")(redistribute)
     # registering the same function again (a reload) is fine
     same = _dispatch.method("redistribute")

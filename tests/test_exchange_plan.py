@@ -1,4 +1,4 @@
-"""Property tests of the one-sided redistribution plans (ops/redistribute.py); no MPI.
+"""Property tests of the one-sided redistribution plans (ops/engine/redistribute.py); no MPI.
 
 The plans of every rank of a grid are built in one process and run by a simulator of the
 engine's data movement (pack into a staging range, copy into the receiver's slot at the
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blasmp_array.layout import BlockCyclicLayout
-from blasmp_array.ops import redistribute as rd
+from blasmp_array.ops.engine import redistribute as rd
 
 
 def _local(a: np.ndarray, layout: BlockCyclicLayout, p: int, q: int) -> np.ndarray:
@@ -175,7 +175,7 @@ def test_kernel_warmup_runs(dtype):
 def test_positions_index_is_a_slice_only_for_one_ascending_run():
     """Runs become slices (block copies, views); any other order stays an index array in its
     order -- a permutation whose first and last entries span exactly its length included."""
-    from blasmp_array.ops._exchange import positions_index
+    from blasmp_array.ops.engine._exchange import positions_index
 
     assert positions_index(np.arange(3, 8), np) == slice(3, 8)
     assert positions_index(np.array([5]), np) == slice(5, 6)

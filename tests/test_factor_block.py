@@ -1,10 +1,11 @@
-"""The rule choosing the block of a factorisation's working copy (``ops/_factor_block.py``)."""
+"""The rule choosing the block of a factorisation's working copy
+(``ops/engine/_factor_block.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from blasmp_array.ops import _factor_block as fb
+from blasmp_array.ops.engine import _factor_block as fb
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The LU's host helpers: ``_interchanges.row_map`` (LAPACK's interchanges composed into a row map,
 against the sequential definition: a swap per pivot, in order, on random pivot vectors) and
-``ops._lu_local.panel_edges``."""
+``ops.lapack._lu_local.panel_edges``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blasmp_array._interchanges import row_map
-from blasmp_array.ops._lu_local import panel_edges
+from blasmp_array.ops.lapack._lu_local import panel_edges
 
 
 def _swaps(piv: np.ndarray, k0: int, n: int) -> np.ndarray:

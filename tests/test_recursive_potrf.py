@@ -1,11 +1,11 @@
-"""The leaves of the recursive local potrf (ops._recursive_potrf): a property test."""
+"""The leaves of the recursive local potrf (ops.lapack._recursive_potrf): a property test."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blasmp_array.ops._recursive_potrf import leaf_offsets
+from blasmp_array.ops.lapack._recursive_potrf import leaf_offsets
 
 
 @given(

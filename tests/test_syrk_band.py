@@ -1,12 +1,13 @@
-"""The balanced band of ``A.T @ A`` on a grid (``ops/syrk.py``: ``band_half``, ``_LocalBand``):
-every off-diagonal pair of blocks is computed exactly once, every block column holds about half
-the blocks, and the processes of a block-cyclic grid get about the same number of products."""
+"""The balanced band of ``A.T @ A`` on a grid (``ops/blas3/syrk.py``: ``band_half``,
+``_LocalBand``): every off-diagonal pair of blocks is computed exactly once, every block column
+holds about half the blocks, and the processes of a block-cyclic grid get about the same number of
+products."""
 
 from __future__ import annotations
 
 import pytest
 
-from blasmp_array.ops.syrk import band_half
+from blasmp_array.ops.blas3.syrk import band_half
 
 
 def band(j: int, k: int) -> set[int]:

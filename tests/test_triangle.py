@@ -1,4 +1,4 @@
-"""The local triangle helpers of ``ops/_triangle.py`` against NumPy on the global matrix:
+"""The local triangle helpers of ``ops/engine/_triangle.py`` against NumPy on the global matrix:
 ``triangle_nonfinite_flag`` reads exactly the triangle, ``zero_triangle`` writes exactly it, for
 any layout, process, diagonal offset and panel width (rows wholly inside, crossing, outside)."""
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blasmp_array.layout import BlockCyclicLayout
-from blasmp_array.ops import _triangle
+from blasmp_array.ops.engine import _triangle
 
 
 @st.composite

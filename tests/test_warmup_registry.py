@@ -1,4 +1,4 @@
-"""The kernel warm-up registry (ops/_warmup.py); no MPI.
+"""The kernel warm-up registry (ops/engine/_warmup.py); no MPI.
 
 Every module that launches stream kernels registers a warm-up sample; ``begin_pipeline`` on a
 backend whose kernels compile lazily (the GPU's CuPy) runs each sample once per dtype before the
@@ -17,29 +17,29 @@ import numpy as np
 import pytest
 
 from blasmp_array.backends import _cpu_kernels
-from blasmp_array.ops import _warmup
-from blasmp_array.ops._warmup import begin_pipeline, registered_samples, warmup_kernels
+from blasmp_array.ops.engine import _warmup
+from blasmp_array.ops.engine._warmup import begin_pipeline, registered_samples, warmup_kernels
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
 #: the modules whose kernels must be warmed (those that launch helpers on a stream or enqueue
 #: CuPy kernels between a pipeline's signal waits), and the backend's BLAS3 kernels (_warmup)
 MODULES = [
-    "_warmup",
-    "_triangle",
-    "panels",
-    "gemm",
-    "syrk",
-    "symm",
-    "trmm",
-    "trsm",
-    "redistribute",
-    "cholesky",
-    "lu",
-    "_householder",
-    "_messages",
-    "_cholqr",
-    "selection",
+    "engine._warmup",
+    "engine._triangle",
+    "engine.panels",
+    "blas3.gemm",
+    "blas3.syrk",
+    "blas3.symm",
+    "blas3.trmm",
+    "blas3.trsm",
+    "engine.redistribute",
+    "lapack.cholesky",
+    "lapack.lu",
+    "lapack._householder",
+    "engine._messages",
+    "lapack._cholqr",
+    "engine.selection",
 ]
 
 
@@ -111,7 +111,11 @@ def test_begin_pipeline_imports_every_ops_module(monkeypatch):
     missing because its module was not imported yet."""
     import blasmp_array.ops as ops
 
-    expected = {f"blasmp_array.ops.{m.name}" for m in pkgutil.iter_modules(ops.__path__)}
+    expected = {
+        m.name
+        for m in pkgutil.walk_packages(ops.__path__, prefix="blasmp_array.ops.")
+        if not m.ispkg
+    }
     assert {f"blasmp_array.ops.{m}" for m in MODULES} <= expected
     imported: list[str] = []
     real = importlib.import_module
@@ -178,4 +182,4 @@ def test_moved_only_dtypes_warm_only_data_movement(counted, dtype):
     begin_pipeline(FakeBackend(), dtype)
     ran = {name for name, dt in runs if dt == np.dtype(dtype)}
     assert ran == set(_warmup._ANY_DTYPE) & set(samples)
-    assert "blasmp_array.ops.redistribute._warm_redistribute" in ran
+    assert "blasmp_array.ops.engine.redistribute._warm_redistribute" in ran

@@ -1,5 +1,5 @@
-"""Measure the table of ``ops/_factor_block.py``: the block in which the factorisations make their
-working copy, per backend, grid and size.
+"""Measure the table of ``ops/engine/_factor_block.py``: the block in which the factorisations make
+their working copy, per backend, grid and size.
 
 Usage: mpiexec -n N python tools/factor_block_sweep.py [--n 2048 4096] [--blocks 128 256 512 1024]
        [--ops cholesky,lu_factor,solve,inv] [--nrhs 1024] [--repeat 5] [--default 256]
@@ -12,7 +12,7 @@ On the default grid of the N ranks (``$BLASMP_BACKEND`` picks the backend), for 
 * ``move 256 -> b``: the redistribution of an n x n matrix from the default block to ``b``
   (the working copy's cost; the way back costs about the same);
 * ``default call``: the call as a user makes it, on operands of block ``--default``, with the
-  rule of ``ops/_factor_block.py`` on, and the block the rule chose.
+  rule of ``ops/engine/_factor_block.py`` on, and the block the rule chose.
 
 Times are the slowest rank's, median [min, max] of ``--repeat`` after one warm-up, the calls of
 one n interleaved block by block (the machine's load changes during a sweep). The last lines
@@ -32,7 +32,7 @@ import numpy as np
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.ops import _factor_block
+from blasmp_array.ops.engine import _factor_block
 
 CALLS = ("cholesky", "lu_factor", "solve", "inv")
 #: the table entry each call reads (solve and inv factor with LU)

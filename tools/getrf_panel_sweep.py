@@ -1,10 +1,10 @@
-"""Choose the panel width of the one-process LU with look-ahead (ops._lu_local): one rank.
+"""Choose the panel width of the one-process LU with look-ahead (ops.lapack._lu_local): one rank.
 
 Usage: python tools/getrf_panel_sweep.py [--n 4096 16384] [--config 2048:0:512 1024 0 ...]
                                           [--repeat 5] [--getrf 16384x2048 16384x512 ...]
 
 For each n: the median (and min/max) time of ``bm.linalg.lu_factor(A, check_finite=False)`` on a
-1x1 grid with each configuration ``PANEL:FIRST:LEAF`` (``ops._lu_local``'s panel width, first
+1x1 grid with each configuration ``PANEL:FIRST:LEAF`` (``ops.lapack._lu_local``'s panel width, first
 panel width and TRSM leaf; missing fields take the module's defaults; ``0``: the library's
 ``getrf`` called once on the whole matrix, the path without look-ahead), and of the library's
 own LU in the same run
@@ -22,7 +22,7 @@ import numpy as np
 from _sweep_timing import synchronizer, timed  # (tools/, run as a script)
 
 import blasmp_array as bm
-from blasmp_array.ops import _lu_local
+from blasmp_array.ops.lapack import _lu_local
 
 
 def main() -> None:

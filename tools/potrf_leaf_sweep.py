@@ -1,4 +1,4 @@
-"""Choose the leaf of the recursive local potrf (ops._recursive_potrf): one rank, one device.
+"""Choose the leaf of the recursive local potrf (ops.lapack._recursive_potrf): one rank, one device.
 
 Usage: python tools/potrf_leaf_sweep.py [--n 4096 16384] [--leaf 512 1024 2048 4096 0]
        [--block 512 1024 2048] [--repeat 5]
@@ -18,7 +18,7 @@ import argparse
 from _sweep_timing import synchronizer, timed  # (tools/, run as a script)
 
 import blasmp_array as bm
-from blasmp_array.ops import cholesky as chol
+from blasmp_array.ops.lapack import cholesky as chol
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Where the time of the distributed Hermitian eigensolver goes: the per-stage profile of
-``eigh``/``eigvalsh`` (``blasmp_array.ops.eigh.LAST_PROFILE``: stage 1 -- the distributed band
-reduction --, band gather, band solve, back-transform; or gather and local solve for the gathered
-route), medians over repeated calls, rank 0's numbers.
+``eigh``/``eigvalsh`` (``blasmp_array.ops.lapack.eigh.LAST_PROFILE``: stage 1 -- the distributed
+band reduction --, band gather, band solve, back-transform; or gather and local solve for the
+gathered route), medians over repeated calls, rank 0's numbers.
 
 Usage: mpiexec -n 2 python tools/profile_eigh.py [--n 1536] [--block 128] [--grid 1x2]
                                                 [--method two-stage] [--op eigh] [--repeat 3]
@@ -17,7 +17,7 @@ import statistics
 import time
 
 import blasmp_array as bm
-from blasmp_array.ops import eigh as eigh_mod
+from blasmp_array.ops.lapack import eigh as eigh_mod
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 the GPUs of one node (one rank per GPU, NVSHMEM over NVLink). A prediction, not a measurement:
 see docs/scaling.md for the equations, the sources of the inputs and what a real run must show.
 
-What is modelled is what ``ops/panels.py`` and ``ops/trsm.py`` send:
+What is modelled is what ``ops/engine/panels.py`` and ``ops/blas3/trsm.py`` send:
 
 * GEMM / SYRK (stationary C, ``num_stages`` slots): the K dimension is cut into steps of
   ``width`` columns (GPU default 2048, i.e. ``width // b`` K-blocks). At each step the owner of

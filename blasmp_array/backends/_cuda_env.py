@@ -9,7 +9,7 @@ a GPU test here). The backend
 therefore asks for eager loading, ``CUDA_MODULE_LOADING=EAGER``, before CUDA initialises (an
 explicit setting of the variable is respected), and warns when the process already runs with
 lazy loading. CuPy's own element-wise kernels are compiled at first use whatever the mode; the
-operators load them before a pipeline starts (``ops/_warmup.py``).
+operators load them before a pipeline starts (``ops/engine/_warmup.py``).
 
 Measured on the H200 node: cuBLAS still loads some kernels at their first launch with
 ``EAGER`` (a first 64x64 DGEMM enqueued behind a pending wait blocked the host until the wait was

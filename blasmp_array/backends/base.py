@@ -138,7 +138,7 @@ class Backend(abc.ABC):
     signal_timeout: float = DEFAULT_SIGNAL_TIMEOUT
     #: True where element-wise kernels are compiled and loaded on first use, and loading one
     #: waits for the device (CuPy): operators then warm them before a pipeline starts
-    #: (``ops/_warmup.py``)
+    #: (``ops/engine/_warmup.py``)
     jit_kernels: bool = False
     #: True where work enqueued on the comm stream runs beside the compute stream's without
     #: taking its resources (a GPU: a few SMs beside a GEMM); False where both streams are host
@@ -150,7 +150,7 @@ class Backend(abc.ABC):
     #: both run alike. The GPU's is ``'U'``: cuSOLVER is column-major, and the upper factor of a
     #: C-ordered matrix is its lower one (one H200, n = 16384: 44.2 ms for the upper factor,
     #: 59.5 ms for the lower one). One process then computes a lower factor as the upper factor
-    #: of the conjugate transpose (``ops/cholesky.py``).
+    #: of the conjugate transpose (``ops/lapack/cholesky.py``).
     potrf_fast_uplo: str | None = None
     #: the BLAS threads per rank chosen when the backend was created
     #: (:class:`._blas_threads.BlasThreads`; see ``backends/_blas_threads.py``)

@@ -17,8 +17,8 @@ import numpy as np
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.ops import _bidiag_reduction as bd
-from blasmp_array.ops.svd import svd
+from blasmp_array.ops.lapack import _bidiag_reduction as bd
+from blasmp_array.ops.lapack.svd import svd
 
 comm = MPI.COMM_WORLD
 n, b = int(sys.argv[1]), int(sys.argv[2])

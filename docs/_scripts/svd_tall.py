@@ -16,7 +16,7 @@ import numpy as np
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.ops.svd import svd
+from blasmp_array.ops.lapack.svd import svd
 
 comm = MPI.COMM_WORLD
 m, n, b = (int(x) for x in sys.argv[1:4])

@@ -483,7 +483,7 @@ def test_plan_tiles_every_panel_exactly(structure):
     of ``M`` it claims (checked by packing the global matrix of block indices), and each
     sender sends one segment per group and step."""
     from blasmp_array.layout import BlockCyclicLayout
-    from blasmp_array.ops.panels import (
+    from blasmp_array.ops.engine.panels import (
         PanelSpec,
         Source,
         _apply_op,
@@ -622,7 +622,7 @@ def test_kernel_warmup_runs_every_helper(grid, dtype):
     """The warm-up (run on GPUs before a pipeline's first signal wait) calls the operators'
     launched helpers with their current signatures; on a backend marked ``jit_kernels`` it runs
     once per dtype, and operators still give the right result after it."""
-    from blasmp_array.ops._warmup import begin_pipeline, registered_samples
+    from blasmp_array.ops.engine._warmup import begin_pipeline, registered_samples
 
     b = grid.backend
     was = b.jit_kernels

@@ -22,7 +22,8 @@ import scipy.linalg as sla
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.ops.cholesky import cho_factor, cho_solve, cholesky, solve
+from blasmp_array.ops.lapack.cholesky import cho_factor, cho_solve, cholesky
+from blasmp_array.ops.lapack.solves import solve
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import DTYPES, check_bound, high, poison, random_matrix  # noqa: E402
@@ -101,7 +102,7 @@ def test_cholesky(grid, dtype, lower, case, num_stages):
 def test_pipeline_on_one_process(grid, dtype, lower, monkeypatch):
     """A 1x1 grid factors with one local potrf by default; the blocked pipeline on one
     process (the other path of the 1x1 grid) meets the same bound, and so does a failure."""
-    from blasmp_array.ops import cholesky as module
+    from blasmp_array.ops.lapack import cholesky as module
 
     monkeypatch.setattr(module, "_LOCAL_ON_ONE_PROCESS", False)
     run_case(grid, dtype, 37, 5, lower, 2)
@@ -298,7 +299,11 @@ def test_recursive_potrf(grid, dtype, lower):
     """The recursive local potrf of the 1x1 grid (on every rank, no communication): leaves of
     several sizes on a strided view, the factor within the bound, the untouched borders, and
     LAPACK's INFO when the failing minor is in the first, a middle or the last leaf."""
-    from blasmp_array.ops._recursive_potrf import first_failure, leaf_offsets, recursive_potrf
+    from blasmp_array.ops.lapack._recursive_potrf import (
+        first_failure,
+        leaf_offsets,
+        recursive_potrf,
+    )
 
     be = grid.backend
     n = 45
@@ -340,7 +345,7 @@ def test_recursive_potrf(grid, dtype, lower):
 def test_recursive_potrf_through_cholesky(grid, dtype, lower, monkeypatch):
     """cholesky on a 1x1 grid with the recursion forced on (small leaves): same bound, and the
     failing order on every rank."""
-    from blasmp_array.ops import cholesky as module
+    from blasmp_array.ops.lapack import cholesky as module
 
     for halve in (True, False):
         monkeypatch.setitem(module.RECURSIVE_POTRF, grid.backend.name, (6, halve))
@@ -352,12 +357,12 @@ def test_recursive_potrf_through_cholesky(grid, dtype, lower, monkeypatch):
                 cholesky(bm.from_numpy(stored(a, lower), block=(4, 4), grid=grid), lower=lower)
 
 
-# -- the working block (ops/_factor_block.py) ----------------------------------------------------
+# -- the working block (ops/engine/_factor_block.py) -----------------------------------------------
 def force_working_block(monkeypatch, grid, block: int) -> list:
-    """Make the rule of ``ops/_factor_block.py`` choose ``block`` at test sizes on this backend;
-    return the list the pipeline appends the block it factors in to."""
-    from blasmp_array.ops import _factor_block
-    from blasmp_array.ops import cholesky as chol
+    """Make the rule of ``ops/engine/_factor_block.py`` choose ``block`` at test sizes on this
+    backend; return the list the pipeline appends the block it factors in to."""
+    from blasmp_array.ops.engine import _factor_block
+    from blasmp_array.ops.lapack import cholesky as chol
 
     table = {"cholesky": ((0, block),), "lu": ((0, block),)}
     monkeypatch.setattr(_factor_block, "TABLE", {grid.backend.name: table})
@@ -390,7 +395,7 @@ def test_working_block(grid, dtype, lower, monkeypatch):
         warnings.simplefilter("error", bm.RedistributionWarning)
         C = cholesky(A, lower=lower)
         X = solve(A, B, lower=lower, assume_a="pos")
-    from blasmp_array.ops._factor_block import working_block
+    from blasmp_array.ops.engine._factor_block import working_block
 
     w = working_block(grid.backend.name, grid.shape, n, "cholesky", nb)  # wb, or less (6 ranks)
     assert seen == ([(w, w)] * 2 if grid.size > 1 else [])
@@ -423,10 +428,10 @@ def test_working_block(grid, dtype, lower, monkeypatch):
 @pytest.mark.parametrize("leaf", [0, 6])
 def test_lower_factor_as_upper_of_the_transpose(grid, dtype, leaf, monkeypatch):
     """``potrf_fast_uplo = 'U'`` (the GPU's) on this backend: one process computes a lower
-    factor as the upper factor of the conjugate transpose (ops/cholesky.py, _local_potrf).
+    factor as the upper factor of the conjugate transpose (ops/lapack/cholesky.py, _local_potrf).
     Same bound, the other triangle of cho_factor's result is the input's, overwrite_a, the
     failing order; with the recursion on (leaf 6) and off."""
-    from blasmp_array.ops import cholesky as module
+    from blasmp_array.ops.lapack import cholesky as module
 
     monkeypatch.setattr(grid.backend, "potrf_fast_uplo", "U")
     if leaf:

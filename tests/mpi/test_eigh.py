@@ -25,7 +25,7 @@ import pytest
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.ops import eigh as eigh_mod
+from blasmp_array.ops.lapack import eigh as eigh_mod
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import eps, high, poison  # noqa: E402

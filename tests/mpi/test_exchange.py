@@ -1,4 +1,4 @@
-"""The one-sided exchange engine (ops/_exchange.py) under every operator that moves data.
+"""The one-sided exchange engine (ops/engine/_exchange.py) under every operator that moves data.
 
 Every data movement of ``ops/`` is a plan over one engine; here its protocol is exercised
 through the operators: a sender that puts its data without the ready signal makes the
@@ -24,7 +24,7 @@ from mpi4py import MPI
 
 import blasmp_array as bm
 from blasmp_array.backends.base import SignalTimeoutError
-from blasmp_array.ops import _exchange
+from blasmp_array.ops.engine import _exchange
 
 COMM = MPI.COMM_WORLD
 SIZE = COMM.Get_size()

@@ -22,8 +22,8 @@ import pytest
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.ops import trsm as trsm_module
-from blasmp_array.ops._triangle import symmetric_from_triangle
+from blasmp_array.ops.blas3 import trsm as trsm_module
+from blasmp_array.ops.engine._triangle import symmetric_from_triangle
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import (  # noqa: E402
@@ -334,7 +334,7 @@ def test_syrk_beta_scales_only_its_triangle(grid, dtype):
 def test_self_product_of_two_equal_views_is_recognised(grid, dtype, monkeypatch):
     """``A[v].T @ A[v]`` (two view objects of one window) runs SYRK/HERK, on every rank alike;
     a different window of the same parent is a GEMM."""
-    from blasmp_array.ops import matmul as matmul_module
+    from blasmp_array.ops.blas3 import matmul as matmul_module
 
     calls: list[str] = []
     rank_k = matmul_module.rank_k

@@ -1,4 +1,4 @@
-"""Distributed tests of the NumPy functions of ``ops/functions.py`` (diagonals, where,
+"""Distributed tests of the NumPy functions of ``ops/face/functions.py`` (diagonals, where,
 stacking, vdot/dot/outer, einsum, clip, nan_to_num) and the vector norms, against NumPy on the
 gathered matrices."""
 
@@ -201,7 +201,7 @@ def test_norms(grid):
     for v, x in ((A[:, 2:3], a[:, 2:3]), (A[3:4, :], a[3:4, :])):
         for ord_ in (2, -2, "nuc"):
             assert np.linalg.norm(v, ord_) == pytest.approx(np.linalg.norm(x, ord_), rel=1e-13)
-    for ord_ in (2, -2, "nuc"):  # of the matrix: from its singular values (ops/spectral.py)
+    for ord_ in (2, -2, "nuc"):  # of the matrix: from its singular values (ops/face/spectral.py)
         got = np.linalg.norm(A, ord_)
         assert got == pytest.approx(np.linalg.norm(a, ord_), rel=1e-12)
         assert _same_everywhere(float(got))

@@ -222,7 +222,7 @@ def test_waits_block_the_stream_not_the_host(be):
         side.synchronize()
 
     # cuBLAS loads a kernel at its first launch and loading waits for the device (the blocked
-    # stream included): load this gemm's kernel first, as ops/_warmup.py does for operators
+    # stream included): load this gemm's kernel first, as ops/engine/_warmup.py does for operators
     be.gemm(1.0, a, a, 0.0, c, "N", "N", be.compute)
     be.synchronize()
     c.fill(np.nan)

@@ -15,7 +15,7 @@ from mpi4py import MPI
 
 import blasmp_array as bm
 from blasmp_array import linalg
-from blasmp_array.ops.indexing import window_is_view
+from blasmp_array.ops.engine.indexing import window_is_view
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import assert_within_bound, high  # noqa: E402
@@ -371,7 +371,7 @@ def test_copy_window_between_layouts(grid, transport, budget, src_dtype, dst_dty
     """``Y[k0:, l0:][:h, :w] = X[i0:, j0:][:h, :w]`` across blocks, grids and source processes
     (offsets inside blocks), on both transports, with a tiny budget (one row per round) and a
     cast: every element of the window written, nothing else (a NaN-poisoned destination)."""
-    from blasmp_array.ops.indexing import copy_window
+    from blasmp_array.ops.engine.redistribute import copy_window
 
     other = cached_grid(*grid.shape[::-1])
     x = np.random.default_rng(5).standard_normal((17, 15)).astype(src_dtype)

@@ -23,7 +23,7 @@ import pytest
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.ops.qr import lstsq
+from blasmp_array.ops.lapack.qr import lstsq
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import DTYPES, eps, high, random_matrix  # noqa: E402

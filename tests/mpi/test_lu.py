@@ -32,9 +32,9 @@ import scipy.linalg as sla
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.ops import _lu_local
-from blasmp_array.ops import lu as lu_module
-from blasmp_array.ops.lu import lu_factor, lu_solve, solve
+from blasmp_array.ops.lapack import _lu_local
+from blasmp_array.ops.lapack import lu as lu_module
+from blasmp_array.ops.lapack.lu import lu_factor, lu_solve, solve
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import DTYPES, check_bound, high, random_matrix  # noqa: E402
@@ -217,7 +217,7 @@ def test_lu_solve_and_solve(grid, dtype):
         ok, worst = solve_ok(a, x, piv, X.to_numpy(), b, dtype, trans)
         assert ok, f"lu_solve trans={trans}: residual {worst:.3g} x bound"
         assert X.layout == B.layout
-    # 'sym'/'her' take the same LU route as 'gen' (cholesky.solve dispatches all three)
+    # 'sym'/'her' take the same LU route as 'gen' (solves.solve dispatches all three)
     X = bm.linalg.solve(A, B, assume_a="gen" if dtype == np.float64 else "her")
     assert solve_ok(a, x, piv, X.to_numpy(), b, dtype)[0]
     X = solve(A, B, transposed=True, assume_a="sym")
@@ -455,7 +455,7 @@ def test_backend_getrf(grid, dtype):
     assert int(be.asnumpy(info)[0]) == 3
 
 
-# -- one process: the blocked LU with the panel on the comm stream (ops/_lu_local.py) --------
+# -- one process: the blocked LU with the panel on the comm stream (ops/lapack/_lu_local.py) -------
 # (m, n, panel, first panel): square, tall, wide, ragged, a narrow first panel, one panel
 LOCAL = [
     (37, 37, 5, 0),
@@ -524,11 +524,11 @@ def test_one_process_uses_the_lookahead_where_streams_are_concurrent(grid, case,
     assert len(calls) == (1 if grid.size == 1 and n >= 7 else 0)
 
 
-# -- the working block (ops/_factor_block.py) ----------------------------------------------------
+# -- the working block (ops/engine/_factor_block.py) -----------------------------------------------
 def force_working_block(monkeypatch, grid, block: int) -> list:
-    """Make the rule of ``ops/_factor_block.py`` choose ``block`` at test sizes on this backend;
-    return the list the pipeline appends the block it factors in to."""
-    from blasmp_array.ops import _factor_block
+    """Make the rule of ``ops/engine/_factor_block.py`` choose ``block`` at test sizes on this
+    backend; return the list the pipeline appends the block it factors in to."""
+    from blasmp_array.ops.engine import _factor_block
 
     table = {"cholesky": ((0, block),), "lu": ((0, block),)}
     monkeypatch.setattr(_factor_block, "TABLE", {grid.backend.name: table})
@@ -562,7 +562,7 @@ def test_working_block(grid, dtype, monkeypatch):
         X = np.linalg.solve(A, B)
         Ai = np.linalg.inv(A)
         d = np.linalg.det(A)
-    from blasmp_array.ops._factor_block import working_block
+    from blasmp_array.ops.engine._factor_block import working_block
 
     w = working_block(grid.backend.name, grid.shape, n, "lu", nb)  # wb, or less (6 ranks)
     # np.linalg.solve on one process is one call of the backend's local solver where it has one

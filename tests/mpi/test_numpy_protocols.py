@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import blasmp_array as bm
-from blasmp_array.ops.elementwise import RedistributionWarning
+from blasmp_array.ops.engine.elementwise import RedistributionWarning
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
@@ -293,7 +293,7 @@ def test_norms(grid, comm, dtype):
         gt = np.linalg.norm(A.T, ord_)
         rt = np.linalg.norm(ref.T, ord_)
         assert abs(gt - rt) <= (m * n + 2) * eps * rt, (ord_, gt, rt)
-    for ord_ in (2, -2, "nuc"):  # from the singular values (ops/spectral.py)
+    for ord_ in (2, -2, "nuc"):  # from the singular values (ops/face/spectral.py)
         got = np.linalg.norm(A, ord_)
         r = np.linalg.norm(ref, ord_)
         assert _same_on_all_ranks(comm, got)

@@ -25,8 +25,8 @@ import pytest
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.ops import _cholqr, _householder
-from blasmp_array.ops.qr import qr, qr_multiply
+from blasmp_array.ops.lapack import _cholqr, _householder
+from blasmp_array.ops.lapack.qr import qr, qr_multiply
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import DTYPES, eps, high, random_matrix  # noqa: E402

@@ -17,7 +17,7 @@ import pytest
 
 import blasmp_array as bm
 from blasmp_array import _alloc, linalg
-from blasmp_array.ops import redistribute as rd
+from blasmp_array.ops.engine import redistribute as rd
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import random_matrix  # noqa: E402

@@ -1,4 +1,4 @@
-"""Distributed tests of ops/redistribute.py: pxgemr2d-style redistribution and the transpose.
+"""Distributed tests of ops/engine/redistribute.py: pxgemr2d-style redistribution and the transpose.
 
 Every case builds its source from a NumPy matrix generated with the same seed on every rank, so
 each rank knows the expected global matrix and checks its own local matrix bit for bit against
@@ -18,7 +18,7 @@ import blasmp_array as bm
 from blasmp_array import _alloc
 from blasmp_array.array import BlockCyclicArray
 from blasmp_array.layout import BlockCyclicLayout
-from blasmp_array.ops import redistribute as rd
+from blasmp_array.ops.engine import redistribute as rd
 
 COMM = MPI.COMM_WORLD
 SIZE = COMM.Get_size()
@@ -353,7 +353,7 @@ def test_public_api_round_trip(dtype):
     assert np.array_equal(A.T.resolve().to_numpy(), a.T)
 
 
-# -- the one-sided exchange (ops/_exchange.py) ------------------------------------------------
+# -- the one-sided exchange (ops/engine/_exchange.py) ----------------------------------------------
 def _more_grids():
     """1xP, Px1, the near-square grid, and 2x3 / 3x2 where the rank count is 6."""
     shapes = list(GRID_SHAPES)
@@ -453,7 +453,7 @@ def test_missing_signal_times_out_on_every_rank(monkeypatch):
     naming operator, step, signal and peer, and every rank raises SignalTimeoutError (no rank
     is left waiting); afterwards the exchange works again."""
     from blasmp_array.backends.base import SignalTimeoutError
-    from blasmp_array.ops import _exchange
+    from blasmp_array.ops.engine import _exchange
 
     src, dst = grid_of(GRID_SHAPES[0]), grid_of(GRID_SHAPES[1])  # 1xP -> Px1: all-to-all
     a = random_matrix((24, 24), np.float64, seed=47)

@@ -23,8 +23,8 @@ import pytest
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.ops import svd as svd_mod
-from blasmp_array.ops.svd import svd, svdvals
+from blasmp_array.ops.lapack import svd as svd_mod
+from blasmp_array.ops.lapack.svd import svd, svdvals
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import DTYPES, eps, high, random_matrix  # noqa: E402

@@ -1,5 +1,5 @@
 """``A.T @ A`` (and ``A @ A.T``, ``A.H @ A``) on a grid through the balanced band of
-``ops/syrk.py`` (``rank_k(full=True)``), and through the lower triangle and its fill: the full
+``ops/blas3/syrk.py`` (``rank_k(full=True)``), and through the lower triangle and its fill: the full
 symmetric (Hermitian) matrix, exactly symmetric, within the SYRK error bound of NumPy's
 product, for an odd and an even number of block rows, ragged last blocks, one block larger than
 the matrix, and blocks of 1."""
@@ -26,7 +26,7 @@ CASES = [(13, 16, 4), (9, 18, 4), (11, 13, 2), (6, 5, 8), (7, 6, 1)]
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}x{c[1]}b{c[2]}")
 @pytest.mark.parametrize("shape", ["band", "triangle"])
 def test_gram_matrix(grid, dtype, case, shape, monkeypatch):
-    from blasmp_array.ops import syrk
+    from blasmp_array.ops.blas3 import syrk
 
     # the band on this backend, or the lower triangle and its fill (the GPU's default)
     monkeypatch.setattr(syrk, "BALANCED_BAND", {grid.backend.name} if shape == "band" else set())

@@ -24,7 +24,7 @@ from mpi4py import MPI
 import blasmp_array as bm
 from blasmp_array.array import BlockCyclicArray
 from blasmp_array.layout import BlockCyclicLayout
-from blasmp_array.ops.trsm import TrsmRedistributionWarning, solve_triangular, trsm
+from blasmp_array.ops.blas3.trsm import TrsmRedistributionWarning, solve_triangular, trsm
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 COMBOS = list(itertools.product(("left", "right"), (True, False), "NTC", (False, True)))
@@ -417,7 +417,7 @@ def test_argument_errors(grid):
 
 
 def test_linalg_namespace_exports():
-    # the public names wrap the operators with NumPy's operands (ops/solves.py)
+    # the public names wrap the operators with NumPy's operands (ops/lapack/solves.py)
     assert bm.linalg.trsm.__wrapped__ is trsm
     assert bm.linalg.solve_triangular.__wrapped__ is solve_triangular
 

@@ -20,7 +20,7 @@ from mpi4py import MPI
 
 import blasmp_array as bm
 from blasmp_array import linalg
-from blasmp_array.ops.indexing import window_is_view
+from blasmp_array.ops.engine.indexing import window_is_view
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import assert_within_bound, eps, high  # noqa: E402

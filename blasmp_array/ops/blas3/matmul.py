@@ -1,0 +1,213 @@
+"""``A @ B`` (``np.matmul``): the product a NumPy user writes, routed to the right kernel.
+
+* ``A.T @ A``, ``A @ A.T``, ``A.H @ A``, ``A @ A.H`` (the operands share storage and their views
+  are transposes of each other) run SYRK/HERK (``n^2 k`` flops, half of GEMM's) and return the
+  full symmetric (Hermitian) matrix (``ops.blas3.syrk.rank_k`` with ``full=True``);
+* ``A @ x`` (``x`` a vector) is GEMM of ``A`` with ``x``'s ``n x 1`` column face, ``x @ A`` GEMM
+  of ``A^T`` with it (an ``n x 1`` result, no transposed copy), both vectors;
+  ``x @ y`` the inner product (local products, one allgather): a scalar on every rank;
+* everything else is GEMM with the lazy views folded into its transpose flags.
+
+A vector whose blocks do not conform to the matrix's (the K blocking) is moved quietly to the
+matrix's blocks first: ``O(n)`` elements. Integer and bool operands are computed in float64
+(the BLAS have no integer GEMM).
+
+On a 1x1 grid the matrix products are one local BLAS call (the operators' ``method='auto'``)
+and the fill is a local transposing copy on the device; on larger grids SYRK computes a
+balanced band of blocks (the same work on every process) and the rest comes from one
+distributed transpose.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ...array import BLAS_DTYPES, BlockCyclicArray, as_vector
+from ...backends.base import Backend
+from ...layout import BlockCyclicLayout
+from ..engine import _checks as ck
+from ..engine._warmup import sample_matrix, warmup_kernels
+from ..engine.elementwise import aligned
+from ..engine.panels import compose_op
+from ..engine.redistribute import redistribute
+from .gemm import gemm
+from .syrk import rank_k
+
+__all__ = ["matmul", "dot_vectors", "conform_vector"]
+
+
+def matmul(a: BlockCyclicArray, b: BlockCyclicArray) -> BlockCyclicArray:
+    """Matrix product ``a @ b`` of two distributed matrices (what ``@`` and ``np.matmul`` call).
+
+    Products of a matrix with its own transpose -- ``A.T @ A``, ``A @ A.T``, ``A.conj().T @ A``
+    (``A.H @ A``), ``A @ A.H`` -- are recognised from the shared storage and computed as
+    SYRK/HERK (``n^2 k`` flops, half of GEMM's) on the lower triangle; the upper triangle is
+    then filled from it, so the result is the full symmetric (Hermitian) matrix. Everything
+    else is GEMM with the lazy views folded into its transpose flags (``A.T @ B`` makes no
+    transposed copy). Collective.
+
+    Vectors follow NumPy: ``A @ x`` and ``x @ A`` are vectors, ``x @ y`` a scalar (the same
+    on every rank; conjugating nothing, as NumPy's).
+
+    Returns
+    -------
+    BlockCyclicArray or scalar
+        The ``m x n`` product on ``a``'s grid (a vector, or a NumPy scalar, as above).
+    """
+    for x, nm in ((a, "first"), (b, "second")):
+        if not isinstance(x, BlockCyclicArray):
+            raise TypeError(
+                f"matmul: the {nm} operand is a {type(x).__name__}, not a BlockCyclicArray; "
+                "distribute it with blasmp_array.from_numpy first"
+            )
+    ka, kb = a.shape[-1], b.shape[0]
+    if ka != kb:
+        raise ValueError(
+            f"matmul: shapes {a.shape} and {b.shape} do not conform "
+            f"({ka} (dim {a.ndim - 1}) != {kb} (dim 0))"
+        )
+    if a.ndim == 1 and b.ndim == 1:
+        return dot_vectors(a, b, "matmul")
+    if b.ndim == 1:  # A @ x: GEMM with x's n x 1 column face
+        fast = _local_matvec(a, b, "N")
+        if fast is not None:
+            return fast
+        return as_vector(gemm(a, conform_vector(b, a.block[1], a.grid)))
+    if a.ndim == 1:  # x @ B = (B^T x)^T: GEMM of op(B) = B^T with x's column face
+        fast = _local_matvec(b, a, "T")
+        if fast is not None:
+            return fast
+        return as_vector(gemm(b, conform_vector(a, b.block[0], b.grid), trans_a="T"))
+    if _same_stored_matrix(a, b):
+        va, vb = ck.op_of(a), ck.op_of(b)
+        for herm, flip in ((False, "T"), (True, "C")):
+            if vb == compose_op(va, flip):
+                name = "matmul(herk)" if herm else "matmul(syrk)"
+                # the full matrix: the lower triangle mirrored, or a balanced band + transpose
+                return rank_k(name, a, None, None, "N", "L", 1, 0, herm, 2, "auto", None, True)
+    return gemm(a, b)
+
+
+def _local_matvec(a: BlockCyclicArray, x: BlockCyclicArray, trans: str) -> Any:
+    """``op(a) @ x`` on a one-process grid as one local matrix-vector product on the compute
+    stream (:func:`_matvec`), or None when the general path is needed (views other than a
+    transpose or conjugate transpose, windows, mixed or integer dtypes, several processes).
+    A matrix-vector product reads the matrix once and is memory-bound: at ``n = 256`` the
+    GEMM driver's checks cost several times the product, so this path takes only the checks
+    :func:`matmul` already made."""
+    g = a.grid
+    if (
+        g.size != 1
+        or a._window is not None
+        or x._window is not None  # the flags of a vector are its column face's
+        or x._transposed
+        or x._conjugated
+        or a._dtype != x._dtype
+        or a._dtype not in BLAS_DTYPES
+        or not (x.grid is g or x.grid.same_as(g))
+    ):
+        return None
+    op = compose_op(ck.op_of(a), trans)  # 'N', 'T', 'C' or 'R' (conjugate) over a's storage
+    lay = a.layout
+    rows = op in ("N", "R")  # op(a) has a's rows
+    m, rb = (lay.shape[0], lay.block[0]) if rows else (lay.shape[1], lay.block[1])
+    be = g.backend
+    y = BlockCyclicArray._of(be.empty((m, 1), a._dtype), _column_layout(m, rb), g, vector=True)
+    if m:
+        if lay.shape[1 if rows else 0] == 0:
+            y._data[...] = 0
+        else:
+            be.begin()
+            be.launch(be.compute, _matvec, be.xp, a._data, op, x._data, y._data)
+            be.synchronize()
+    return y
+
+
+@functools.lru_cache(maxsize=256)
+def _column_layout(m: int, rb: int) -> BlockCyclicLayout:
+    """The layout of a vector of length ``m`` in blocks of ``rb`` on a 1x1 grid."""
+    return BlockCyclicLayout((m, 1), (rb, 1), (1, 1))
+
+
+def _matvec(xp: Any, a: Any, op: str, x: Any, y: Any) -> None:
+    """``y := op(a) @ x`` (``x``, ``y`` columns; ``op`` 'N', 'T', 'C' or 'R', the conjugate):
+    the array module's matrix product, which is a BLAS gemv on the CPU (NumPy) and the cuBLAS
+    call of ``cupy.matmul`` on the GPU, the same kernels as the reference ``a @ x``."""
+    m = xp.conj(a) if op in ("C", "R") else a
+    xp.matmul(m.T if op in ("T", "C") else m, x, out=y)
+
+
+@warmup_kernels
+def _warm_matvec(backend: Backend, xp: Any, dtype: Any) -> None:
+    """:func:`_matvec` in each op (the conjugate transpose launches a conjugation)."""
+    a = sample_matrix(xp, dtype)
+    x = xp.ones((a.shape[1], 1), dtype)
+    for op in ("N", "T", "C", "R"):
+        _matvec(xp, a, op, x, xp.empty((a.shape[0], 1), dtype))
+
+
+def conform_vector(x: BlockCyclicArray, b: int, grid: Any) -> BlockCyclicArray:
+    """The column face of the vector ``x`` with ``b`` rows per block on ``grid`` (what GEMM
+    needs for the K dimension of a matrix blocked so): as it is when it conforms, else a copy
+    moved quietly (``O(n)`` elements)."""
+    col = x._column
+    if col.block[0] == b and col.grid.same_as(grid):
+        return col
+    return redistribute(col.resolve(), grid=grid, block=(b, 1))
+
+
+def dot_vectors(x: BlockCyclicArray, y: BlockCyclicArray, what: str, conj: bool = False) -> Any:
+    """``sum(x * y)`` (``sum(conj(x) * y)`` with ``conj``) of two vectors of one length: local
+    products of aligned column faces, partial sums gathered and combined in rank order, so
+    the same NumPy scalar on every rank. Integers stay integers (exact), as NumPy's."""
+    if x.shape != y.shape:
+        raise ValueError(f"{what}: vectors of lengths {x.shape[0]} and {y.shape[0]} differ")
+
+    dt = np.result_type(x.dtype, y.dtype)
+    xs = x._column.resolve() if x.is_view else x._column
+    ys = aligned(y._column.resolve() if y.is_view else y._column, xs, what, quiet=True)
+    backend, xp = xs.backend, xs.backend.xp
+    part = None
+    if xs._data.size:
+        u, v = xs._data.reshape(-1), ys._data.reshape(-1)
+        if conj:
+            u = xp.conj(u)
+        if dt == np.bool_:
+            part = bool(xp.any(u & v))
+        else:
+            part = backend.asnumpy(xp.dot(u.astype(dt, copy=False), v.astype(dt, copy=False)))
+    parts = [part] if xs.grid.size == 1 else backend.allgather(part)
+    valid = [p for p in parts if p is not None]
+    if dt == np.bool_:
+        return np.bool_(any(valid))
+    return dt.type(functools.reduce(np.add, valid)) if valid else dt.type(0)
+
+
+def _same_stored_matrix(a: BlockCyclicArray, b: BlockCyclicArray) -> bool:
+    """Whether ``a`` and ``b`` view the same stored matrix (``A.T @ A``; also two separate
+    ``A[v]`` of one window, whose local matrices are distinct objects over the same memory).
+
+    The same answer on every rank: the layouts decide first (global data), then one reduction
+    of the per-rank memory comparison (an empty local matrix proves nothing on its own)."""
+    if not a.grid.same_as(b.grid):
+        return False
+    if a.is_window or b.is_window:  # the same window of the same parent
+        return a._window is not None and a._window.same_as(b._window)
+    if a.shares_storage(b):
+        return True
+    if a.layout != b.layout or a.dtype != b.dtype:
+        return False
+    same = _memory(a._data) == _memory(b._data)
+    if a.grid.size == 1:
+        return same
+    return bool(a.grid.backend.allreduce(int(same), op="min"))
+
+
+def _memory(x: Any) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    ptr = getattr(getattr(x, "data", None), "ptr", None)  # CuPy
+    if ptr is None:
+        ptr = x.__array_interface__["data"][0]  # NumPy
+    return int(ptr), tuple(x.shape), tuple(x.strides)

@@ -1,0 +1,185 @@
+"""Stage 1 of the two-stage Hermitian eigensolver: the reduction of a Hermitian matrix to band
+form on the process grid (LAPACK ``xsytrd_sy2sb``/``xhetrd_he2hb``, SLATE ``he2hb``), the
+gather of the band to every process, and the back-transformation of the band's eigenvectors.
+
+The working matrix ``w`` (``n x n``, square blocks ``nb x nb``, source process ``(0, 0)``)
+holds the Hermitian matrix in its lower triangle; its strict upper triangle is never read
+(nor written). The reduction computes ``Q^H A Q = B``, ``B`` Hermitian with bandwidth ``nb``,
+``Q = Q_0 Q_1 ... Q_{K-1}``, ``Q_k = I - V_k T_k V_k^H`` (compact WY) acting on rows and columns
+``>= (k + 1) nb``. Step ``k`` (``k0 = k nb``, ``m = n - k0 - nb`` trailing rows, ``e`` the
+panel's width):
+
+1. *Panel QR* of ``w[k0 + nb:, k0:k0 + e]`` (a copy: :func:`ops.lapack._householder` factors it on
+   the grid, one block step: its panel gather, ``geqrf`` on every process, ``T``); its ``R``
+   (``r x e`` upper trapezoidal) is written back over the panel's first rows (the band's
+   subdiagonal block); ``V_k`` is made explicit (unit lower trapezoidal, ``m x r``) and ``T_k``
+   (``r x r``, the same on every process) distributed as a small matrix.
+2. *Two-sided update* of the trailing matrix ``C = w[k0 + nb:, k0 + nb:]`` (a view of ``w``,
+   updated in place), ``C := Q_k^H C Q_k`` as ``xsytrd_sy2sb`` does it:
+   ``X = C V T`` (SYMM on ``C``'s lower triangle -- two TRMMs for complex dtypes, whose
+   SYMM is complex symmetric -- then GEMM by the small ``T``),
+   ``Y = X - 1/2 V (T^H (V^H X))`` (three GEMMs with ``r``-wide operands) and
+   ``C := C - V Y^H - Y V^H`` (HER2K on the lower triangle).
+
+The lower band of ``w`` (diagonals ``0..nb``) then holds ``B``. *Band gather*: every process
+picks the elements of the lower band among its local elements and one ``allgather`` brings
+them to every process (``n (nb + 1)`` numbers in all), which assembles LAPACK's lower band
+storage ``band[i - j, j] = B[i, j]``: every process holds the same bytes.
+
+*Back-transform* (:func:`back_transform`): ``Z := Q Z = Q_0 (Q_1 (... (Q_{K-1} Z)))``, step
+``k`` (from the last to the first) ``Z[k0 + nb:, :] -= V_k (T_k (V_k^H Z[k0 + nb:, :]))``:
+three distributed GEMMs on a view of ``Z``.
+
+Communication: every product is one of the distributed operators (:func:`ops.blas3.symm.symm`,
+:func:`ops.blas3.gemm.gemm`, :func:`ops.blas3.syr2k.syr2k`, each a plan over the one-sided exchange
+with its own signal protocol), the panel QR is :mod:`ops.lapack._householder`'s (its exchanges), the
+panel copy and the write-back of ``R`` are copies over the exchange (indexing), the band gather one
+host ``allgather``. Nothing depends on the data: every process runs the same sequence of
+collectives.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...array import BlockCyclicArray
+from ...creation import eye
+from ...layout import BlockCyclicLayout
+from ..blas3.gemm import gemm
+from ..blas3.symm import symm
+from ..blas3.syr2k import syr2k
+from ..blas3.trmm import trmm
+from ..engine._replicated import distribute
+from ..engine._triangle import local_diagonal, zero_triangle
+from ..engine.indexing import window
+from ..engine.redistribute import redistribute
+from . import _householder as hh
+
+__all__ = ["Reduction", "reduce_to_band", "back_transform"]
+
+
+@dataclass
+class Reduction:
+    """The band (lower storage, host, the same on every process) and, per step, ``(row0, V,
+    T)``: ``Q_k = I - V T V^H`` acting on rows ``>= row0`` (kept only when asked)."""
+
+    band: np.ndarray
+    steps: list[tuple[int, BlockCyclicArray, BlockCyclicArray]] = field(default_factory=list)
+    #: seconds per stage on this process (stage 1, band gather)
+    times: dict[str, float] = field(default_factory=dict)
+
+
+def _explicit_v(fw: BlockCyclicArray, r: int) -> BlockCyclicArray:
+    """The unit lower trapezoidal ``V`` (``m x r``) of the factored panel ``fw`` (``geqrf``
+    layout: ``R`` on and above the diagonal)."""
+    v = window(fw, (0, fw.shape[0]), (0, r)).copy()
+    zero_triangle(v.layout, v.grid, v._data, "U", 0)
+    one = eye(v.shape[0], r, dtype=v.dtype, block=v.block, grid=v.grid)
+    return v + one  # type: ignore[no-any-return]
+
+
+def _small(t: Any, block: int, like: BlockCyclicArray) -> BlockCyclicArray:
+    """The ``r x r`` device array ``t`` (the same on every process) as a distributed matrix."""
+    r = int(t.shape[0])
+    return distribute(t, BlockCyclicLayout((r, r), (block, block), like.grid.shape), like.grid)  # type: ignore[no-any-return]
+
+
+def _hemm(c: BlockCyclicArray, v: BlockCyclicArray) -> BlockCyclicArray:
+    """``C V`` for the Hermitian ``C`` held in its lower triangle: SYMM for real dtypes; for
+    complex ones (SYMM is complex symmetric, there is no distributed HEMM) ``tril(C) V +
+    (tril(C, -1)^H + I) V - V`` by two TRMMs."""
+    if np.dtype(c.dtype).kind != "c":
+        return symm(c, v, side="left", lower=True)
+    x = trmm(c, v, side="left", lower=True, trans="N")
+    x2 = trmm(c, v, side="left", lower=True, trans="C", unit_diagonal=True)
+    return x + x2 - v  # type: ignore[no-any-return]
+
+
+def _real_diagonal(w: BlockCyclicArray) -> None:
+    """Drop the imaginary part of a complex ``w``'s diagonal (a Hermitian matrix has none;
+    LAPACK ignores it, and so must the two-sided updates)."""
+    if np.dtype(w.dtype).kind != "c":
+        return
+    _, r, c = local_diagonal(w.layout, w.grid)
+    if r is not None:
+        w.backend.launch(w.backend.compute, _set_real, w._data, r, c)
+
+
+def _set_real(data: Any, r: Any, c: Any) -> None:
+    data[r, c] = data[r, c].real
+
+
+def reduce_to_band(w: BlockCyclicArray, keep: bool) -> Reduction:
+    """Reduce the Hermitian matrix in the lower triangle of ``w`` (stored, square blocks,
+    source ``(0, 0)``; overwritten) to band form of bandwidth ``w.block[0]`` and gather the
+    band to every process; ``keep``: keep the reflectors for :func:`back_transform`.
+    Collective."""
+    n = w.shape[0]
+    nb = int(w.block[0])
+    be = w.backend
+    t0 = time.perf_counter()
+    _real_diagonal(w)
+    steps: list[tuple[int, BlockCyclicArray, BlockCyclicArray]] = []
+    for k0 in range(0, max(n - nb, 0), nb):
+        e = min(nb, n - k0)
+        row0 = k0 + nb
+        m = n - row0
+        if m <= 0:
+            break
+        panel = window(w, (row0, n), (k0, k0 + e)).copy()
+        if panel.layout.src != (0, 0):
+            panel = redistribute(panel)
+        f = hh._Pipeline(panel).run()
+        r = f.refl(0)
+        # R -> the band's subdiagonal block
+        w[row0 : row0 + r, k0 : k0 + e] = hh.r_factor(f, r)
+        v = _explicit_v(f.w, r)
+        t = _small(f.ts[0], nb, v)
+        c = window(w, (row0, n), (row0, n))
+        x = _hemm(c, v)  # C V
+        x = gemm(x, t)  # X = C V T
+        vx = gemm(v, x, trans_a="C")  # V^H X
+        s = gemm(t, vx, trans_a="C")  # T^H V^H X
+        gemm(v, s, C=x, alpha=-0.5, beta=1)  # Y = X - 1/2 V T^H V^H X
+        syr2k(v.H, x.H, C=c, trans="C", lower=True, alpha=-1, beta=1)  # C -= V Y^H + Y V^H
+        if keep:
+            steps.append((row0, v, t))
+    be.synchronize()
+    t1 = time.perf_counter()
+    band = gather_band(w, nb)
+    t2 = time.perf_counter()
+    return Reduction(band, steps, {"stage 1": t1 - t0, "band gather": t2 - t1})
+
+
+def gather_band(w: BlockCyclicArray, b: int) -> np.ndarray:
+    """LAPACK's lower band storage ``band[i - j, j] = w[i, j]`` (``0 <= i - j <= b``) of the
+    stored ``w``, on every process: one ``allgather`` of each process's band elements."""
+    n = w.shape[0]
+    be, lay, grid = w.backend, w.layout, w.grid
+    rows, cols = lay.local_rows(grid.myrow), lay.local_cols(grid.mycol)  # host index maps
+    part = None
+    if rows.size and cols.size:
+        d = rows[:, None] - cols[None, :]
+        li, lj = np.nonzero((d >= 0) & (d <= b))
+        if li.size:
+            vals = be.asnumpy(w._data[be.xp.asarray(li), be.xp.asarray(lj)])
+            part = (rows[li], cols[lj], vals)
+    band = np.zeros((b + 1, n), w.dtype)
+    for p in be.allgather(part):
+        if p is not None:
+            band[p[0] - p[1], p[1]] = p[2]
+    return band
+
+
+def back_transform(red: Reduction, z: BlockCyclicArray) -> None:
+    """``z := Q z`` in place (``z`` stored, the reduced matrix's rows and row blocks, source
+    row 0). Collective."""
+    for row0, v, t in reversed(red.steps):
+        zk = window(z, (row0, z.shape[0]), (0, z.shape[1]))
+        y = gemm(v, zk, trans_a="C")  # V^H Z
+        y = gemm(t, y)  # T V^H Z
+        gemm(v, y, C=zk, alpha=-1, beta=1)
