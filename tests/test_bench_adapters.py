@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from blasmp_array.bench import heat_adapter, mpi_baselines, pblas_adapter
+from blasmp_array.bench import heat_adapter, mpi_baselines, mpi_run, pblas_adapter
 from blasmp_array.bench.operators import Case
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -212,7 +212,7 @@ def test_a_failed_factorization_is_reported_not_raised(monkeypatch: pytest.Monke
     def call() -> None:
         raise np.linalg.LinAlgError("pdpotrf_ returned INFO = 3")
 
-    run = mpi_baselines.MpiRun(call=call, gather=lambda r: r, note="pdpotrf_ of libx")
+    run = mpi_run.MpiRun(call=call, gather=lambda r: r, note="pdpotrf_ of libx")
     run.close = lambda: closed.append(True)
     fake = types.SimpleNamespace(unusable=lambda case, comm: None, prepare=lambda p, g, c: run)
     monkeypatch.setattr(mpi_baselines, "_adapter", lambda name: fake)

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from .mpi_baselines import MPI_BASELINES, measure_mpi_baselines
+from .mpi_run import baseline_entry as _entry
 from .operators import DATA_OPERATORS, VIEW_OFFSET, VIEW_PRODUCTS, Case
 
 __all__ = ["run_baselines", "quiet_barrier", "blas_threads", "BASELINES"]
@@ -302,22 +303,6 @@ def _cupy_usable() -> str | None:
     except Exception as exc:  # noqa: BLE001 - any failure means: not usable here
         return f"not usable: {type(exc).__name__}: {exc}"
     return None
-
-
-def _entry(library: str, **fields: Any) -> dict[str, Any]:
-    out = {
-        "library": library,
-        "median_s": None,
-        "min_s": None,
-        "max_s": None,
-        "gflops": None,
-        "gbytes_per_s": None,
-        "threads": None,
-        "ranks": None,
-        "note": "",
-    }
-    out.update(fields)
-    return out
 
 
 def run_baselines(

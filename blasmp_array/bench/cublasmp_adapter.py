@@ -28,7 +28,7 @@ cuBLASMp's own dependency on it resolves), else the one of the ``nvidia-nccl-cu1
 
 Timing
 ------
-As for the other MPI baselines (:func:`.mpi_baselines.time_collective`): barrier, call, slowest
+As for the other MPI baselines (:func:`.mpi_run.time_collective`): barrier, call, slowest
 rank; each call ends with a synchronisation of cuBLASMp's stream. TRSM overwrites ``B`` with
 ``X``; ``B`` is restored before each call, untimed.
 """
@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from .mpi_baselines import MpiRun, shared_library_of
+from .mpi_run import MpiRun, shared_library_of
 
 __all__ = [
     "MIN_NCCL",

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from . import cublasmp_adapter as mp
-from .mpi_baselines import MpiRun, gather_pivots, gather_result
+from .mpi_run import MpiRun, gather_pivots, gather_result
 
 __all__ = ["unusable", "prepare"]
 

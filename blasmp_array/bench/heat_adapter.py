@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .mpi_baselines import MpiRun, bcast_matrix
+from .mpi_run import MpiRun, bcast_matrix
 
 __all__ = ["GEMM_SPLITS", "TRSM_SPLITS", "unusable", "prepare", "upper_left_form"]
 

@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from .mpi_baselines import MpiRun, gather_pivots, gather_result, shared_library_of
+from .mpi_run import MpiRun, gather_pivots, gather_result, shared_library_of
 
 __all__ = ["unusable", "prepare", "library_candidates", "mpi_family", "loaded_mpi_libraries"]
 
