@@ -30,6 +30,7 @@ from ._common import (
 from ._deps import require
 from ._plan import chunk_bounds, chunk_parts
 from ._staging import host_resident
+from ._zarr import to_zarr
 
 __all__ = ["from_dask", "to_dask"]
 
@@ -357,8 +358,6 @@ def _available_memory() -> int:
 def _via_zarr(da: Any, A: BlockCyclicArray, chunks: Any, tmpdir: Any) -> Any:
     """The ``'zarr'`` route of :func:`to_dask`."""
     require("zarr", "to_dask")
-    from ._zarr import to_zarr
-
     bk = A.grid.backend
 
     def make_dir() -> str | None:
