@@ -154,7 +154,8 @@ def test_lstsq_minimum_norm():
             np.testing.assert_allclose(s.to_numpy(), sr, atol=1e-12 * sr[0])
             x, res, rank, s = bm.linalg.lstsq(A, B, lapack_driver="gelsd")
             xr, resr, rankr, sr = sl.lstsq(a, b, lapack_driver="gelsd")
-            assert rank == rankr == r and res.shape == resr.shape
+            # SciPy's documented rule (some versions return residues for any rank when m > n)
+            assert rank == rankr == r and res.shape == ((3,) if m > n and r == n else (0,))
             lstsq_close(x.to_numpy(), xr, a, f"gelsd {m}x{n}")
             x, _, rank, _ = bm.linalg.lstsq(A, B, lapack_driver="gelss", cond=0.6)
             xr, _, rankr, _ = sl.lstsq(a, b, lapack_driver="gelss", cond=0.6)

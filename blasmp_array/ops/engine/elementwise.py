@@ -273,12 +273,30 @@ def apply_ufunc(
 
     def kernel(xp: Any, result: Any, *args: Any) -> None:
         xp_ufunc = getattr(xp, ufunc.__name__)
+        if ufunc in _LOGICAL:
+            # a complex value is true when non-zero (NumPy's rule); CuPy's logical ufuncs have
+            # no complex loops, so complex operands become that truth value first
+            args = tuple(_truth(a) for a in args)
         if dtype is not None:
             xp_ufunc(*args, out=result, dtype=res_dt)
         else:
             xp_ufunc(*args, out=result)
 
     return elementwise(what, ops, res_dt, kernel, target=target, transposable=True)
+
+
+#: the ufuncs that read their operands as truth values
+_LOGICAL = frozenset({np.logical_and, np.logical_or, np.logical_xor, np.logical_not})
+
+
+def _truth(a: Any) -> Any:
+    """``a != 0`` for a complex operand (array or scalar), else ``a`` unchanged."""
+    if (
+        isinstance(a, complex | np.complexfloating)
+        or getattr(a, "dtype", np.dtype(int)).kind == "c"
+    ):
+        return a != 0
+    return a
 
 
 def _check_integer_power(ops: list[Any], what: str) -> None:
