@@ -102,15 +102,31 @@ def same_bits(x, y) -> bool:
     return x.shape == y.shape and x.dtype == y.dtype and x.tobytes() == y.tobytes()
 
 
-def assert_holds(A: bm.BlockCyclicArray, a: np.ndarray, block=None, grid_shape=None) -> None:
-    """Every rank: A's local matrix is bit for bit a's slice of A's layout (agreed by all)."""
+def same_values(x, y) -> bool:
+    """Equal values, signed zeros and NaN positions; a NaN's payload may differ (a converting
+    copy on the GPU writes the canonical NaN where NumPy keeps the payload)."""
+    x, y = np.asarray(x), np.asarray(y)
+    return (
+        x.shape == y.shape
+        and x.dtype == y.dtype
+        and np.array_equal(x, y, equal_nan=True)
+        and np.array_equal(np.signbit(x.real), np.signbit(y.real))
+    )
+
+
+def assert_holds(
+    A: bm.BlockCyclicArray, a: np.ndarray, block=None, grid_shape=None, *, converted=False
+) -> None:
+    """Every rank: A's local matrix is bit for bit a's slice of A's layout (agreed by all);
+    ``converted``: A was made by a dtype conversion, whose NaN payloads are not kept."""
     lay = A.layout
     ok = A.shape == a.shape and A.dtype == a.dtype
     ok = ok and (block is None or A.block == tuple(block))
     ok = ok and (grid_shape is None or A.grid.shape == tuple(grid_shape))
     if ok:
         rows, cols = lay.local_rows(A.grid.myrow), lay.local_cols(A.grid.mycol)
-        ok = same_bits(A.backend.asnumpy(A.local), a[np.ix_(rows, cols)])
+        same = same_values if converted else same_bits
+        ok = same(A.backend.asnumpy(A.local), a[np.ix_(rows, cols)])
     bad = COMM.allgather(None if ok else RANK)
     assert all(r is None for r in bad), (
         f"wrong local matrix on ranks {[r for r in bad if r is not None]}"
@@ -333,7 +349,8 @@ def test_zarr_codecs_and_format(square, shared_dir):
         A.to_zarr(path, **kwargs)
         assert COMM.allreduce(same_bits(da.from_zarr(path).compute(), a), op=MPI.LAND)
         assert_holds(bm.from_zarr(path, block=(5, 5), grid=square), a, (5, 5))
-    assert zarr.open_array(os.path.join(shared_dir, "b.zarr")).compressors[0].cname.value == "lz4"
+    cname = zarr.open_array(os.path.join(shared_dir, "b.zarr")).compressors[0].cname
+    assert str(getattr(cname, "value", cname)) == "lz4"  # an enum or a str, by zarr version
     assert zarr.open_array(os.path.join(shared_dir, "v2.zarr")).metadata.zarr_format == 2
     with pytest.raises(TypeError, match="compressors"):
         A.to_zarr(os.path.join(shared_dir, "c.zarr"), compressors=object())
@@ -393,7 +410,7 @@ def test_from_zarr_dtype_conversion(square, shared_dir):
     b = matrix((9, 6), np.float32)
     build(b, square, 2).to_zarr(os.path.join(shared_dir, "f.zarr"))
     B = bm.from_zarr(os.path.join(shared_dir, "f.zarr"), 4, square, dtype=np.float64)
-    assert_holds(B, b.astype(np.float64), (4, 4))
+    assert_holds(B, b.astype(np.float64), (4, 4), converted=True)
 
 
 def test_zarr_view_and_path_forms(square, shared_dir):
