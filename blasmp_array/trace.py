@@ -13,8 +13,8 @@ What is recorded
 ----------------
 While tracing is on, the stream-ordered methods of every backend instance (``put``,
 ``put_signal``, ``signal_op``, ``signal_wait``, ``quiet``, ``gemm``, ``syrk``, ``syr2k``,
-``trmm``, ``trsm``, ``potrf``, ``getrf``, ``launch``) are wrapped so that each call is bracketed
-by two :meth:`~blasmp_array.backends.base.Backend.stamp` calls: timestamps taken when the *stream*
+``trmm``, ``trsm``, ``potrf``, ``getrf``, ``geqrf``, ``geqrt``, ``orgqr``, ``ormqr``,
+``launch``) are wrapped so that each call is bracketed by two :meth:`~blasmp_array.backends.base.Backend.stamp` calls: timestamps taken when the *stream*
 reaches the call and when it has finished it (not when the host enqueued it). The host-blocking
 ``synchronize`` and ``barrier`` are timed on the host. Each event carries its arguments: peer and
 bytes of puts, signal name/index/value of signal posts and waits, shapes of kernels.
@@ -67,7 +67,25 @@ STREAM_METHODS = (
     "trsm",
     "potrf",
     "getrf",
+    "geqrf",
+    "geqrt",
+    "orgqr",
+    "ormqr",
     "launch",
+)
+#: the stream methods whose events carry their operands' shapes
+_KERNELS = (
+    "gemm",
+    "syrk",
+    "syr2k",
+    "trmm",
+    "trsm",
+    "potrf",
+    "getrf",
+    "geqrf",
+    "geqrt",
+    "orgqr",
+    "ormqr",
 )
 #: backend methods that block the host
 HOST_METHODS = ("synchronize", "barrier")
@@ -143,7 +161,7 @@ def _describe(name: str, a: dict[str, Any]) -> dict[str, Any]:
     if name == "launch":
         fn = a["fn"]
         out["fn"] = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
-    if name in ("gemm", "syrk", "syr2k", "trmm", "trsm", "potrf", "getrf"):
+    if name in _KERNELS:
         for key in ("a", "b", "c"):
             if key in a:
                 out[key] = _shape(a[key])

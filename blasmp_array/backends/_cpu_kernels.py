@@ -29,6 +29,7 @@ __all__ = [
     "potrf",
     "getrf",
     "geqrf",
+    "geqrt",
     "orgqr",
     "ormqr",
     "lapack",
@@ -547,6 +548,25 @@ def geqrf(a: np.ndarray, tau: np.ndarray, info: np.ndarray) -> None:
     if not np.may_share_memory(qr, a):
         a[...] = qr
     tau[: t.shape[0]] = t
+    info[0] = inf
+
+
+def geqrt(a: np.ndarray, tau: np.ndarray, t: np.ndarray, info: np.ndarray) -> None:
+    """:func:`geqrf` of ``a`` in place with the ``p x p`` compact-WY factor ``T`` of its
+    reflectors into ``t`` (``p = min(m, k)``; LAPACK ``xgeqrt`` with ``nb = p``, which is one
+    recursive ``xgeqrt3``: BLAS3 where ``xgeqrf`` runs its inner columns in BLAS2)."""
+    if a.ndim != 2:
+        raise ValueError(f"geqrt needs a matrix, got shape {a.shape}")
+    p = min(a.shape)
+    if p == 0:
+        info[0] = 0
+        return
+    work = np.asfortranarray(a)
+    qr, tt, inf = _lapack("geqrt", a.dtype)(p, work, overwrite_a=1)
+    if not np.may_share_memory(qr, a):
+        a[...] = qr
+    t[...] = tt
+    tau[:p] = np.diagonal(tt)
     info[0] = inf
 
 

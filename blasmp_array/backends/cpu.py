@@ -194,6 +194,7 @@ class CPUBackend(HostCollectives, HostMessages, Backend):
     name = "cpu"
     xp = np
     host_resident = True
+    has_geqrt = True
     compute: CPUStream
     comm_stream: CPUStream
 
@@ -593,6 +594,10 @@ class CPUBackend(HostCollectives, HostMessages, Backend):
     def geqrf(self, a, tau, info, stream):  # type: ignore[override]
         assert isinstance(stream, CPUStream)
         stream.enqueue(_kernels.geqrf, a, tau, info)
+
+    def geqrt(self, a, tau, t, info, stream):  # type: ignore[override]
+        assert isinstance(stream, CPUStream)
+        stream.enqueue(_kernels.geqrt, a, tau, t, info)
 
     def orgqr(self, a, tau, info, stream):  # type: ignore[override]
         assert isinstance(stream, CPUStream)

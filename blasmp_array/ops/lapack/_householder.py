@@ -22,11 +22,14 @@ steps, the last one ragged). Step ``k`` (``k0 = k nb``, ``e`` the width of block
    (one message per grid row, packed once), into a column-major ``(m - k0) x e`` buffer.
 2. *Panel factorisation*, redundantly on every process (as the distributed LU's panel, and for
    the same reason: one exchange instead of a factorisation in the grid column followed by a
-   broadcast of ``V`` along the grid rows): ``geqrf`` of the panel (LAPACK or cuSOLVER), its
-   owners write it back into ``w``; ``V_k`` made explicit (unit diagonal, zeros above);
-   ``T_k = (I + D triu(V^H V, 1))^{-1} D`` with ``D = diag(tau)`` (LAPACK's ``xlarft``, from
-   one HERK of the panel and one unit triangular solve of ``r x r``; it gives ``H_0 ... H_{r-1}
-   = I - V T V^H`` exactly as the column recurrence does, ``tau_i = 0`` included).
+   broadcast of ``V`` along the grid rows), its owners writing it back into ``w``; ``V_k`` made
+   explicit (unit diagonal, zeros above). On the CPU one ``geqrt`` (LAPACK's recursive
+   ``xgeqrt3``, BLAS3) gives the factored panel and ``T_k`` together; ``geqrf``'s inner columns
+   run in BLAS2, about 3x slower on a 2048 x 256 panel, and the panel is on the critical path
+   of every step (docs/qr.md, "Measured"). cuSOLVER has no ``geqrt``: on the GPU ``geqrf``,
+   then ``T_k = (I + D triu(V^H V, 1))^{-1} D`` with ``D = diag(tau)`` (LAPACK's ``xlarft``,
+   from one HERK of the panel and one unit triangular solve of ``r x r``; it gives ``H_0 ...
+   H_{r-1} = I - V T V^H`` exactly as the column recurrence does, ``tau_i = 0`` included).
 3. *Trailing update* ``A[k0:, j > k] := (I - V T^H V^H) A[k0:, j > k]``: every process forms
    ``W_p = V_p^H A_p`` on its rows (one GEMM), ``# W_p -> the grid column`` (each process of a
    grid column that holds rows ``>= k0`` sends its ``W_p`` to the others: one exchange), every
@@ -249,14 +252,19 @@ class _Pipeline:
         info = xp.zeros(1, np.int32)
         lr0 = _before(lay, k, self.myrow, 0)
         mine = positions_index(lay.local_rows(self.myrow)[lr0:] - k0, xp)
-        be.geqrf(panel, tau, info, comp)
+        t = None
+        if be.has_geqrt:
+            t = xp.empty((r, r), self.dtype)
+            be.geqrt(panel, tau, t, info, comp)
+        else:
+            be.geqrf(panel, tau, info, comp)
         if self.mycol == _col_owner(lay, k) and lr0 < self.nrow:  # the factored panel -> w
             c0 = lay.local_offset(k, k)[1]
             be.launch(comp, _put_back, self.w._data[:, c0 : c0 + e], lr0, panel, mine)
         v = panel[:, :r]
         be.launch(comp, _unit_lower, xp, v, r, r)
         f.taus.append(tau)
-        f.ts.append(_t_factor(be, v, tau))
+        f.ts.append(t if t is not None else _t_factor(be, v, tau))
         vloc = None
         if lr0 < self.nrow:
             vloc = xp.empty((self.nrow - lr0, r), self.dtype)
