@@ -14,7 +14,8 @@ What is recorded
 While tracing is on, the stream-ordered methods of every backend instance (``put``,
 ``put_signal``, ``signal_op``, ``signal_wait``, ``quiet``, ``gemm``, ``syrk``, ``syr2k``,
 ``trmm``, ``trsm``, ``potrf``, ``getrf``, ``geqrf``, ``geqrt``, ``orgqr``, ``ormqr``,
-``launch``) are wrapped so that each call is bracketed by two :meth:`~blasmp_array.backends.base.Backend.stamp` calls: timestamps taken when the *stream*
+``launch``) are wrapped so that each call is bracketed by two
+:meth:`~blasmp_array.backends.base.Backend.stamp` calls: timestamps taken when the *stream*
 reaches the call and when it has finished it (not when the host enqueued it). The host-blocking
 ``synchronize`` and ``barrier`` are timed on the host. Each event carries its arguments: peer and
 bytes of puts, signal name/index/value of signal posts and waits, shapes of kernels.

@@ -147,7 +147,8 @@ class Backend(abc.ABC):
     concurrent_streams: bool = False
     #: True where :meth:`geqrt` exists: a QR panel factored with its compact-WY ``T`` in one
     #: recursive, BLAS3 call (LAPACK ``xgeqrt``; about 3x ``xgeqrf`` on a 2048 x 256 panel on
-    #: one core). cuSOLVER has none: the GPU forms ``T`` after ``geqrf`` (ops/lapack/_householder.py).
+    #: one core). cuSOLVER has none: the GPU forms ``T`` after ``geqrf``
+    #: (ops/lapack/_householder.py).
     has_geqrt: bool = False
     #: the triangle (``'L'`` or ``'U'``) of a C-ordered matrix that this backend's Cholesky
     #: (``potrf`` and the TRSM/SYRK of a recursive factorisation) computes fastest, or None when
