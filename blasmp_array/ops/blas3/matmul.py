@@ -3,8 +3,9 @@
 * ``A.T @ A``, ``A @ A.T``, ``A.H @ A``, ``A @ A.H`` (the operands share storage and their views
   are transposes of each other) run SYRK/HERK (``n^2 k`` flops, half of GEMM's) and return the
   full symmetric (Hermitian) matrix (``ops.blas3.syrk.rank_k`` with ``full=True``);
-* ``A @ x`` (``x`` a vector) is GEMM of ``A`` with ``x``'s ``n x 1`` column face, ``x @ A`` GEMM
-  of ``A^T`` with it (an ``n x 1`` result, no transposed copy), both vectors;
+* ``A @ x`` and ``x @ A`` (``x`` a vector) are matrix-vector products (``ops.blas3.matvec``:
+  the matrix read once in place, two small host exchanges); for windows and mixed dtypes GEMM
+  of ``A`` (``A^T``) with ``x``'s ``n x 1`` column face, both vectors;
   ``x @ y`` the inner product (local products, one allgather): a scalar on every rank;
 * everything else is GEMM with the lazy views folded into its transpose flags.
 
@@ -25,15 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from ...array import BLAS_DTYPES, BlockCyclicArray, as_vector
-from ...backends.base import Backend
-from ...layout import BlockCyclicLayout
+from ...array import BlockCyclicArray, as_vector
 from ..engine import _checks as ck
-from ..engine._warmup import sample_matrix, warmup_kernels
 from ..engine.elementwise import aligned
 from ..engine.panels import compose_op
 from ..engine.redistribute import redistribute
 from .gemm import gemm
+from .matvec import matvec
 from .syrk import rank_k
 
 __all__ = ["matmul", "dot_vectors", "conform_vector"]
@@ -72,12 +71,12 @@ def matmul(a: BlockCyclicArray, b: BlockCyclicArray) -> BlockCyclicArray:
     if a.ndim == 1 and b.ndim == 1:
         return dot_vectors(a, b, "matmul")
     if b.ndim == 1:  # A @ x: GEMM with x's n x 1 column face
-        fast = _local_matvec(a, b, "N")
+        fast = matvec(a, b, "N")
         if fast is not None:
             return fast
         return as_vector(gemm(a, conform_vector(b, a.block[1], a.grid)))
     if a.ndim == 1:  # x @ B = (B^T x)^T: GEMM of op(B) = B^T with x's column face
-        fast = _local_matvec(b, a, "T")
+        fast = matvec(b, a, "T")
         if fast is not None:
             return fast
         return as_vector(gemm(b, conform_vector(a, b.block[0], b.grid), trans_a="T"))
@@ -89,64 +88,6 @@ def matmul(a: BlockCyclicArray, b: BlockCyclicArray) -> BlockCyclicArray:
                 # the full matrix: the lower triangle mirrored, or a balanced band + transpose
                 return rank_k(name, a, None, None, "N", "L", 1, 0, herm, 2, "auto", None, True)
     return gemm(a, b)
-
-
-def _local_matvec(a: BlockCyclicArray, x: BlockCyclicArray, trans: str) -> Any:
-    """``op(a) @ x`` on a one-process grid as one local matrix-vector product on the compute
-    stream (:func:`_matvec`), or None when the general path is needed (views other than a
-    transpose or conjugate transpose, windows, mixed or integer dtypes, several processes).
-    A matrix-vector product reads the matrix once and is memory-bound: at ``n = 256`` the
-    GEMM driver's checks cost several times the product, so this path takes only the checks
-    :func:`matmul` already made."""
-    g = a.grid
-    if (
-        g.size != 1
-        or a._window is not None
-        or x._window is not None  # the flags of a vector are its column face's
-        or x._transposed
-        or x._conjugated
-        or a._dtype != x._dtype
-        or a._dtype not in BLAS_DTYPES
-        or not (x.grid is g or x.grid.same_as(g))
-    ):
-        return None
-    op = compose_op(ck.op_of(a), trans)  # 'N', 'T', 'C' or 'R' (conjugate) over a's storage
-    lay = a.layout
-    rows = op in ("N", "R")  # op(a) has a's rows
-    m, rb = (lay.shape[0], lay.block[0]) if rows else (lay.shape[1], lay.block[1])
-    be = g.backend
-    y = BlockCyclicArray._of(be.empty((m, 1), a._dtype), _column_layout(m, rb), g, vector=True)
-    if m:
-        if lay.shape[1 if rows else 0] == 0:
-            y._data[...] = 0
-        else:
-            be.begin()
-            be.launch(be.compute, _matvec, be.xp, a._data, op, x._data, y._data)
-            be.synchronize()
-    return y
-
-
-@functools.lru_cache(maxsize=256)
-def _column_layout(m: int, rb: int) -> BlockCyclicLayout:
-    """The layout of a vector of length ``m`` in blocks of ``rb`` on a 1x1 grid."""
-    return BlockCyclicLayout((m, 1), (rb, 1), (1, 1))
-
-
-def _matvec(xp: Any, a: Any, op: str, x: Any, y: Any) -> None:
-    """``y := op(a) @ x`` (``x``, ``y`` columns; ``op`` 'N', 'T', 'C' or 'R', the conjugate):
-    the array module's matrix product, which is a BLAS gemv on the CPU (NumPy) and the cuBLAS
-    call of ``cupy.matmul`` on the GPU, the same kernels as the reference ``a @ x``."""
-    m = xp.conj(a) if op in ("C", "R") else a
-    xp.matmul(m.T if op in ("T", "C") else m, x, out=y)
-
-
-@warmup_kernels
-def _warm_matvec(backend: Backend, xp: Any, dtype: Any) -> None:
-    """:func:`_matvec` in each op (the conjugate transpose launches a conjugation)."""
-    a = sample_matrix(xp, dtype)
-    x = xp.ones((a.shape[1], 1), dtype)
-    for op in ("N", "T", "C", "R"):
-        _matvec(xp, a, op, x, xp.empty((a.shape[0], 1), dtype))
 
 
 def conform_vector(x: BlockCyclicArray, b: int, grid: Any) -> BlockCyclicArray:

@@ -1,0 +1,145 @@
+"""``A @ x`` and ``x @ A`` (PBLAS ``pxgemv``): a matrix times a vector.
+
+A matrix-vector product reads the matrix once and does two flops per element: it is bound by
+memory, and on several processes by the latency of its two small exchanges, never by the
+flops. GEMM's panel pipeline (one broadcast per block of the K dimension) costs more than the
+product itself there, so vectors take their own path:
+
+1. ``x`` replicated: every process of grid column 0 (where a vector lives) contributes its
+   elements, one host ``allgather`` of the ``O(n)`` pieces, every rank assembles the whole
+   ``x`` and uploads the entries its local columns (rows, for ``x @ A``) meet;
+2. one local product on the compute stream (a BLAS/cuBLAS ``gemv``: :func:`_matvec`);
+3. the partial results, ``O(m)`` per grid column, in one host ``allgather``; the owners of the
+   result (grid column 0) sum the partials of their rows in grid order (so the sum is the same
+   whatever the timing) and upload them.
+
+Two host collectives in all, no signal: nothing to wait for but the collectives themselves, so
+nothing can hang and no buffer is reused. On one process the product is the one local call.
+
+``op(A)`` is ``A``, ``A^T`` (``x @ A``, or ``A.T @ x``), ``A^H`` or ``conj(A)``; the
+conjugations act on the vectors (``A^H x = conj(A^T conj(x))``): no conjugated copy of the
+matrix is made.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ...array import BLAS_DTYPES, BlockCyclicArray
+from ...backends.base import Backend
+from ...layout import BlockCyclicLayout
+from ..engine import _checks as ck
+from ..engine._vectors import new_vector
+from ..engine._warmup import sample_matrix, warmup_kernels
+from ..engine.panels import compose_op
+
+__all__ = ["matvec"]
+
+
+def matvec(a: BlockCyclicArray, x: BlockCyclicArray, trans: str) -> BlockCyclicArray | None:
+    """``op(a) @ x`` as a vector (``op`` from ``trans`` 'N' or 'T' composed with ``a``'s lazy
+    transpose/conjugation), or None where GEMM's general path is needed: windows, mixed or
+    integer dtypes, ``x`` on another grid. Collective; the decision reads only the arguments'
+    global attributes, so it is the same on every rank."""
+    g = a.grid
+    if (
+        a._window is not None
+        or a._dtype != x._dtype
+        or a._dtype not in BLAS_DTYPES
+        or not (x.grid is g or x.grid.same_as(g))
+    ):
+        return None
+    op = compose_op(ck.op_of(a), trans)  # 'N', 'T', 'C' or 'R' over a's storage
+    if g.size == 1:
+        if x._window is not None or x._transposed or x._conjugated:
+            return None
+        return _local(a, x, op)
+    return _distributed(a, x, op)
+
+
+def _local(a: BlockCyclicArray, x: BlockCyclicArray, op: str) -> BlockCyclicArray:
+    """One process: one local product on the compute stream. At ``n = 256`` GEMM's checks cost
+    several times the product, so this path makes none beyond :func:`matvec`'s."""
+    lay, g = a.layout, a.grid
+    rows = op in ("N", "R")  # op(a) has a's rows
+    m, rb = (lay.shape[0], lay.block[0]) if rows else (lay.shape[1], lay.block[1])
+    be = g.backend
+    y = BlockCyclicArray._of(be.empty((m, 1), a._dtype), _column_layout(m, rb), g, vector=True)
+    if m:
+        if lay.shape[1 if rows else 0] == 0:
+            y._data[...] = 0
+        else:
+            be.begin()
+            be.launch(be.compute, _matvec, be.xp, a._data, op, x._data[:, 0], y._data[:, 0])
+            be.synchronize()
+    return y
+
+
+def _distributed(a: BlockCyclicArray, x: BlockCyclicArray, op: str) -> BlockCyclicArray:
+    """Several processes: the three steps of the module docstring."""
+    g, lay, be = a.grid, a.layout, a.grid.backend
+    xp = be.xp
+    myrow, mycol = g.coords
+    rows = op in ("N", "R")
+    out_axis = 0 if rows else 1  # the axis of a's storage that the result runs along
+    m = lay.shape[out_axis]
+    col = x._column.resolve() if x.is_view else x._column
+    xl = col.layout
+    # 1. x replicated on the host
+    piece = be.asnumpy(col._data[:, 0]) if col._data.size else None
+    xh = np.empty(xl.shape[0], a.dtype)
+    for rank, p in enumerate(be.allgather(piece)):
+        if p is not None:
+            xh[xl.local_rows(g.coords_of(rank)[0])] = p
+    # 2. the local product over my columns (rows) of a
+    mine = lay.local_cols(mycol) if rows else lay.local_rows(myrow)
+    nout = a._data.shape[out_axis]
+    part = np.zeros(nout, a.dtype)
+    if nout and mine.size:
+        xd = be.asarray(xh[mine])
+        yd = xp.empty(nout, a.dtype)
+        be.launch(be.compute, _matvec, xp, a._data, op, xd, yd)
+        be.synchronize()
+        part = be.asnumpy(yd)
+    # 3. partials summed by the result's owners, in grid order
+    parts = be.allgather(part)
+    y = new_vector(m, lay.block[out_axis], g, a.dtype)
+    if y._data.size:
+        vlay = y._column.layout
+        yh = np.zeros(m, a.dtype)
+        for rank, p in enumerate(parts):
+            r, c = g.coords_of(rank)
+            if p.size:
+                yh[lay.local_rows(r) if rows else lay.local_cols(c)] += p
+        y._data[:, 0] = be.asarray(yh[vlay.local_rows(myrow)])
+    return y
+
+
+@functools.lru_cache(maxsize=256)
+def _column_layout(m: int, rb: int) -> BlockCyclicLayout:
+    """The layout of a vector of length ``m`` in blocks of ``rb`` on a 1x1 grid."""
+    return BlockCyclicLayout((m, 1), (rb, 1), (1, 1))
+
+
+def _matvec(xp: Any, a: Any, op: str, x: Any, y: Any) -> None:
+    """``y := op(a) @ x`` for 1-D ``x`` and ``y`` (``op`` 'N', 'T', 'C', or 'R' the conjugate):
+    the array module's matrix-vector product, a BLAS ``gemv`` on the CPU (NumPy) and cuBLAS's
+    on the GPU, the kernels of the reference ``a @ x``. The conjugations act on the vectors."""
+    m = a.T if op in ("T", "C") else a
+    if op in ("C", "R"):
+        xp.matmul(m, xp.conj(x), out=y)
+        xp.conj(y, out=y)
+    else:
+        xp.matmul(m, x, out=y)
+
+
+@warmup_kernels
+def _warm_matvec(backend: Backend, xp: Any, dtype: Any) -> None:
+    """:func:`_matvec` in each op (the conjugations launch their own kernels)."""
+    a = sample_matrix(xp, dtype)
+    x = xp.ones(a.shape[1], dtype)
+    for op in ("N", "T", "C", "R"):
+        _matvec(xp, a, op, x, xp.empty(a.shape[0], dtype))
