@@ -8,7 +8,10 @@ product itself there, so vectors take their own path:
 1. ``x`` replicated: every process of grid column 0 (where a vector lives) contributes its
    elements, one host ``allgather`` of the ``O(n)`` pieces, every rank assembles the whole
    ``x`` and uploads the entries its local columns (rows, for ``x @ A``) meet;
-2. one local product on the compute stream (a BLAS/cuBLAS ``gemv``: :func:`_matvec`);
+2. one local product (a BLAS/cuBLAS ``gemv``: :func:`_matvec`), made as the element-wise
+   operators make theirs: on the host thread (CPU) or the current CuPy stream (GPU), which the
+   backend's streams are ordered after (docs/gpu-node.md, "Streams"); a handoff to the compute
+   stream and back costs more than the product at small ``n``;
 3. the partial results, ``O(m)`` per grid column, in one host ``allgather``; the owners of the
    result (grid column 0) sum the partials of their rows in grid order (so the sum is the same
    whatever the timing) and upload them.
@@ -61,8 +64,9 @@ def matvec(a: BlockCyclicArray, x: BlockCyclicArray, trans: str) -> BlockCyclicA
 
 
 def _local(a: BlockCyclicArray, x: BlockCyclicArray, op: str) -> BlockCyclicArray:
-    """One process: one local product on the compute stream. At ``n = 256`` GEMM's checks cost
-    several times the product, so this path makes none beyond :func:`matvec`'s."""
+    """One process: one local product, as CuPy's and NumPy's ``a @ x`` (step 2 of the module
+    docstring). At ``n = 256`` GEMM's checks cost several times the product, so this path makes
+    none beyond :func:`matvec`'s."""
     lay, g = a.layout, a.grid
     rows = op in ("N", "R")  # op(a) has a's rows
     m, rb = (lay.shape[0], lay.block[0]) if rows else (lay.shape[1], lay.block[1])
@@ -72,9 +76,7 @@ def _local(a: BlockCyclicArray, x: BlockCyclicArray, op: str) -> BlockCyclicArra
         if lay.shape[1 if rows else 0] == 0:
             y._data[...] = 0
         else:
-            be.begin()
-            be.launch(be.compute, _matvec, be.xp, a._data, op, x._data[:, 0], y._data[:, 0])
-            be.synchronize()
+            _matvec(be.xp, a._data, op, x._data, y._data)
     return y
 
 
@@ -99,10 +101,8 @@ def _distributed(a: BlockCyclicArray, x: BlockCyclicArray, op: str) -> BlockCycl
     nout = a._data.shape[out_axis]
     part = np.zeros(nout, a.dtype)
     if nout and mine.size:
-        xd = be.asarray(xh[mine])
         yd = xp.empty(nout, a.dtype)
-        be.launch(be.compute, _matvec, xp, a._data, op, xd, yd)
-        be.synchronize()
+        _matvec(xp, a._data, op, be.asarray(xh[mine]), yd)
         part = be.asnumpy(yd)
     # 3. partials summed by the result's owners, in grid order
     parts = be.allgather(part)
@@ -125,7 +125,8 @@ def _column_layout(m: int, rb: int) -> BlockCyclicLayout:
 
 
 def _matvec(xp: Any, a: Any, op: str, x: Any, y: Any) -> None:
-    """``y := op(a) @ x`` for 1-D ``x`` and ``y`` (``op`` 'N', 'T', 'C', or 'R' the conjugate):
+    """``y := op(a) @ x`` for vectors or ``n x 1`` columns ``x`` and ``y`` (``op`` 'N', 'T', 'C',
+    or 'R' the conjugate):
     the array module's matrix-vector product, a BLAS ``gemv`` on the CPU (NumPy) and cuBLAS's
     on the GPU, the kernels of the reference ``a @ x``. The conjugations act on the vectors."""
     m = a.T if op in ("T", "C") else a
