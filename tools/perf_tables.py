@@ -69,6 +69,7 @@ CALLS: dict[str, str] = {
     # the door: construction, NumPy, zarr and Dask in and out
     "random": "`bm.random.standard_normal(...)`",
     "random_uniform": "`bm.random.uniform(...)`",
+    "random_random": "`bm.random.random(...)`",
     "from_numpy": "`bm.from_numpy(a)`",
     "to_numpy": "`A.to_numpy()`",
     "to_numpy_root": "`A.to_numpy(root=0)`",
