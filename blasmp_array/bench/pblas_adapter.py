@@ -286,17 +286,12 @@ def _factorization(p: Any, a0: np.ndarray, desc_a: Any, fn: Any) -> tuple[Any, A
     def restore() -> None:  # the factorizations overwrite A with their factors
         np.copyto(work, a0)
 
-    def raise_on_info() -> None:
-        # INFO is global output: every rank sees the same value and raises alike
-        if info.value != 0:
-            raise np.linalg.LinAlgError(f"{name} returned INFO = {info.value}")
-
     if case.op == "cholesky":
         uplo = "L" if case.lower else "U"
 
         def potrf() -> np.ndarray:
             fn(uplo, case.n, work, 1, 1, desc_a, ctypes.byref(info))
-            raise_on_info()
+            _check_info(info, name)
             return work
 
         return potrf, restore, layout
@@ -305,18 +300,31 @@ def _factorization(p: Any, a0: np.ndarray, desc_a: Any, fn: Any) -> tuple[Any, A
 
     def getrf() -> tuple[np.ndarray, np.ndarray]:
         fn(case.n, case.n, work, 1, 1, desc_a, ipiv, ctypes.byref(info))
-        raise_on_info()
+        _check_info(info, name)
         return work, ipiv
 
     return getrf, restore, layout
 
 
+def _check_info(info: Any, routine: str) -> None:
+    """Raise ``LinAlgError`` naming ``routine`` when its ``INFO`` is not 0. INFO is global
+    output: every rank sees the same value and raises alike."""
+    if info.value != 0:
+        raise np.linalg.LinAlgError(f"{routine} returned INFO = {info.value}")
+
+
+def _padded(size: Any) -> int:
+    """A workspace length written by a ScaLAPACK query (a float in ``WORK(1)``), rounded up
+    with a margin: ScaLAPACK's estimates are not always enough."""
+    return max(1, int(np.ceil(float(np.real(size)) * 1.01)) + 64)
+
+
 def _workspace(query: Any, dtype: Any) -> int:
     """The workspace length a ScaLAPACK routine's query (``LWORK = -1``) writes to ``WORK(1)``
-    (``query(work)`` runs it with a one-element ``work`` of ``dtype``), with a margin."""
+    (``query(work)`` runs it with a one-element ``work`` of ``dtype``), padded."""
     q = np.zeros(1, dtype)
     query(q)
-    return max(1, int(np.ceil(float(np.real(q[0])) * 1.01)) + 64)
+    return _padded(q[0])
 
 
 def _qr(sl: Any, ctx: int, p: Any, a0: np.ndarray, desc_a: Any, fn: Any) -> tuple[Any, Any, Any]:
@@ -335,11 +343,6 @@ def _qr(sl: Any, ctx: int, p: Any, a0: np.ndarray, desc_a: Any, fn: Any) -> tupl
     work = a0.copy(order="F")
     info = ctypes.c_int(0)
 
-    def check_info(routine: Any) -> None:
-        # INFO is global output: every rank sees the same value and raises alike
-        if info.value != 0:
-            raise np.linalg.LinAlgError(f"{routine.symbol.__name__} returned INFO = {info.value}")
-
     if case.op == "lstsq":
         b_in = p.inputs["B"]
         # p?gels needs B of max(m, n) rows (the solution of a wide system has n); block-cyclic
@@ -355,14 +358,14 @@ def _qr(sl: Any, ctx: int, p: Any, a0: np.ndarray, desc_a: Any, fn: Any) -> tupl
 
         def query_gels(q: np.ndarray) -> None:
             fn(*head, q, -1, ctypes.byref(info))
-            check_info(fn)
+            _check_info(info, fn.symbol.__name__)
 
         lwork = _workspace(query_gels, dt)
         wk = np.zeros(lwork, dt)
 
         def gels() -> Any:
             fn(*head, wk, lwork, ctypes.byref(info))
-            check_info(fn)
+            _check_info(info, fn.symbol.__name__)
             return bw
 
         def restore_ls() -> None:
@@ -377,21 +380,21 @@ def _qr(sl: Any, ctx: int, p: Any, a0: np.ndarray, desc_a: Any, fn: Any) -> tupl
 
     def query_geqrf(q: np.ndarray) -> None:
         fn(m, n, work, 1, 1, desc_a, tau, q, -1, ctypes.byref(info))
-        check_info(fn)
+        _check_info(info, fn.symbol.__name__)
 
     def query_orgqr(q: np.ndarray) -> None:
         orgqr(m, n, n, work, 1, 1, desc_a, tau, q, -1, ctypes.byref(info))
-        check_info(orgqr)
+        _check_info(info, orgqr.symbol.__name__)
 
     lwork = max(_workspace(query_geqrf, dt), _workspace(query_orgqr, dt))
     wk = np.zeros(lwork, dt)
 
     def qr() -> Any:
         fn(m, n, work, 1, 1, desc_a, tau, wk, lwork, ctypes.byref(info))
-        check_info(fn)
+        _check_info(info, fn.symbol.__name__)
         np.copyto(r_copy, work)  # R lives in the upper triangle, which p?orgqr overwrites
         orgqr(m, n, n, work, 1, 1, desc_a, tau, wk, lwork, ctypes.byref(info))
-        check_info(orgqr)
+        _check_info(info, orgqr.symbol.__name__)
         return work, r_copy
 
     def restore() -> None:
@@ -440,22 +443,12 @@ def _spectral(
     def restore() -> None:
         np.copyto(work, a0)
 
-    def check_info() -> None:
-        # INFO is global output: every rank sees the same value and raises alike
-        if info.value != 0:
-            raise np.linalg.LinAlgError(f"{name} returned INFO = {info.value}")
-
     def like(shape: tuple[int, int]) -> tuple[np.ndarray, Any, Any]:
         """A zero Fortran-ordered local matrix of a ``shape`` global matrix in ``A``'s blocks
         and grid, its descriptor and its layout."""
         sub = dataclasses.replace(layout, shape=shape)
         local = np.zeros(sub.local_shape(p.grid.myrow, p.grid.mycol), case.dtype, order="F")
         return local, _desc(sl, ctx, sub, local), sub
-
-    def sizes(query: Any) -> list[int]:
-        """Run the workspace query ``query(*buffers)`` (one-element buffers) and return the sizes
-        it wrote, with ScaLAPACK's estimates rounded up."""
-        return [max(1, int(np.ceil(float(np.real(v)) * 1.01)) + 64) for v in query()]
 
     w = np.zeros(n if case.op != "svd" else k, real)
     if case.op in ("eigh", "eigvalsh"):
@@ -464,38 +457,30 @@ def _spectral(
         z, desc_z, _ = (
             like((n, n)) if jobz == "V" else (np.zeros((1, 1), case.dtype, "F"), desc_a, None)
         )
-        q_work = np.zeros(1, case.dtype)
-        q_iwork = np.zeros(1, np.int32)
-        q_rwork = np.zeros(1, real)
         head: tuple[Any, ...] = (jobz, "L", n, work, 1, 1, desc_a, w, z, 1, 1, desc_z)
 
-        def query() -> list[Any]:
-            if case.op == "eigh" and cplx:
-                fn(*head, q_work, -1, q_rwork, -1, q_iwork, -1, ctypes.byref(info))
-            elif case.op == "eigh":
-                fn(*head, q_work, -1, q_iwork, -1, ctypes.byref(info))
-            elif cplx:
-                fn(*head, q_work, -1, q_rwork, -1, ctypes.byref(info))
-            else:
-                fn(*head, q_work, -1, ctypes.byref(info))
-            check_info()
-            return [q_work[0], q_rwork[0], q_iwork[0]]
+        def run(wk: Any, rwk: Any, iwk: Any, lengths: tuple[int, int, int]) -> None:
+            """The driver with the workspaces its variant takes (``p?heevd``: all three,
+            ``p?syevd``: WORK and IWORK, ``p?heev``: WORK and RWORK, ``p?syev``: WORK); lengths
+            of -1 make it the workspace query."""
+            lwork, lrwork, liwork = lengths
+            spaces: tuple[Any, ...] = (wk, lwork)
+            if cplx:
+                spaces += (rwk, lrwork)
+            if case.op == "eigh":
+                spaces += (iwk, liwork)
+            fn(*head, *spaces, ctypes.byref(info))
+            _check_info(info, name)
 
-        lwork, lrwork, liwork = sizes(query)
-        wk = np.zeros(lwork, case.dtype)
-        rwk = np.zeros(lrwork, real)
-        iwk = np.zeros(liwork, np.int32)
+        q_work, q_rwork, q_iwork = np.zeros(1, case.dtype), np.zeros(1, real), np.zeros(1, np.int32)
+        run(q_work, q_rwork, q_iwork, (-1, -1, -1))
+        lengths = (_padded(q_work[0]), _padded(q_rwork[0]), _padded(q_iwork[0]))
+        wk = np.zeros(lengths[0], case.dtype)
+        rwk = np.zeros(lengths[1], real)
+        iwk = np.zeros(lengths[2], np.int32)
 
         def solve() -> Any:
-            if case.op == "eigh" and cplx:
-                fn(*head, wk, lwork, rwk, lrwork, iwk, liwork, ctypes.byref(info))
-            elif case.op == "eigh":
-                fn(*head, wk, lwork, iwk, liwork, ctypes.byref(info))
-            elif cplx:
-                fn(*head, wk, lwork, rwk, lrwork, ctypes.byref(info))
-            else:
-                fn(*head, wk, lwork, ctypes.byref(info))
-            check_info()
+            run(wk, rwk, iwk, lengths)
             return (w, z) if case.op == "eigh" else w
 
         return solve, restore, layout
@@ -503,25 +488,17 @@ def _spectral(
     vt, desc_vt, vt_layout = like((k, n))
     rwk = np.zeros(1 + 4 * max(m, n), real)  # p?gesvd's RWORK (complex only): 1 + 4 max(M, N)
     head = ("V", "V", m, n, work, 1, 1, desc_a, w, u, 1, 1, desc_u, vt, 1, 1, desc_vt)
-    q_work = np.zeros(1, case.dtype)
 
-    def query_svd() -> list[Any]:
-        if cplx:
-            fn(*head, q_work, -1, rwk, ctypes.byref(info))
-        else:
-            fn(*head, q_work, -1, ctypes.byref(info))
-        check_info()
-        return [q_work[0]]
+    def run_svd(wk: Any, lwork: int) -> None:
+        """``p?gesvd`` (complex: with RWORK); ``lwork = -1`` makes it the workspace query."""
+        fn(*head, wk, lwork, *((rwk,) if cplx else ()), ctypes.byref(info))
+        _check_info(info, name)
 
-    (lwork,) = sizes(query_svd)
+    lwork = _workspace(lambda q: run_svd(q, -1), case.dtype)
     wk = np.zeros(lwork, case.dtype)
 
     def svd() -> Any:
-        if cplx:
-            fn(*head, wk, lwork, rwk, ctypes.byref(info))
-        else:
-            fn(*head, wk, lwork, ctypes.byref(info))
-        check_info()
+        run_svd(wk, lwork)
         return u, w, vt
 
     return svd, restore, (u_layout, vt_layout)
