@@ -53,41 +53,11 @@ from .backends.base import Backend, SignalTimeoutError
 
 __all__ = ["trace", "Tracer", "STREAM_METHODS", "HOST_METHODS"]
 
+#: the local kernels among the stream methods: their events carry their operands' shapes
+_KERNELS = tuple("gemm syrk syr2k trmm trsm potrf getrf geqrf geqrt orgqr ormqr".split())
 #: backend methods that are enqueued on a stream (their last positional argument, or the
 #: ``stream`` keyword, is the stream)
-STREAM_METHODS = (
-    "put",
-    "put_signal",
-    "signal_op",
-    "signal_wait",
-    "quiet",
-    "gemm",
-    "syrk",
-    "syr2k",
-    "trmm",
-    "trsm",
-    "potrf",
-    "getrf",
-    "geqrf",
-    "geqrt",
-    "orgqr",
-    "ormqr",
-    "launch",
-)
-#: the stream methods whose events carry their operands' shapes
-_KERNELS = (
-    "gemm",
-    "syrk",
-    "syr2k",
-    "trmm",
-    "trsm",
-    "potrf",
-    "getrf",
-    "geqrf",
-    "geqrt",
-    "orgqr",
-    "ormqr",
-)
+STREAM_METHODS = ("put", "put_signal", "signal_op", "signal_wait", "quiet", *_KERNELS, "launch")
 #: backend methods that block the host
 HOST_METHODS = ("synchronize", "barrier")
 
