@@ -319,56 +319,39 @@ def _moment(
     return _finish(res, ax, keepdims, a)
 
 
-@implements(np.var)
-def _var(
-    a: Any,
-    axis: Any = None,
-    dtype: Any = None,
-    out: Any = None,
-    ddof: Any = 0,
-    keepdims: bool = False,
-    *,
-    where: Any = _NOVALUE,
-    mean: Any = _NOVALUE,
-    correction: Any = _NOVALUE,
-) -> Any:
-    """``np.var``: two passes (mean, then squared deviations); identical on every rank."""
-    return _moment(
-        "var",
-        a,
-        axis,
-        dtype,
-        out,
-        ddof,
-        keepdims,
-        dict(where=where, mean=mean, correction=correction),
-    )
+def _moment_function(name: str, doc: str) -> Any:
+    """The ``np.var``/``np.std`` override: NumPy's signature, then :func:`_moment`."""
+
+    def moment(
+        a: Any,
+        axis: Any = None,
+        dtype: Any = None,
+        out: Any = None,
+        ddof: Any = 0,
+        keepdims: bool = False,
+        *,
+        where: Any = _NOVALUE,
+        mean: Any = _NOVALUE,
+        correction: Any = _NOVALUE,
+    ) -> Any:
+        extras = dict(where=where, mean=mean, correction=correction)
+        return _moment(name, a, axis, dtype, out, ddof, keepdims, extras)
+
+    moment.__name__ = moment.__qualname__ = f"_{name}"
+    moment.__doc__ = doc
+    return moment
 
 
-@implements(np.std)
-def _std(
-    a: Any,
-    axis: Any = None,
-    dtype: Any = None,
-    out: Any = None,
-    ddof: Any = 0,
-    keepdims: bool = False,
-    *,
-    where: Any = _NOVALUE,
-    mean: Any = _NOVALUE,
-    correction: Any = _NOVALUE,
-) -> Any:
-    """``np.std``: the square root of :func:`np.var`'s result; identical on every rank."""
-    return _moment(
-        "std",
-        a,
-        axis,
-        dtype,
-        out,
-        ddof,
-        keepdims,
-        dict(where=where, mean=mean, correction=correction),
+_var = implements(np.var)(
+    _moment_function(
+        "var", "``np.var``: two passes (mean, then squared deviations); identical on every rank."
     )
+)
+_std = implements(np.std)(
+    _moment_function(
+        "std", "``np.std``: the square root of :func:`np.var`'s result; identical on every rank."
+    )
+)
 
 
 def _arg(name: str, a: Any, axis: Any, out: Any, keepdims: bool) -> Any:
