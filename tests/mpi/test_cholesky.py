@@ -133,6 +133,8 @@ def test_cho_solve_and_solve(grid, dtype, lower):
     c, low = cho_factor(A, lower=lower)
     assert low is lower
     cn = c.to_numpy()
+    with pytest.raises(TypeError, match=r"the \(c, lower\) pair cho_factor returns"):
+        cho_solve(c, B)  # the factor alone, not the pair
     X = cho_solve((c, low), B)
     ok, worst = solve_ok(a, cn, lower, X.to_numpy(), b, dtype)
     assert ok, f"cho_solve residual {worst:.3g} x bound"

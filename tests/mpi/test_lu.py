@@ -173,6 +173,8 @@ def test_rectangular_singular_and_square_only_calls(grid):
     b = bm.from_numpy(np.ones((12, 1)), block=(4, 4), grid=grid)
     with pytest.raises(ValueError, match="lu must be square"):
         lu_solve((lu, piv), b)
+    with pytest.raises(TypeError, match=r"the \(lu, piv\) pair lu_factor returns"):
+        lu_solve(lu, b)  # the factor alone, not the pair
     with pytest.raises(ValueError, match="must be square"):
         solve(T, b)
     with pytest.raises(np.linalg.LinAlgError, match="must be square"):

@@ -77,6 +77,18 @@ def check_flag(value: Any, name: str) -> bool:
     return bool(value)
 
 
+def factor_pair(value: Any, op: str, names: str, factor: str) -> tuple[Any, Any]:
+    """The pair a factorization returned (``cho_factor``'s ``(c, lower)``, ``lu_factor``'s
+    ``(lu, piv)``) as the first argument of its solve; ``TypeError`` naming it otherwise."""
+    try:
+        first, second = value
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{op}: the first argument must be the {names} pair {factor} returns"
+        ) from None
+    return first, second
+
+
 def check_finite(
     a: BlockCyclicArray,
     b: BlockCyclicArray | None = None,

@@ -249,12 +249,7 @@ def cho_solve(
     """
     from ..blas3.trsm import trsm
 
-    try:
-        c, lower = c_and_lower
-    except (TypeError, ValueError):
-        raise TypeError(
-            "cho_solve: the first argument must be the (c, lower) pair cho_factor returns"
-        ) from None
+    c, lower = ck.factor_pair(c_and_lower, "cho_solve", "(c, lower)", "cho_factor")
     c = ck.check_array(c, "c", "cho_solve")
     b = ck.check_array(b, "b", "cho_solve")
     low = ck.check_flag(lower, "lower")

@@ -251,12 +251,7 @@ def lu_solve(
     """
     from ..blas3.trsm import trsm
 
-    try:
-        lu, piv = lu_and_piv
-    except (TypeError, ValueError):
-        raise TypeError(
-            "lu_solve: the first argument must be the (lu, piv) pair lu_factor returns"
-        ) from None
+    lu, piv = ck.factor_pair(lu_and_piv, "lu_solve", "(lu, piv)", "lu_factor")
     lu = ck.check_array(lu, "lu", "lu_solve")
     b = _check_rhs(b, "lu_solve")
     if isinstance(trans, bool) or not isinstance(trans, Integral) or trans not in (0, 1, 2):
