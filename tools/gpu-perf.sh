@@ -38,7 +38,8 @@
 #                ($OUT/perf-door1.json, when there: run door1 first, in the same $OUT)
 #   qr1          QR (n=$N, block 1024), tall-skinny QR (1048576 x 256) and least squares
 #                (32768 x 4096, one right-hand side) on 1 rank against CuPy
-#   spectral1    eigh and eigvalsh at n=$NSMALL (checked) and $N, svd at n=8192, 1 rank, against CuPy
+#   spectral1    eigh and eigvalsh at n=$NSMALL (checked) and $N, svd at n=8192 (LAPACK's route and
+#                method='polar', checked), 1 rank, against CuPy
 #   spectral4    the same calls on 4 ranks (2x2, MPS; checked at n=$NSMALL), without CuPy (compare
 #                with spectral1; the host checks of n=$N would take minutes)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
@@ -137,7 +138,8 @@ for p in "${phases[@]}"; do
          bench qr1lstsq 1 lstsq --m 32768 --n 4096 --k 1 --repeat "$repeat" --compare --baselines "$baselines" ;;
     spectral1) bench spectral1small 1 eigh,eigvalsh --n "$nsmall" --repeat 3 --check --profile --compare --baselines "$baselines"
                bench spectral1 1 eigh,eigvalsh --n "$n" --repeat 3 --compare --baselines "$baselines"
-               bench spectral1svd 1 svd --n 8192 --repeat 3 --compare --baselines "$baselines" ;;
+               bench spectral1svd 1 svd --n 8192 --repeat 3 --compare --baselines "$baselines"
+               bench spectral1polar 1 svd_polar --n 8192 --repeat 3 --check --compare --baselines "$baselines" ;;
     spectral4) bench spectral4small 4 eigh,eigvalsh,svd --n "$nsmall" --grid 2x2 --repeat 3 --check --profile
                bench spectral4 4 eigh,eigvalsh --n "$n" --grid 2x2 --repeat 3
                bench spectral4svd 4 svd --n 8192 --grid 2x2 --repeat 3 ;;

@@ -62,6 +62,7 @@ CALLS: dict[str, str] = {
     "eigh": "`np.linalg.eigh(A)`",
     "eigvalsh": "`np.linalg.eigvalsh(A)`",
     "svd": "`np.linalg.svd(A)`",
+    "svd_polar": "`bm.linalg.svd(A, method='polar')`",
     # windows and reductions
     "matmul_view": "`A[1:, 1:] @ B[1:, 1:]`",
     "matmul_view_copy": "`A[1:, 1:].copy() @ B[1:, 1:].copy()`",

@@ -143,7 +143,7 @@ def _numpy_call(case: Case, g: dict[str, np.ndarray]) -> Callable[[], Any]:
     if op in ("eigh", "eigvalsh"):  # NumPy's LAPACK xsyevd/xheevd
         ac = np.ascontiguousarray(g["A"])
         return (lambda: np.linalg.eigh(ac)) if op == "eigh" else (lambda: np.linalg.eigvalsh(ac))
-    if op == "svd":  # LAPACK xgesdd through NumPy (SciPy's default driver is the same)
+    if op in ("svd", "svd_polar"):  # LAPACK xgesdd through NumPy (SciPy's default driver too)
         ac = np.ascontiguousarray(g["A"])
         return lambda: np.linalg.svd(ac)
     if op == "lstsq":
@@ -201,7 +201,7 @@ def _dask_call(case: Case, g: dict[str, np.ndarray], chunk: int) -> Callable[[],
         raise NotImplementedError("dask.array has no pivoted LU factorisation (lu_factor)")
     elif op in ("eigh", "eigvalsh"):
         raise NotImplementedError("dask.array has no Hermitian eigensolver")
-    elif op == "svd":  # TSQR then the small SVD: one chunk across the columns
+    elif op in ("svd", "svd_polar"):  # TSQR then the small SVD: one chunk across the columns
         expr = da.linalg.svd(a.rechunk((chunk, a.shape[1])))
     elif op in ("qr", "qr_tall", "lstsq"):  # TSQR: one chunk across the columns
         a = a.rechunk((chunk, a.shape[1]))
@@ -280,7 +280,7 @@ def _cupy_call(
         fn = lambda: cp.linalg.eigh(a)  # noqa: E731
     elif op == "eigvalsh":
         fn = lambda: cp.linalg.eigvalsh(a)  # noqa: E731
-    elif op == "svd":
+    elif op in ("svd", "svd_polar"):
         fn = lambda: cp.linalg.svd(a)  # noqa: E731
     else:
         raise ValueError(op)

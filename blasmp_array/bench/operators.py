@@ -21,6 +21,7 @@ Algorithms*, ch. 3 and 8):
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ OPERATORS = (
     "eigh",
     "eigvalsh",
     "svd",
+    "svd_polar",
     "redistribute",
     "transpose",
     *DOOR_OPERATORS,
@@ -132,6 +134,7 @@ def flop_count(case: Case) -> float:
         # U, S and V^H (m >= n): the QR, the bidiagonal reduction and the back-transforms
         "svd": 4.0 * max(m, n) * min(m, n) ** 2 + 8.0 * min(m, n) ** 3,
     }
+    counts["svd_polar"] = counts["svd"]  # the same decomposition: rates comparable
     flops = counts.get(case.op, 0.0)
     return flops * (4.0 if case.is_complex else 1.0)
 
@@ -299,6 +302,10 @@ def prepare(case: Case, directory: Path | None = None) -> Prepared:
     if op == "svd":  # np.linalg.svd(A): U (full), S and Vh
         inputs = {"A": normal((m, n), 0)}
         return Prepared(case, grid, inputs, lambda: tuple(np.linalg.svd(inputs["A"])))
+    if op == "svd_polar":  # the thin SVD through the polar decomposition (QDWH)
+        inputs = {"A": normal((m, n), 0)}
+        polar = functools.partial(_linalg("svd"), full_matrices=False, method="polar")
+        return Prepared(case, grid, inputs, lambda: tuple(polar(inputs["A"])))
     if op == "lstsq":  # k right-hand sides
         inputs = {"A": normal((m, n), 0), "B": normal((m, k), 1)}
         return Prepared(case, grid, inputs, lambda: _linalg("lstsq")(inputs["A"], inputs["B"]))
@@ -532,7 +539,7 @@ def _verdict(case: Case, g: dict[str, Any], result: Any) -> dict[str, Any]:
         return _qr_verdict(case, a, g, result)
     elif op in ("eigh", "eigvalsh"):
         return _eigh_verdict(case, a, result)
-    elif op == "svd":
+    elif op in ("svd", "svd_polar"):
         return _svd_verdict(case, a, result)
     else:  # pragma: no cover - guarded by prepare()
         raise ValueError(op)

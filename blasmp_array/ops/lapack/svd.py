@@ -28,6 +28,12 @@ Routes, chosen from shapes and ``method`` only (the same on every rank):
   SciPy does not expose), ``U_B`` and ``V_B`` scattered from it. (3) ``U = Q_L U_B``,
   ``V = Q_R V_B``: the distributed ``pxormqr`` of the kept reflectors.
 
+* *Polar* (``method='polar'``): the SVD through the polar decomposition ``A = U_p H`` (QDWH:
+  GEMMs, QRs and Choleskys) and the eigendecomposition of ``H``
+  (:mod:`ops.lapack._polar`), on one process or on the matrix gathered to process 0; thin
+  factors only. It trades about three times LAPACK's flops for BLAS3 ones: slower than
+  ``xgesdd`` on a CPU, meant for the GPU, whose cuSOLVER has no divide-and-conquer SVD.
+
 ``method='auto'``: the tall route for ``m >= TALL_RATIO n`` (its ``R`` gathered), the gather
 otherwise. With the second stage on one process in ``O(n^3)`` flops, the band reduction only
 adds work to the gather's (measured in ``docs/svd.md``); it is kept as the distributed first
@@ -54,11 +60,12 @@ from ..engine import _checks as ck
 from ..engine._vectors import from_host
 from . import _bidiag_reduction as bd
 from . import _householder as hh
+from ._polar import svd_polar
 from .qr import _householder, _rows_like
 
 __all__ = ["svd", "svdvals", "METHODS", "TALL_RATIO", "JW_MAX_BAND"]
 
-METHODS = ("auto", "band", "gather")
+METHODS = ("auto", "band", "gather", "polar")
 _DRIVERS = ("gesdd", "gesvd")
 
 #: ``m >= TALL_RATIO n`` takes the QR route (``method`` 'auto' and 'band'; ``docs/svd.md``)
@@ -97,9 +104,12 @@ def svd(
     lapack_driver : {'gesdd', 'gesvd'}
         The LAPACK driver of the local SVDs (``xgesdd`` falls back to ``xgesvd`` where it
         does not converge; the GPU runs cuSOLVER's ``gesvd`` for both).
-    method : {'auto', 'band', 'gather'}
+    method : {'auto', 'band', 'gather', 'polar'}
         The route of a square matrix on several processes (module docstring of
-        :mod:`blasmp_array.ops.lapack.svd`).
+        :mod:`blasmp_array.ops.lapack.svd`); 'polar': the SVD through the polar
+        decomposition (QDWH, :mod:`blasmp_array.ops.lapack._polar`), on one process or on the
+        matrix gathered to process 0, for the thin factors (``full_matrices=False``, or a
+        square ``a``) and the singular values alone.
 
     Returns
     -------
@@ -203,8 +213,15 @@ def _svd(a: BlockCyclicArray, full: bool, uv: bool, driver: str, meth: str) -> A
     m, n = a.shape
     if min(m, n) == 0:
         return _empty(a, full, uv)
+    if meth == "polar" and (full and uv and m != n):
+        raise ValueError(
+            "svd: method='polar' gives the thin factors; pass full_matrices=False (or use "
+            "method='auto' for the full U and Vh of a non-square matrix)"
+        )
     if a.grid.size == 1:
-        return _local(a, full, uv, driver)
+        return _local(a, full, uv, driver, meth == "polar")
+    if meth == "polar":
+        return _gathered(a, full, uv, driver, polar=True)
     if m < n:  # A^H = U' S V'^H: U = V', Vh = U'^H
         out = _svd(a.H, full, uv, driver, meth)
         if not uv:
@@ -248,14 +265,19 @@ def _empty(a: BlockCyclicArray, full: bool, uv: bool) -> Any:
     return u, s, vh
 
 
-def _local(a: BlockCyclicArray, full: bool, uv: bool, driver: str) -> Any:
-    """One process: one LAPACK call on the local matrix."""
+def _local(a: BlockCyclicArray, full: bool, uv: bool, driver: str, polar: bool = False) -> Any:
+    """One process: one LAPACK call on the local matrix (or the polar route's local solve)."""
     be = a.backend
     x = a.copy() if a.is_view else a
     be.synchronize()
+    solve = (
+        (lambda y, f, v: svd_polar(be, y, v))
+        if polar
+        else (lambda y, f, v: be.gesdd(y, f, v, driver))
+    )
     if not uv:
-        return _s_vector(be.asnumpy(be.gesdd(x._data, False, False, driver)), a)
-    u, s, vh = be.gesdd(x._data, full, True, driver)
+        return _s_vector(be.asnumpy(solve(x._data, False, False)), a)
+    u, s, vh = solve(x._data, full, True)
     out_u = new_array(_square_layout(a, tuple(u.shape)), a.grid, a.dtype)
     out_vh = new_array(_square_layout(a, tuple(vh.shape)), a.grid, a.dtype)
     out_u._data[...] = u
@@ -263,11 +285,14 @@ def _local(a: BlockCyclicArray, full: bool, uv: bool, driver: str) -> Any:
     return out_u, _s_vector(be.asnumpy(s), a), out_vh
 
 
-def _host_svd(a: BlockCyclicArray, host: Any, full: bool, uv: bool, driver: str) -> Any:
-    """The SVD of the host matrix ``host`` (on process 0) through the backend's LAPACK, as
-    host arrays."""
+def _host_svd(
+    a: BlockCyclicArray, host: Any, full: bool, uv: bool, driver: str, polar: bool = False
+) -> Any:
+    """The SVD of the host matrix ``host`` (on process 0) through the backend's LAPACK (or the
+    polar route), as host arrays."""
     be = a.backend
-    res = be.gesdd(be.asarray(host), full, uv, driver)
+    x = be.asarray(host)
+    res = svd_polar(be, x, uv) if polar else be.gesdd(x, full, uv, driver)
     if not uv:
         return be.asnumpy(res)
     return tuple(be.asnumpy(x) for x in res)
@@ -281,12 +306,13 @@ def _scatter(a: BlockCyclicArray, host: Any, shape: tuple[int, int]) -> BlockCyc
     return out
 
 
-def _gathered(a: BlockCyclicArray, full: bool, uv: bool, driver: str) -> Any:
-    """``a`` gathered on process 0, one LAPACK SVD there, the factors scattered."""
+def _gathered(a: BlockCyclicArray, full: bool, uv: bool, driver: str, polar: bool = False) -> Any:
+    """``a`` gathered on process 0, one LAPACK SVD (or the polar route) there, the factors
+    scattered."""
     m, n = a.shape
     k = min(m, n)
     host = a.to_numpy(root=0)
-    res = a.backend.run_on_root(lambda: _host_svd(a, host, full, uv, driver))
+    res = a.backend.run_on_root(lambda: _host_svd(a, host, full, uv, driver, polar))
     be = a.backend
     if not uv:
         return _s_vector(be.bcast(res, 0), a)
