@@ -237,6 +237,13 @@ class SVD(_Operator):
     op = "svd"
 
 
+class SVDPolar(_Operator):
+    """``bm.linalg.svd(A, method='polar')``, square: the SVD through the polar decomposition
+    (QDWH), counted with :class:`SVD`'s flops so that the two rates compare."""
+
+    op = "svd_polar"
+
+
 class Redistribute(_DataMovement):
     """Block halved and grid transposed at once (the bench's default target)."""
 
