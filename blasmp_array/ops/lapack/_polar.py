@@ -85,7 +85,7 @@ def polar(be: Backend, a: Any) -> tuple[Any, int]:
     low = eps  # l_k
     tol_step = eps ** (1.0 / 3.0)
     info = xp.zeros(1, np.int32)
-    settled: int | None = None
+    after = 0  # steps taken since l_k arrived
     for step in range(1, MAX_STEPS + 1):
         wa, wb, wc = _weights(low)
         if wc > QR_WEIGHT:
@@ -109,12 +109,12 @@ def polar(be: Backend, a: Any) -> tuple[Any, int]:
         x = new
         low = min(1.0, low * (wa + wb * low * low) / (1.0 + wc * low * low))
         if 1.0 - low <= 5 * eps:
-            settled = settled + 1 if settled is not None else 0
             # singular values below l_0 (a rank-deficient A's rounding noise) still travel
             # towards 1 after l_k has arrived; they carry no weight in H = U_p^H A, and
             # svd_polar restores the orthogonality of their columns: a few more steps at most
-            if moved <= tol_step or settled >= EXTRA_STEPS:
+            if moved <= tol_step or after >= EXTRA_STEPS:
                 return x, step
+            after += 1
     if not bool(xp.isfinite(x).all()):
         raise np.linalg.LinAlgError("svd (polar): the QDWH iteration broke down")
     return x, MAX_STEPS
@@ -136,8 +136,9 @@ def svd_polar(be: Backend, a: Any, uv: bool) -> Any:
     h = up.conj().T @ a
     h = (h + h.conj().T) / 2
     w, v = be.eigh_local(xp.ascontiguousarray(h), True, uv)
-    order = xp.argsort(-xp.abs(w))
-    s = xp.abs(w)[order]
+    aw = xp.abs(w)
+    order = xp.argsort(-aw)
+    s = aw[order]
     if not uv:
         return s
     v = v[:, order]

@@ -270,19 +270,20 @@ def _local(a: BlockCyclicArray, full: bool, uv: bool, driver: str, polar: bool =
     be = a.backend
     x = a.copy() if a.is_view else a
     be.synchronize()
-    solve = (
-        (lambda y, f, v: svd_polar(be, y, v))
-        if polar
-        else (lambda y, f, v: be.gesdd(y, f, v, driver))
-    )
     if not uv:
-        return _s_vector(be.asnumpy(solve(x._data, False, False)), a)
-    u, s, vh = solve(x._data, full, True)
+        return _s_vector(be.asnumpy(_solve(be, x._data, False, False, driver, polar)), a)
+    u, s, vh = _solve(be, x._data, full, True, driver, polar)
     out_u = new_array(_square_layout(a, tuple(u.shape)), a.grid, a.dtype)
     out_vh = new_array(_square_layout(a, tuple(vh.shape)), a.grid, a.dtype)
     out_u._data[...] = u
     out_vh._data[...] = vh
     return out_u, _s_vector(be.asnumpy(s), a), out_vh
+
+
+def _solve(be: Any, x: Any, full: bool, uv: bool, driver: str, polar: bool) -> Any:
+    """The SVD of the local matrix ``x`` (a backend array): the backend's LAPACK, or the polar
+    route (thin factors)."""
+    return svd_polar(be, x, uv) if polar else be.gesdd(x, full, uv, driver)
 
 
 def _host_svd(
@@ -291,8 +292,7 @@ def _host_svd(
     """The SVD of the host matrix ``host`` (on process 0) through the backend's LAPACK (or the
     polar route), as host arrays."""
     be = a.backend
-    x = be.asarray(host)
-    res = svd_polar(be, x, uv) if polar else be.gesdd(x, full, uv, driver)
+    res = _solve(be, be.asarray(host), full, uv, driver, polar)
     if not uv:
         return be.asnumpy(res)
     return tuple(be.asnumpy(x) for x in res)
