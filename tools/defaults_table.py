@@ -1,14 +1,17 @@
 """Time the default-argument calls a new user makes, as the user makes them.
 
 Usage: mpiexec -n N python tools/defaults_table.py [--n 2048] [--repeat 5] [--numpy]
-       [--calls matmul,cholesky,lu_factor,solve,ata]
+       [--calls matmul,cholesky,lu_factor,solve,ata] [--interleave]
 
 Each call (``A @ B``, ``np.linalg.cholesky(S)``, ``bm.linalg.lu_factor(A)``,
 ``np.linalg.solve(A, B)``, ``A.T @ A``) runs with every argument at its default on the default
 grid and block; the time is the slowest rank's, median (min, max) of ``--repeat`` after one
 warm-up. ``--numpy``: rank 0 also times NumPy/SciPy on the gathered matrices, with as many BLAS
 threads as all ranks have together, at most the CPUs it may use (the ratio ``numpy / ours`` > 1:
-we are faster). The first line says
+we are faster). ``--numpy --interleave``: ``--repeat`` rounds of one call of ours then one of
+NumPy's, medians of each and the median of the per-round ratios (the machine's load drifts
+less within a round than between two loops); the other ranks wait asleep while NumPy runs, not
+in a busy-polling MPI barrier that would take a core from NumPy's threads. The first line says
 how many BLAS threads each rank runs and why (``backends/_blas_threads.py``), so that runs with
 and without ``OMP_NUM_THREADS`` can be compared: run them one after the other in the same
 shell command (the machine's load changes between commands). A measuring tool for
@@ -45,14 +48,83 @@ def _timed(fn: Callable[[], Any], comm: Any, be: Any, repeat: int) -> tuple[floa
     return statistics.median(ts), min(ts), max(ts)
 
 
-def _local_timed(fn: Callable[[], Any], repeat: int) -> float:
+def _local_timed(fn: Callable[[], float], repeat: int) -> float:
     fn()
-    ts = []
-    for _ in range(repeat):
+    return statistics.median(fn() for _ in range(repeat))
+
+
+def _sleeping_barrier(comm: Any) -> None:
+    """A barrier that sleeps while it waits (MPI's polls and takes a core from the BLAS)."""
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(0.001)
+
+
+def _interleaved(
+    ours: Callable[[], Any], ref: Callable[[], Any] | None, comm: Any, be: Any, repeat: int
+) -> tuple[list[float], list[float]]:
+    """``repeat`` rounds of one timed call of ``ours`` (slowest rank) and one of ``ref`` (rank
+    0, the others asleep); one warm-up round first."""
+    mine: list[float] = []
+    theirs: list[float] = []
+    for _ in range(repeat + 1):
+        _sleeping_barrier(comm)
         t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+        ours()
+        be.synchronize()
+        mine.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+        _sleeping_barrier(comm)
+        if ref is not None:
+            theirs.append(ref())
+        _sleeping_barrier(comm)
+    return mine[1:], theirs[1:]
+
+
+def _reference(name: str, a: Any, b: Any, s: Any, threads: int) -> Callable[[], float]:
+    """One timed NumPy/SciPy call of ``name`` with ``threads`` BLAS threads (set untimed)."""
+    import scipy.linalg as sl
+    from threadpoolctl import threadpool_limits
+
+    fn = {
+        "matmul": lambda: a @ b,
+        "cholesky": lambda: np.linalg.cholesky(s),
+        "lu_factor": lambda: sl.lu_factor(a),
+        "solve": lambda: np.linalg.solve(a, b),
+        "ata": lambda: a.T @ a,
+    }[name]
+
+    def timed() -> float:
+        with threadpool_limits(limits=threads, user_api="blas"):
+            t0 = time.perf_counter()
+            fn()
+            return time.perf_counter() - t0
+
+    return timed
+
+
+def _print_interleaved(
+    name: str,
+    ours: Callable[[], Any],
+    ref: Callable[[], float] | None,
+    comm: Any,
+    be: Any,
+    repeat: int,
+    ref_threads: int,
+) -> None:
+    mine, theirs = _interleaved(ours, ref, comm, be, repeat)
+    if comm.rank != 0:
+        return
+    med = statistics.median(mine)
+    line = f"  {name:10s} {med:.4f} s [{min(mine):.4f}, {max(mine):.4f}]"
+    if theirs:
+        t = statistics.median(theirs)
+        ratios = [m / r for m, r in zip(mine, theirs, strict=True)]
+        line += (
+            f"   numpy ({ref_threads} thr) {t:.4f} s [{min(theirs):.4f}, {max(theirs):.4f}]"
+            f", ours/numpy {med / t:.2f}x (medians), per round median "
+            f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}, {max(ratios):.2f}]"
+        )
+    print(line, flush=True)
 
 
 def main() -> None:
@@ -61,6 +133,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--numpy", action="store_true")
     ap.add_argument("--calls", default=",".join(CALLS))
+    ap.add_argument("--interleave", action="store_true")
     args = ap.parse_args()
     calls = [c for c in args.calls.split(",") if c]
     grid = bm.ProcessGrid()
@@ -104,21 +177,16 @@ def main() -> None:
             flush=True,
         )
     for name in calls:
+        ref = None
+        if args.numpy and grid.rank == 0:
+            ref = _reference(name, a, b, s, ref_threads)
+        if args.interleave:
+            _print_interleaved(name, fns[name], ref, comm, be, args.repeat, ref_threads)
+            continue
         med, lo, hi = _timed(fns[name], comm, be, args.repeat)
         line = f"  {name:10s} {med:.4f} s [{lo:.4f}, {hi:.4f}]"
-        if args.numpy and grid.rank == 0:
-            import scipy.linalg as sl
-            from threadpoolctl import threadpool_limits
-
-            ref = {
-                "matmul": lambda: a @ b,
-                "cholesky": lambda: np.linalg.cholesky(s),
-                "lu_factor": lambda: sl.lu_factor(a),
-                "solve": lambda: np.linalg.solve(a, b),
-                "ata": lambda: a.T @ a,
-            }[name]
-            with threadpool_limits(limits=ref_threads, user_api="blas"):
-                t = _local_timed(ref, args.repeat)
+        if ref is not None:
+            t = _local_timed(ref, args.repeat)
             line += f"   numpy ({ref_threads} thr) {t:.4f} s, numpy/ours {t / med:.2f}x"
         if grid.rank == 0:
             print(line, flush=True)
