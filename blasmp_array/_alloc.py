@@ -21,7 +21,7 @@ from .array import BlockCyclicArray
 from .grid import ProcessGrid
 from .layout import BlockCyclicLayout
 
-__all__ = ["new_array"]
+__all__ = ["new_array", "scratch"]
 
 #: Test hook: when not None, the local tiles of every fresh array of a floating or complex
 #: dtype allocated without ``fill`` are filled with this value (e.g. ``float('nan')``).
@@ -50,3 +50,15 @@ def new_array(
     if fill is not None:
         data[...] = fill
     return BlockCyclicArray(data, layout, grid)
+
+
+def scratch(xp: Any, shape: tuple[int, ...], dtype: Any, order: str = "C") -> Any:
+    """A fresh local work array of the array module ``xp`` that its user must write whole
+    (a factored matrix, a panel buffer): uninitialised, or :data:`_DEBUG_FILL` when that is
+    set, as :func:`new_array`'s tiles (written on the host thread, before anything is
+    enqueued)."""
+    dt = np.dtype(dtype)
+    out = xp.empty(shape, dt, order=order)
+    if _DEBUG_FILL is not None and dt.kind in "fc":
+        out[...] = _DEBUG_FILL
+    return out

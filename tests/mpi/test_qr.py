@@ -25,7 +25,7 @@ import pytest
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.ops.lapack import _cholqr, _householder
+from blasmp_array.ops.lapack import _cholqr, _householder, _qr_local
 from blasmp_array.ops.lapack.qr import qr, qr_multiply
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -215,6 +215,80 @@ def test_householder_pipeline_on_one_process(grid, dtype, monkeypatch):
     for mode in ("economic", "full"):
         run_case(grid, dtype, 29, 17, 4, mode, "householder")
         run_case(grid, dtype, 11, 19, 3, mode, "householder")
+
+
+# -- one process: the blocked QR with the panel on the comm stream (ops/lapack/_qr_local.py) -------
+# (m, n, panel): square, tall, wide, ragged, one panel, one-column panels
+LOCAL = [(37, 37, 5), (41, 23, 6), (23, 41, 6), (12, 12, 16), (9, 30, 4), (30, 9, 4), (7, 5, 1)]
+
+
+@pytest.mark.parametrize("geqrt", [True, False], ids=["geqrt", "geqrf+larft"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", LOCAL, ids=[f"{m}x{n}-p{p}" for m, n, p in LOCAL])
+def test_geqrf_lookahead(grid, dtype, case, geqrt, monkeypatch):
+    """Each rank on its own matrix (no communication; on several ranks the CPU backend's
+    streams are threads): LAPACK's layout, so the library's ``orgqr`` forms ``Q`` from it and
+    the testers' bounds hold; the input unchanged; ``R`` as LAPACK's ``geqrf`` gives it (the
+    same algorithm, blocked differently: equal to within the QR's backward error). The panel
+    factorisation with ``T`` (``geqrt``, the CPU) and without it (``geqrf`` and ``xlarft``,
+    the GPU) both run. The result and the panel buffers are fresh arrays, NaN-poisoned."""
+    import scipy.linalg as sla
+
+    m, n, nb = case
+    be = grid.backend
+    monkeypatch.setattr(be, "has_geqrt", geqrt and be.has_geqrt)
+    a = random_matrix(np.random.default_rng(grid.rank + 10 * m + n), (m, n), dtype)
+    dev = be.asarray(a.copy())
+    fa, tau = _qr_local.geqrf_lookahead(be, dev, nb)
+    np.testing.assert_array_equal(be.asnumpy(dev), a, err_msg="the input was modified")
+    fa, tau = be.asnumpy(fa), be.asnumpy(tau)
+    assert fa.flags.f_contiguous and tau.shape == (min(m, n),)
+    assert np.isfinite(fa).all() and np.isfinite(tau).all()
+    k = min(m, n)
+    orgqr = sla.get_lapack_funcs("ungqr" if np.iscomplexobj(a) else "orgqr", (fa,))
+    q, _, info = orgqr(fa[:, :k].copy(order="F"), tau)
+    assert info == 0
+    r = np.triu(fa[:k])
+    assert_qr(a, q, r, f"geqrf_lookahead {m}x{n} panel {nb}")
+    ref = sla.get_lapack_funcs("geqrf", (a,))(a.copy())[0]
+    scale = np.abs(np.triu(ref[:k])).max()
+    gap = np.abs(r - np.triu(ref[:k])).max() / (scale * max(m, n) * eps(dtype))
+    assert gap < THRESH, f"R differs from LAPACK's by {gap:.3g} x max(m, n) eps ||R||"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_one_process_qr_uses_the_lookahead_where_streams_are_concurrent(grid, dtype, monkeypatch):
+    """Through ``np.linalg.qr``, ``mode='r'`` and ``lstsq``: one process with
+    ``backend.concurrent_streams`` (the GPU) runs the blocked QR with look-ahead from
+    ``LOOKAHEAD_MIN`` columns on, and the results meet the testers' bounds; smaller matrices
+    and several processes do not use it."""
+    be = grid.backend
+    monkeypatch.setattr(be, "concurrent_streams", True)
+    monkeypatch.setattr(_qr_local, "PANEL", 4)
+    monkeypatch.setattr(_qr_local, "LOOKAHEAD_MIN", 9)
+    calls = []
+    real = _qr_local.geqrf_lookahead
+    monkeypatch.setattr(
+        _qr_local, "geqrf_lookahead", lambda *a, **k: (calls.append(1), real(*a, **k))[1]
+    )
+    for m, n in ((23, 17), (8, 8)):
+        a = random_matrix(np.random.default_rng(m), (m, n), dtype)
+        A = bm.from_numpy(a, block=(3, 3), grid=grid)
+        Q, R = np.linalg.qr(A)
+        assert_qr(a, Q.to_numpy(), R.to_numpy(), f"np.linalg.qr {m}x{n}")
+        R2 = np.linalg.qr(A, mode="r")
+        np.testing.assert_allclose(
+            np.abs(R2.to_numpy()), np.abs(R.to_numpy()), atol=THRESH * m * eps(dtype) * 10
+        )
+    b = random_matrix(np.random.default_rng(3), (23, 2), dtype)
+    a = random_matrix(np.random.default_rng(23), (23, 17), dtype)
+    x = bm.linalg.lstsq(
+        bm.from_numpy(a, block=(3, 3), grid=grid), bm.from_numpy(b, block=(3, 3), grid=grid)
+    )[0]
+    ref = np.linalg.lstsq(a.astype(np.complex128), b.astype(np.complex128), rcond=None)[0]
+    err = np.abs(x.to_numpy() - ref).max() / np.abs(ref).max()
+    assert err < 1e3 * eps(dtype) * np.linalg.cond(a), f"lstsq through the look-ahead QR: {err:.3g}"
+    assert len(calls) == (3 if grid.size == 1 else 0)
 
 
 def test_numpy_qr():

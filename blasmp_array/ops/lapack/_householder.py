@@ -84,6 +84,8 @@ from ..engine._messages import exchange, sum_stack
 from ..engine._triangle import zero_triangle
 from ..engine._warmup import begin_pipeline, warmup_kernels
 from ..engine.indexing import window
+from . import _qr_local
+from ._reflectors import build_t, t_factor, unit_lower
 
 __all__ = ["Factorization", "factor", "apply_q", "form_q", "r_factor"]
 
@@ -142,9 +144,9 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     panel = xp.zeros((5, 4), dtype, order="F")
     idx = xp.asarray(np.array([0, 2]))
     panel[idx] = src[1:3]  # the gather's local copy into the panel
-    _unit_lower(xp, panel, 3, 3)
-    _unit_lower(xp, src, 2, 3)
-    _build_t(xp, xp.eye(3, dtype=dtype), xp.ones(3, dtype), xp.empty((3, 3), dtype), src[:3, :3])
+    unit_lower(xp, panel, 3, 3)
+    unit_lower(xp, src, 2, 3)
+    build_t(xp, xp.eye(3, dtype=dtype), xp.ones(3, dtype), xp.empty((3, 3), dtype), src[:3, :3])
     _copy_rows(src[:2], panel, idx)
     _copy_rows(src[:2], panel, slice(1, 3))
     _put_back(src, 3, panel, idx)
@@ -153,20 +155,6 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     _triu_into(xp, w, panel[:4, :4])
     _copy(w, panel[:4, :4])
     _eye_into(xp, w)
-
-
-def _unit_lower(xp: Any, v: Any, rows: int, cols: int) -> None:
-    """``v[:rows, :cols]`` := its strict lower triangle plus the unit diagonal (the explicit
-    ``V`` of the reflectors stored below ``R``)."""
-    block = v[:rows, :cols]
-    block[...] = xp.tril(block, -1) + xp.eye(rows, cols, dtype=v.dtype)
-
-
-def _t_matrix(xp: Any, g: Any, tau: Any) -> Any:
-    """``M = I + D triu(G, 1)``, ``T = D`` (the right-hand side): ``T := M^{-1} T`` follows."""
-    m = xp.triu(g, 1) * tau[:, None]
-    m += xp.eye(g.shape[0], dtype=g.dtype)
-    return m
 
 
 # -- factorisation ----------------------------------------------------------------------------
@@ -262,9 +250,9 @@ class _Pipeline:
             c0 = lay.local_offset(k, k)[1]
             be.launch(comp, _put_back, self.w._data[:, c0 : c0 + e], lr0, panel, mine)
         v = panel[:, :r]
-        be.launch(comp, _unit_lower, xp, v, r, r)
+        be.launch(comp, unit_lower, xp, v, r, r)
         f.taus.append(tau)
-        f.ts.append(t if t is not None else _t_factor(be, v, tau))
+        f.ts.append(t if t is not None else t_factor(be, v, tau))
         vloc = None
         if lr0 < self.nrow:
             vloc = xp.empty((self.nrow - lr0, r), self.dtype)
@@ -300,25 +288,6 @@ def _copy_rows(out: Any, v: Any, rows: Any) -> None:
 
 def _put_back(dst: Any, lr0: int, panel: Any, rows: Any) -> None:
     dst[lr0:] = panel[rows]
-
-
-def _t_factor(be: Backend, v: Any, tau: Any) -> Any:
-    """``T`` of the reflectors ``v`` (explicit, ``rows x r``) and ``tau``, on the compute
-    stream: ``G = V^H V`` (HERK, upper), ``M = I + D triu(G, 1)``, ``T = M^{-1} D``."""
-    xp, comp = be.xp, be.compute
-    r = v.shape[1]
-    g = xp.zeros((r, r), v.dtype)
-    m = xp.empty((r, r), v.dtype)
-    t = xp.empty((r, r), v.dtype)
-    be.syrk(1, v, 0, g, "U", "C", comp)
-    be.launch(comp, _build_t, xp, g, tau, m, t)
-    be.trsm(1, m, t, "L", "U", "N", "U", comp)
-    return t
-
-
-def _build_t(xp: Any, g: Any, tau: Any, m: Any, t: Any) -> None:
-    m[...] = _t_matrix(xp, g, tau)
-    t[...] = xp.diag(tau)
 
 
 def _copy(out: Any, src: Any) -> None:
@@ -419,7 +388,7 @@ def _v_end(f: Factorization, k: int, out: Any) -> Any:
     lay, grid, be = f.w.layout, f.w.grid, f.w.backend
     if out is not None and grid.myrow == (k + lay.src[0]) % lay.grid_shape[0]:
         rows = min(f.nb, lay.shape[0] - k * f.nb)
-        be.launch(be.compute, _unit_lower, be.xp, out, rows, f.refl(k))
+        be.launch(be.compute, unit_lower, be.xp, out, rows, f.refl(k))
     return out
 
 
@@ -531,8 +500,8 @@ def _blocked_q(be: Backend, fa: Any, tau: Any, q: Any, width: int) -> None:
         b = min(width, p - k0)
         v = xp.empty((m - k0, b), fa.dtype, order="F")
         be.launch(comp, _copy, v, fa[k0:, k0 : k0 + b])
-        be.launch(comp, _unit_lower, xp, v, b, b)
-        t = _t_factor(be, v, tau[k0 : k0 + b])
+        be.launch(comp, unit_lower, xp, v, b, b)
+        t = t_factor(be, v, tau[k0 : k0 + b])
         tail = q[k0:, k0:]
         w = xp.empty((b, ncols - k0), q.dtype)
         be.gemm(1, v, tail, 0, w, "C", "N", comp)
@@ -579,10 +548,17 @@ _LOCAL_ON_ONE_PROCESS = True
 
 
 def _local_factor(w: BlockCyclicArray) -> Factorization:
+    """One ``geqrf`` of a column-major copy; where the streams run concurrently (a GPU) and
+    ``min(m, n) >= _qr_local.LOOKAHEAD_MIN``, the blocked QR with the panels beside the
+    trailing update (:func:`ops.lapack._qr_local.geqrf_lookahead`), which leaves the same
+    layout."""
     be = w.backend
     xp, comp = be.xp, be.compute
     m, n = w.shape
     begin_pipeline(be, w.dtype)
+    if be.concurrent_streams and min(m, n) >= _qr_local.LOOKAHEAD_MIN:
+        fa, tau = _qr_local.geqrf_lookahead(be, w._data)
+        return Factorization(w, [tau], [], local=fa)
     fa = xp.empty((m, n), w.dtype, order="F")
     tau = xp.zeros(min(m, n), w.dtype)
     info = xp.zeros(1, np.int32)

@@ -9,8 +9,10 @@ the update's stream as MAGMA's ``xgetrf_gpu`` does). Used where the streams run 
 elsewhere the library's one ``getrf`` of the whole matrix is as fast (LAPACK blocks and threads
 it itself; the CPU backend's two streams of one process run inline).
 
-Step ``k`` (panel ``k`` = columns ``[k0, k1)``, block column ``k + 1`` = ``[k1, k2)``; panel
-``k`` already factored on the comm stream into a column-major buffer):
+The steps run on the look-ahead skeleton of :mod:`ops.lapack._lookahead` (shared with the
+one-process QR), which owns the streams, the events and the two panel buffers. Step ``k``
+(panel ``k`` = columns ``[k0, k1)``, block column ``k + 1`` = ``[k1, k2)``; panel ``k``
+already factored on the comm stream into a column-major buffer):
 
 1. the host waits for panel ``k``'s ``getrf`` only (``backend.host_wait``; the compute stream
    keeps running the previous update), reads its pivots and INFO (one copy), composes them into
@@ -27,13 +29,9 @@ Step ``k`` (panel ``k`` = columns ``[k0, k1)``, block column ``k + 1`` = ``[k1, 
 
 The critical path is then the chain of ``getrf`` (cuSOLVER: about 5 us per column on one H200
 at 16384 rows, whatever the panel's width, and about 1.6x that beside the update) with steps
-1-2 between two of them (docs/lu.md, "One process on a GPU").
-
-Buffers: two column-major panel buffers used in turn (panel ``k + 2`` is copied into panel
-``k``'s buffer on the compute stream, after everything that reads panel ``k`` there; its
-``getrf`` ended before step ``k``'s interchanges). The pivots, INFO and the uploaded row indices
-of every step are kept until the final synchronisation (the streams read them after the host
-dropped them). No signals and no communication: one process.
+1-2 between two of them (docs/lu.md, "One process on a GPU"). The pivots, INFO and the
+uploaded row indices of every step are kept until the final synchronisation (the streams read
+them after the host dropped them). No signals and no communication: one process.
 """
 
 from __future__ import annotations
@@ -45,6 +43,7 @@ import numpy as np
 from ..._interchanges import row_map
 from ...backends.base import Backend
 from ..engine._warmup import warmup_kernels
+from . import _lookahead
 
 __all__ = [
     "getrf_lookahead",
@@ -78,64 +77,78 @@ def getrf_lookahead(be: Backend, a: Any, nb: int = 0, first: int = -1) -> tuple[
     first = FIRST_PANEL if first < 0 else first
     m, n = a.shape
     mn = min(m, n)
-    piv = np.zeros(mn, dtype=np.int32)
     if mn == 0:
-        return piv, -1
-    xp, comp = be.xp, be.compute
-    edges = panel_edges(mn, nb, first)
-    steps = len(edges) - 1
-    pw = int(max(np.diff(edges)))
-    buf = xp.empty((2, m * pw), dtype=a.dtype)
+        return np.zeros(mn, dtype=np.int32), -1
+    steps = _GetrfSteps(be, a, panel_edges(mn, nb, first))
+    _lookahead.run(be, steps.edges, m, a.dtype, steps)
+    return steps.piv, steps.zero
 
-    def panel_buffer(k: int) -> Any:  # column-major (m - k0) x e view of buffer k % 2
-        rows, e = m - edges[k], edges[k + 1] - edges[k]
-        return buf[k % 2, : rows * e].reshape(e, rows).T
 
-    keep: list[Any] = [buf]  # device arrays the streams read after the host dropped them
-    zero = -1
-    be.begin()
-    panel = panel_buffer(0)
-    be.launch(comp, _copy, panel, a[:, : edges[1]])
-    factored = _factor_after(be, panel, be.record_event(comp), keep)
-    for k in range(steps):
-        k0, k1 = edges[k], edges[k + 1]
-        k2 = edges[k + 2] if k + 1 < steps else k1  # block column k + 1: [k1, k2), or none
-        out, done = factored
+class _GetrfSteps:
+    """The LU's part of :func:`ops.lapack._lookahead.run` (steps 1-4 of the module docstring)."""
+
+    def __init__(self, be: Backend, a: Any, edges: list[int]) -> None:
+        self.be, self.a, self.edges = be, a, edges
+        self.piv = np.zeros(edges[-1], dtype=np.int32)
+        self.zero = -1
+
+    def block_columns(self, k: int) -> tuple[int, int, int]:
+        """``k0, k1, k2``: panel ``k`` is ``[k0, k1)``, block column ``k + 1`` ``[k1, k2)``
+        (empty at the last step)."""
+        e = self.edges
+        return e[k], e[k + 1], (e[k + 2] if k + 2 < len(e) else e[k + 1])
+
+    def load(self, k: int, panel: Any) -> None:
+        k0, k1, _ = self.block_columns(k)
+        self.be.launch(self.be.compute, _copy, panel, self.a[k0:, k0:k1])
+
+    def outputs(self, k: int, panel: Any) -> Any:
+        return self.be.xp.zeros(min(panel.shape) + 1, dtype=np.int32)  # pivots, then INFO
+
+    def factor(self, k: int, panel: Any, out: Any, stream: Any) -> None:
+        self.be.getrf(panel, out[:-1], out[-1:], stream)
+
+    def take(self, k: int, out: Any, done: Any) -> Any:
+        """The host waits for the ``getrf`` only, composes the pivots into a row map (LAPACK's
+        ``xlaswp`` on the row numbers) and uploads the rows that move (at most ``2 e``): the
+        ``(destination, source)`` rows, or None."""
+        be, m = self.be, self.a.shape[0]
+        k0 = self.edges[k]
         be.host_wait(done)
-        got = be.asnumpy(out).astype(np.int64)
+        got = be.asnumpy(out).astype(np.int64)  # one copy: the pivots and INFO
         p, inf = got[:-1] + k0, int(got[-1])
-        piv[k0:k1] = p
-        if inf > 0 and zero < 0:
-            zero = k0 + inf - 1
+        self.piv[k0 : k0 + p.size] = p
+        if inf > 0 and self.zero < 0:
+            self.zero = k0 + inf - 1
         src = row_map(p, k0, m)
         moved = np.flatnonzero(src[k0:] != np.arange(k0, m)) + k0
-        rows = None
-        if moved.size:  # (destination rows, source rows): one upload
-            both = xp.asarray(np.stack([moved, src[moved]]))
-            rows = (both[0], both[1])
-            keep.append(both)
-        be.begin()  # the uploads (host thread's stream) before the kernels that read them
-        be.wait_event(comp, done)
+        if not moved.size:
+            return None
+        both = be.xp.asarray(np.stack([moved, src[moved]]))
+        return both[0], both[1]
+
+    def accept(self, k: int, panel: Any, rows: Any) -> None:
+        _, k1, k2 = self.block_columns(k)
         if rows is not None and k2 > k1:  # block column k + 1's rows first: its panel waits
-            be.launch(comp, _move_rows, a[:, k1:k2], *rows)
-        if k + 1 < steps:  # look-ahead: block column k + 1, then its getrf beside the rest
-            _row_and_update(be, a, panel, k0, k1, k2)
-            nxt = panel_buffer(k + 1)
-            be.launch(comp, _copy, nxt, a[k1:, k1:k2])
-            factored = _factor_after(be, nxt, be.record_event(comp), keep)
-        # the rest of step k: the other columns' interchanges, the panel into the matrix, U and
-        # the update right of block column k + 1
+            self.be.launch(self.be.compute, _move_rows, self.a[:, k1:k2], *rows)
+
+    def update_next(self, k: int, panel: Any, rows: Any) -> None:
+        k0, k1, k2 = self.block_columns(k)
+        _row_and_update(self.be, self.a, panel, k0, k1, k2)
+
+    def update_rest(self, k: int, panel: Any, rows: Any) -> None:
+        """The other columns' interchanges (right of block column ``k + 1``, and ``xlaswp`` on
+        ``L`` left of the panel), the factored panel into the matrix, ``U`` and the update
+        right of block column ``k + 1``."""
+        be, a = self.be, self.a
+        k0, k1, k2 = self.block_columns(k)
         if rows is not None:
-            if k2 < n:
-                be.launch(comp, _move_rows, a[:, k2:], *rows)
+            if k2 < a.shape[1]:
+                be.launch(be.compute, _move_rows, a[:, k2:], *rows)
             if k0 > 0:
-                be.launch(comp, _move_rows, a[:, :k0], *rows)
-        be.launch(comp, _copy, a[k0:, k0:k1], panel)
-        _row_and_update(be, a, panel, k0, k2, n)
-        if k + 1 < steps:
-            panel = nxt
-    be.synchronize()  # (keep's arrays are released after it)
-    return piv, zero
+                be.launch(be.compute, _move_rows, a[:, :k0], *rows)
+        be.launch(be.compute, _copy, a[k0:, k0:k1], panel)
+        _row_and_update(be, a, panel, k0, k2, a.shape[1])
 
 
 def panel_edges(mn: int, nb: int, first: int) -> list[int]:
@@ -146,18 +159,6 @@ def panel_edges(mn: int, nb: int, first: int) -> list[int]:
         edges.append(first)
     edges += list(range(edges[-1] + nb, mn, nb))
     return [*edges, mn]
-
-
-def _factor_after(be: Backend, panel: Any, ready: Any, keep: list[Any]) -> tuple[Any, Any]:
-    """Enqueue ``getrf`` of ``panel`` on the comm stream after ``ready``; its pivots followed by
-    INFO, and the event after it."""
-    e = min(panel.shape)
-    out = be.xp.zeros(e + 1, dtype=np.int32)  # the pivots, then INFO: one copy to the host
-    keep.append(out)
-    be.begin()
-    be.wait_event(be.comm_stream, ready)
-    be.getrf(panel, out[:e], out[e:], be.comm_stream)
-    return out, be.record_event(be.comm_stream)
 
 
 def _row_and_update(be: Backend, a: Any, panel: Any, k0: int, c0: int, c1: int) -> None:

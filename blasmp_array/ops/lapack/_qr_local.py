@@ -1,0 +1,168 @@
+"""Householder QR of a matrix one process holds whole (a ``1 x 1`` grid), with the panel
+factorisation on the comm stream beside the trailing update (MAGMA's ``xgeqrf_gpu``).
+
+:func:`geqrf_lookahead` gives what the library's one ``geqrf`` gives: a column-major factored
+matrix in LAPACK's layout (``R`` on and above the diagonal, the Householder vectors below it)
+and the scalars ``tau``, so that ``orgqr``/``ormqr`` and ``R`` are read from it unchanged. It
+runs on the look-ahead skeleton of :mod:`ops.lapack._lookahead` (shared with the one-process
+LU). Used where the streams run concurrently (``backend.concurrent_streams``: one GPU) from
+``min(m, n) >=`` :data:`LOOKAHEAD_MIN` on.
+
+Why: cuSOLVER's ``geqrf`` runs its panels and its trailing updates one after the other on one
+stream; here the trailing update is GEMMs as wide as the panel (:data:`PANEL` columns: GEMMs of
+depth ``PANEL``) and the panels run beside it.
+
+Storage: the trailing matrix is updated in a row-major working copy ``a`` (cuBLAS's layout in
+this backend); each panel is factored by the library's ``geqrf`` (``geqrt`` where the backend
+has it, which also gives ``T``) in a column-major panel buffer; the factored matrix ``fa`` is
+column-major and written piece by piece as pieces become final.
+
+Step ``k`` (panel ``k`` = columns ``[k0, k1)``, ``r`` reflectors; block column ``k + 1`` =
+``[k1, k2)``):
+
+1. host: nothing (no pivots; the host never waits inside the factorisation);
+2. compute stream, after panel ``k``'s factorisation: the factored panel into ``fa[k0:,
+   k0:k1]``, its explicit ``V`` (row-major, unit lower trapezoidal) and ``T`` (``xlarft``:
+   one HERK and one small TRSM, :func:`ops.lapack._reflectors.t_factor`); block column
+   ``k + 1`` := ``(I - V T^H V^H)`` times itself (``W = V^H C``, ``W := T^H W``,
+   ``C -= V W``: two GEMMs and a TRMM); panel ``k + 1`` copied into the other panel buffer, an
+   event;
+3. comm stream, after that event: the ``geqrf`` of panel ``k + 1``, an event;
+4. compute stream, beside step 3: the same update of the columns right of block column
+   ``k + 1``; then rows ``[k0, k0 + r)`` right of the panel are final rows of ``R``: copied
+   into ``fa``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..._alloc import scratch
+from ...backends.base import Backend
+from ..engine._warmup import warmup_kernels
+from . import _lookahead
+from ._lu_local import panel_edges
+from ._reflectors import t_factor, unit_lower
+
+__all__ = ["geqrf_lookahead", "PANEL", "LOOKAHEAD_MIN"]
+
+#: Panel width of :func:`geqrf_lookahead` (columns per step).
+PANEL = 1024
+
+#: The one-process QR uses :func:`geqrf_lookahead` from this ``min(m, n)`` on. Not measured on
+#: a GPU yet (``tools/geqrf_panel_sweep.py``, docs/qr.md): until it is, every size takes the
+#: library's one ``geqrf``.
+LOOKAHEAD_MIN = 1 << 62
+
+
+def geqrf_lookahead(be: Backend, a: Any, nb: int = 0) -> tuple[Any, Any]:
+    """QR of the local ``m x n`` ``a`` (not modified) in panels of ``nb`` columns (default
+    :data:`PANEL`), with look-ahead (see the module docstring): ``(fa, tau)``, the column-major
+    factored matrix of LAPACK's ``xgeqrf`` and its ``min(m, n)`` scalars, on the device.
+    Synchronises at the end."""
+    nb = nb or PANEL
+    m, n = a.shape
+    xp = be.xp
+    fa = scratch(xp, (m, n), a.dtype, order="F")
+    tau = xp.zeros(min(m, n), a.dtype)
+    if min(m, n) == 0:
+        return fa, tau
+    steps = _GeqrfSteps(be, a, fa, tau, panel_edges(min(m, n), nb, 0))
+    _lookahead.run(be, steps.edges, m, a.dtype, steps)
+    return fa, tau
+
+
+class _GeqrfSteps:
+    """The QR's part of :func:`ops.lapack._lookahead.run` (steps 1-4 of the module docstring)."""
+
+    def __init__(self, be: Backend, a: Any, fa: Any, tau: Any, edges: list[int]) -> None:
+        self.be, self.fa, self.tau, self.edges = be, fa, tau, edges
+        self.m, self.n = a.shape
+        self.a = be.xp.empty_like(a)  # the row-major working copy
+        be.begin()
+        be.launch(be.compute, _copy, self.a, a)
+
+    def block_columns(self, k: int) -> tuple[int, int, int]:
+        e = self.edges
+        return e[k], e[k + 1], (e[k + 2] if k + 2 < len(e) else e[k + 1])
+
+    def load(self, k: int, panel: Any) -> None:
+        k0, k1, _ = self.block_columns(k)
+        self.be.launch(self.be.compute, _copy, panel, self.a[k0:, k0:k1])
+
+    def outputs(self, k: int, panel: Any) -> Any:
+        """``(tau, T or None, INFO)`` of panel ``k`` (``tau`` a view of the result's)."""
+        xp, k0 = self.be.xp, self.edges[k]
+        r = min(panel.shape)
+        t = xp.empty((r, r), self.fa.dtype) if self.be.has_geqrt else None
+        return self.tau[k0 : k0 + r], t, xp.zeros(1, np.int32)
+
+    def factor(self, k: int, panel: Any, out: Any, stream: Any) -> None:
+        tau, t, info = out
+        if t is not None:
+            self.be.geqrt(panel, tau, t, info, stream)
+        else:
+            self.be.geqrf(panel, tau, info, stream)
+
+    def take(self, k: int, out: Any, done: Any) -> Any:
+        return {"out": out, "keep": []}  # accept() adds V and T
+
+    def accept(self, k: int, panel: Any, state: Any) -> None:
+        """The factored panel into ``fa``; ``V`` explicit and row-major; ``T``."""
+        be, xp = self.be, self.be.xp
+        k0, k1, _ = self.block_columns(k)
+        tau, t, _ = state["out"]
+        r = tau.shape[0]
+        be.launch(be.compute, _copy, self.fa[k0:, k0:k1], panel)
+        v = xp.empty((self.m - k0, r), self.fa.dtype)
+        be.launch(be.compute, _copy, v, panel[:, :r])
+        be.launch(be.compute, unit_lower, xp, v, r, r)
+        state["v"] = v
+        state["t"] = t if t is not None else t_factor(be, v, tau, state["keep"])
+
+    def update_next(self, k: int, panel: Any, state: Any) -> None:
+        k0, k1, k2 = self.block_columns(k)
+        self._apply_qh(state, self.a[k0:, k1:k2])
+
+    def update_rest(self, k: int, panel: Any, state: Any) -> None:
+        k0, _, k2 = self.block_columns(k)
+        self._apply_qh(state, self.a[k0:, k2:])
+        r = state["v"].shape[1]
+        k1 = self.edges[k + 1]
+        if k1 < self.n:  # rows k0:k0+r right of the panel are final rows of R
+            rows = slice(k0, k0 + r)
+            self.be.launch(self.be.compute, _copy, self.fa[rows, k1:], self.a[rows, k1:])
+
+    def _apply_qh(self, state: Any, c: Any) -> None:
+        """``c := (I - V T^H V^H) c = Q_k^H c`` on the compute stream (nothing if ``c`` has no
+        columns)."""
+        if c.shape[1] == 0:
+            return
+        be = self.be
+        v, t = state["v"], state["t"]
+        w = be.xp.empty((v.shape[1], c.shape[1]), c.dtype)
+        be.gemm(1, v, c, 0, w, "C", "N", be.compute)  # W = V^H C
+        be.trmm(1, t, w, "L", "U", "C", "N", be.compute)  # W := T^H W
+        be.gemm(-1, v, w, 1, c, "N", "N", be.compute)  # C -= V W
+        state["keep"].append(w)
+
+
+def _copy(dst: Any, src: Any) -> None:
+    dst[...] = src
+
+
+@warmup_kernels
+def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
+    """The copies between the row-major matrix and the column-major panel and result, and the
+    explicit ``V``."""
+    a = xp.zeros((5, 4), dtype)
+    panel = xp.zeros((4, 3), dtype, order="F")
+    fa = xp.zeros((5, 4), dtype, order="F")
+    _copy(panel, a[1:, 1:])
+    _copy(fa[1:, 1:], panel)
+    _copy(fa[1:2, 2:], a[1:2, 2:])
+    v = xp.empty((4, 2), dtype)
+    _copy(v, panel[:, :2])
+    unit_lower(xp, v, 2, 2)
