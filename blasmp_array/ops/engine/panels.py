@@ -118,6 +118,7 @@ from typing import Any
 
 import numpy as np
 
+from ...backends._host_copy import assign
 from ...backends.base import Backend
 from ...layout import BlockCyclicLayout
 from . import _exchange
@@ -725,6 +726,12 @@ def _apply_op(xp: Any, blk: Any, op: str) -> Any:
     return xp.conj(blk) if xp.iscomplexobj(blk) else blk
 
 
+def _assign_op(out: Any, blk: Any, op: str) -> None:
+    """``out[...] = op(blk)``; a transposing copy of host arrays goes through the BLAS's
+    ``?omatcopy`` (``backends/_host_copy.py``: about 2.5x NumPy's for a 256 x 1536 piece)."""
+    assign(out, blk.T if op in ("T", "C") else blk, conjugate=op in ("C", "R"))
+
+
 def pack_pieces(
     xp: Any, local: Any, pieces: Sequence[Piece] | Sequence[Gather], dst: Any, base: int
 ) -> None:
@@ -738,10 +745,10 @@ def pack_pieces(
             blk = _take2(xp, local, xr, xc)
             if p.keep is not None:
                 blk = _keep(xp, blk, wr, wc, p.keep, p.unit)
-            out.reshape(p.shape)[...] = _apply_op(xp, blk, p.op)
+            _assign_op(out.reshape(p.shape), blk, p.op)
             continue
         blk = local[p.sr0 : p.sr0 + p.snr, p.sc0 : p.sc0 + p.snc]
-        out.reshape(p.nr, p.nc)[...] = _apply_op(xp, _masked(xp, blk, p.mask), p.op)
+        _assign_op(out.reshape(p.nr, p.nc), _masked(xp, blk, p.mask), p.op)
 
 
 def _unpack(xp: Any, slot: Any, gs: GroupStep, panel: Any) -> None:

@@ -90,6 +90,7 @@ import numpy as np
 
 from ..._alloc import new_array
 from ...array import BlockCyclicArray
+from ...backends._host_copy import assign
 from ...backends.base import Backend
 from ...grid import ProcessGrid
 from ...layout import BlockCyclicLayout
@@ -811,16 +812,19 @@ def _build_plan(
 
 
 # -- local data movement of the one-sided plan (run on a stream) -------------------------------
-def _gather(xp: Any, a: Any, r: _Rect, out: Any) -> None:
-    """``out[...] = a[r]`` (``out`` C-contiguous of ``r.shape``)."""
+def _gather(xp: Any, a: Any, r: _Rect, out: Any, conjugate: bool = False) -> None:
+    """``out[...] = a[r]``, conjugated when asked (``out`` C-contiguous of ``r.shape``); the
+    rectangles of a transposed ``a`` go through the BLAS's ``?omatcopy`` on the host."""
     if not r.loops:
         out[...] = _take(a, r.rows.index, r.cols.index, xp)
+        if conjugate:
+            xp.conjugate(out, out=out)
         return
     i = 0
     for r0, nr in r.rows.runs:
         j = 0
         for c0, nc in r.cols.runs:
-            out[i : i + nr, j : j + nc] = a[r0 : r0 + nr, c0 : c0 + nc]
+            assign(out[i : i + nr, j : j + nc], a[r0 : r0 + nr, c0 : c0 + nc], conjugate)
             j += nc
         i += nr
 
@@ -847,10 +851,7 @@ class _Kernels:
 
     def pack(self, msg: engine.Message, out: Any) -> None:
         r: _Rect = msg.pack
-        out2d = out.reshape(r.shape)
-        _gather(self.xp, self.src, r, out2d)
-        if self.conj:
-            self.xp.conjugate(out2d, out=out2d)
+        _gather(self.xp, self.src, r, out.reshape(r.shape), self.conj)
 
     def unpack(self, msg: engine.Message, data: Any) -> None:
         r: _Rect = msg.unpack
@@ -864,11 +865,7 @@ class _Kernels:
             _put(dst, lc.dst.rows.index, lc.dst.cols.index, xp.conj(tmp) if self.conj else tmp, xp)
             return
         for sr, sc, dr, dc, nr, nc in lc.pieces:
-            blk, out = src[sr : sr + nr, sc : sc + nc], dst[dr : dr + nr, dc : dc + nc]
-            if self.conj:
-                xp.conjugate(blk, out=out)
-            else:
-                out[...] = blk
+            assign(dst[dr : dr + nr, dc : dc + nc], src[sr : sr + nr, sc : sc + nc], self.conj)
 
 
 @warmup_kernels(any_dtype=True)
