@@ -24,6 +24,8 @@
 #   lupanel1     tools/getrf_panel_sweep.py at n=$NSMALL and $N: the one-rank LU's panel width
 #   qrpanel1     tools/geqrf_panel_sweep.py at n=$NSMALL and $N: the one-rank QR's look-ahead (panel
 #                width, or the library's one geqrf) and how its Q is formed, against cupy.linalg.qr
+#   qrtall1      tools/cholqr_sweep.py, 1048576 x 256: the tall-skinny QR's kernels alone (SYRK or
+#                batched GEMM Gram, TRSM or split solve) and the call per configuration, against CuPy
 #   proflu4      tools/profile_lu.py on 4 ranks (2x2, MPS), n=$N, block $BLOCK4: rank 0's host profile
 #   tracelu1     one traced LU call on 1 rank, n=$N (the look-ahead's timeline)
 #   tracest4 / tracechol4 / tracelu4  one traced call on 4 ranks (2x2, MPS), n=$N: solve_triangular
@@ -45,7 +47,7 @@
 #   spectral4    the same calls on 4 ranks (2x2, MPS; checked at n=$NSMALL), without CuPy (compare
 #                with spectral1; the host checks of n=$N would take minutes)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
-#           prof1 puts4 lupanel1 qrpanel1 proflu4 door1 door4 qr1 spectral1 spectral4
+#           prof1 puts4 lupanel1 qrpanel1 qrtall1 proflu4 door1 door4 qr1 spectral1 spectral4
 #           (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
@@ -117,6 +119,10 @@ for p in "${phases[@]}"; do
     qrpanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/geqrf_panel_sweep.py \
                 --n "$nsmall" "$n" --panel 512 1024 2048 0 --q-block 0 1024 --repeat "$repeat" > "$out/perf-qrpanel1.log" 2>&1
               summary+=("qrpanel1 (np=1: tools/geqrf_panel_sweep.py --n $nsmall $n): rc=$?") ;;
+    qrtall1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/cholqr_sweep.py \
+               --m 1048576 --n 256 --config 0:0 16384:0 65536:0 0:64 16384:64 16384:32 --repeat "$repeat" \
+               > "$out/perf-qrtall1.log" 2>&1
+             summary+=("qrtall1 (np=1: tools/cholqr_sweep.py --m 1048576 --n 256): rc=$?") ;;
     proflu4) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 4 python3 tools/profile_lu.py \
                --n "$n" --block "$block4" --grid 2x2 > "$out/perf-proflu4.log" 2>&1
              summary+=("proflu4 (np=4: tools/profile_lu.py --n $n --block $block4): rc=$?") ;;
@@ -150,7 +156,7 @@ for p in "${phases[@]}"; do
                bench spectral4svd 4 svd --n 8192 --grid 2x2 --repeat 3 ;;
     door1) door door1 1 ;;
     door4) door door4 4 --grid 2x2 ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 qrpanel1 proflu4 tracelu1 tracest4 tracechol4 tracelu4 door1 door4 qr1 spectral1 spectral4)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 qrpanel1 qrtall1 proflu4 tracelu1 tracest4 tracechol4 tracelu4 door1 door4 qr1 spectral1 spectral4)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"

@@ -162,6 +162,34 @@ def test_condition_ladder(grid, dtype):
     ladder(grid, dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_condition_ladder_with_chunked_gram_and_split_solve(grid, dtype, monkeypatch):
+    """The whole-rows passes with the Gram matrix as a batched GEMM of row chunks (real
+    dtypes; complex ones keep the HERK) and ``X R^{-1}`` split into halves with GEMMs down to
+    leaves of 2 (``_cholqr.GRAM_ROWS``/``TRSM_LEAF``, the GPU's candidates): the same ladder,
+    the same bounds. On the grids of one process column, where those passes run."""
+    monkeypatch.setattr(_cholqr, "GRAM_ROWS", 7)  # 96 rows: ragged chunks, per rank too
+    monkeypatch.setattr(_cholqr, "TRSM_LEAF", 2)
+    calls = []
+    real = _cholqr._chunked_gram
+    monkeypatch.setattr(_cholqr, "_chunked_gram", lambda *a: (calls.append(1), real(*a))[1])
+    ladder(grid, dtype)
+    whole_rows = grid.npcol == 1
+    assert bool(calls) == (whole_rows and np.dtype(dtype).kind != "c")
+    # the split solve alone: q r = x to within the substitution's backward error
+    be = grid.backend
+    rng = np.random.default_rng(grid.rank)
+    r = np.triu(random_matrix(rng, (11, 11), dtype)) + 4 * np.eye(11, dtype=dtype)
+    x = random_matrix(rng, (9, 11), dtype)
+    q = be.asarray(x.copy())
+    _cholqr._solve_upper_right(be, be.asarray(r), q, 2)
+    be.synchronize()
+    q = be.asnumpy(q)
+    resid = np.abs(high(q) @ high(r) - high(x)).max()
+    bound = THRESH * 11 * eps(dtype) * (np.abs(q) @ np.abs(r)).max()
+    assert resid <= bound, f"split solve: |q r - x| = {resid:.3g} > {bound:.3g}"
+
+
 @pytest.mark.full_sweep
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])
 def test_condition_ladder_full(grid, dtype):

@@ -67,6 +67,19 @@ __all__ = ["cholesky_qr", "DELTA_MAX"]
 #: the distributed operators there too)
 _WHOLE_ROWS = True
 
+#: rows per GEMM of the local Gram matrix on whole rows (:func:`_local_gram`): ``X^H X`` as the
+#: sum of the chunks' ``X_i^H X_i``, one batched GEMM (real dtypes; 0: one SYRK/HERK of all
+#: rows). A cuBLAS SYRK of a 1048576 x 256 matrix has a 256 x 256 output to spread over the
+#: GPU; the batch gives it ``m / GRAM_ROWS`` times more. Not measured on a GPU yet
+#: (``tools/cholqr_sweep.py``): off until it is.
+GRAM_ROWS = 0
+
+#: the local ``X R^{-1}`` on whole rows (:func:`_solve_upper_right`) is split into halves of
+#: ``R`` with a GEMM between them down to triangles of this order (0: one TRSM), which turns
+#: all but the leaves' flops into GEMMs as ``_lu_local.solve_unit_lower`` does for LU. Not
+#: measured on a GPU yet (``tools/cholqr_sweep.py``): off until it is.
+TRSM_LEAF = 0
+
 #: the largest departure ``||Q_1^H Q_1 - I||_F`` of the first pass that CholeskyQR2 accepts
 #: (``kappa(Q_1)^2 <= (1 + delta) / (1 - delta) = 3``: the second pass then orthogonalises to
 #: working precision)
@@ -237,7 +250,7 @@ def _gram(be: Backend, grid: Any, xl: Any, n: int) -> Any:
     xp, p, me = be.xp, grid.size, grid.rank
     stack = xp.zeros((p, n, n), xl.dtype)
     if xl.shape[0]:
-        be.syrk(1, xl, 0, stack[me], "U", "C", be.compute)
+        _local_gram(be, xl, stack[me])
     everyone = tuple(range(p))
     entries = [
         (s, everyone, n * n, stack[s] if s == me else None, None if s == me else (stack, s))
@@ -271,8 +284,46 @@ def _local_pass(
     if q is not xl:
         be.launch(be.compute, _copy, q, xl)
     if q.shape[0]:
-        be.trsm(1, g, q, "R", "U", "N", "N", be.compute)
+        _solve_upper_right(be, g, q, TRSM_LEAF)
     return q, g
+
+
+def _local_gram(be: Backend, x: Any, out: Any) -> None:
+    """``out`` := the upper triangle of ``x^H x`` (zeros below), on the compute stream: one
+    SYRK/HERK, or with :data:`GRAM_ROWS` (real dtypes, more than one chunk) the batched GEMM
+    of the chunks' Gram matrices, summed in chunk order."""
+    m = x.shape[0]
+    if GRAM_ROWS <= 0 or m < 2 * GRAM_ROWS or x.dtype.kind == "c":
+        be.syrk(1, x, 0, out, "U", "C", be.compute)
+        return
+    be.launch(be.compute, _chunked_gram, be.xp, out, x, GRAM_ROWS)
+
+
+def _chunked_gram(xp: Any, out: Any, x: Any, rows: int) -> None:
+    """``out`` := ``triu(x^T x)`` for a real ``x``: the chunks of ``rows`` rows as one
+    batched GEMM, their sum, and the ragged last rows."""
+    m, n = x.shape
+    whole = m // rows * rows
+    chunks = x[:whole].reshape(m // rows, rows, n)
+    g = xp.matmul(chunks.transpose(0, 2, 1), chunks).sum(axis=0)
+    if whole < m:
+        g += x[whole:].T @ x[whole:]
+    out[...] = xp.triu(g)
+
+
+def _solve_upper_right(be: Backend, r: Any, q: Any, leaf: int) -> None:
+    """``q := q r^{-1}`` for the upper triangular ``r`` (compute stream): one TRSM, or with
+    ``leaf > 0`` the halves ``q1 := q1 r11^{-1}``, ``q2 -= q1 r12``, ``q2 := q2 r22^{-1}``
+    down to triangles of order ``leaf`` (each leaf a TRSM: the substitution stays backward
+    stable)."""
+    n = r.shape[0]
+    if leaf <= 0 or n <= leaf:
+        be.trsm(1, r, q, "R", "U", "N", "N", be.compute)
+        return
+    h = n // 2
+    _solve_upper_right(be, r[:h, :h], q[:, :h], leaf)
+    be.gemm(-1, q[:, :h], r[:h, h:], 1, q[:, h:], "N", "N", be.compute)
+    _solve_upper_right(be, r[h:, h:], q[:, h:], leaf)
 
 
 def _local_product(be: Backend, r2: Any, r1: Any) -> Any:
@@ -318,3 +369,5 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     xp.sum(xp.abs(xp.triu(g, 1)) ** 2, dtype=np.float64)
     xp.sum(xp.abs(xp.diagonal(g) - 1) ** 2, dtype=np.float64)
     xp.sum(xp.diagonal(g).real)
+    if np.dtype(dtype).kind != "c":
+        _chunked_gram(xp, g, xp.zeros((5, 4), dtype), 2)
