@@ -1,0 +1,75 @@
+"""The tuning tools that ``tools/gpu-perf.sh`` runs on the GPU node (``tools/*_sweep.py``) run on
+the CPU backend with the very options the script passes them, at small sizes: a tool that no
+longer accepts its phase's arguments would otherwise fail only on the node, in its time."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: tool -> the size options replaced by small ones (the rest of the phase's options are kept)
+SMALL = {
+    "getrf_panel_sweep.py": {"--n": ["96"], "--repeat": ["1"]},
+    "geqrf_panel_sweep.py": {"--n": ["96"], "--repeat": ["1"]},
+    "cholqr_sweep.py": {"--m": ["4096"], "--n": ["16"], "--repeat": ["1"]},
+}
+
+
+def phase_arguments(tool: str) -> list[str]:
+    """The arguments ``tools/gpu-perf.sh`` passes to ``tool`` (its one invocation there)."""
+    text = (ROOT / "tools" / "gpu-perf.sh").read_text().replace("\\\n", " ")
+    found = re.findall(rf"node-run.sh \S+ python3 tools/{re.escape(tool)}(.*?)(?:>|;;)", text)
+    assert len(found) == 1, f"tools/gpu-perf.sh runs {tool} {len(found)} times"
+    return shlex.split(found[0])
+
+
+def small(tool: str, args: list[str]) -> list[str]:
+    """``args`` with the sizes of :data:`SMALL`: the shell variables of the script become
+    their small values, and the panel widths stay (they are what the phase tunes), capped so
+    that the small matrix still has several panels."""
+    out: list[str] = []
+    option = None
+    for a in args:
+        if a.startswith("--"):
+            option = a
+            out.append(a)
+            if a in SMALL[tool]:
+                out += SMALL[tool][a]
+            continue
+        if option in SMALL[tool]:
+            continue  # replaced
+        if a.startswith("$"):
+            raise AssertionError(f"{tool}: unexpected shell value {a} for {option}")
+        if option in ("--config", "--panel", "--q-block") and a.isdigit() and int(a) > 0:
+            a = str(min(int(a) // 32, 48) or 8)  # several panels of a 96 x 96 matrix
+        elif option == "--config" and ":" in a:
+            a = ":".join(str(min(int(x), 1024) // 64) if int(x) else "0" for x in a.split(":"))
+        out.append(a)
+    return out
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("tool", sorted(SMALL))
+def test_sweep_tool_runs_with_its_phase_arguments(tool):
+    args = small(tool, phase_arguments(tool))
+    env = dict(os.environ, BLASMP_BACKEND="cpu", OMP_NUM_THREADS="1")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / tool), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, f"{tool} {args}: rc={done.returncode}\n{done.stderr[-3000:]}"
+    lines = [line for line in done.stdout.splitlines() if " s [" in line or " ms [" in line]
+    assert len(lines) >= 3, f"{tool} {args} printed no timings:\n{done.stdout}"
+    assert "nan" not in done.stdout.lower()
