@@ -73,3 +73,45 @@ def test_sweep_tool_runs_with_its_phase_arguments(tool):
     lines = [line for line in done.stdout.splitlines() if " s [" in line or " ms [" in line]
     assert len(lines) >= 3, f"{tool} {args} printed no timings:\n{done.stdout}"
     assert "nan" not in done.stdout.lower()
+
+
+#: the defaults of tools/gpu-perf.sh's shell variables
+SHELL_VALUES = {
+    "$n": "16384",
+    "$nsmall": "4096",
+    "$block": "2048",
+    "$block4": "2048",
+    "$repeat": "5",
+    "$baselines": "cupy",
+    "$face": "matmul,matmul_ata,solve_triangular,trsm,trmm,syr2k,symm",
+}
+
+
+def bench_phases() -> list[tuple[str, int, list[str]]]:
+    """``(phase, ranks, bench arguments)`` of every ``bench`` call of tools/gpu-perf.sh."""
+    text = (ROOT / "tools" / "gpu-perf.sh").read_text().replace("\\\n", " ")
+    out = []
+    for phase, ranks, rest in re.findall(r"\bbench (\w+) (\d) ([^\n;]*)", text):
+        args = [SHELL_VALUES.get(a, a) for a in shlex.split(rest.replace('"', ""))]
+        args = [a.replace("$out/", "/tmp/") for a in args]
+        out.append((phase, int(ranks), args))
+    return out
+
+
+def test_gpu_perf_bench_phases_parse():
+    """Every ``bench`` phase of tools/gpu-perf.sh names operators, options and baselines the
+    bench knows, and grids that fit its rank count (parsed as the bench parses them)."""
+    from blasmp_array.bench import cli
+    from blasmp_array.bench.compare import BASELINES
+
+    phases = bench_phases()
+    assert len(phases) >= 20, f"found only {len(phases)} bench phases"
+    for phase, ranks, args in phases:
+        assert not any(a.startswith("$") for a in args), f"{phase}: unknown shell value in {args}"
+        try:
+            parsed = cli.build_parser().parse_args([*args, "--backend", "gpu"])
+        except SystemExit as exc:  # argparse's error
+            raise AssertionError(f"phase {phase}: the bench refuses {args}") from exc
+        names = [b.strip() for b in parsed.baselines.split(",") if b.strip()]
+        assert set(names) <= set(BASELINES), f"phase {phase}: baselines {names}"
+        cli._check_cases(cli._cases(parsed, ranks), ranks)
