@@ -1,10 +1,10 @@
 """Time the default-argument calls a new user makes, as the user makes them.
 
 Usage: mpiexec -n N python tools/defaults_table.py [--n 2048] [--repeat 5] [--numpy]
-       [--calls matmul,cholesky,lu_factor,solve,ata] [--interleave]
+       [--calls matmul,cholesky,lu_factor,solve,inv,ata] [--interleave]
 
 Each call (``A @ B``, ``np.linalg.cholesky(S)``, ``bm.linalg.lu_factor(A)``,
-``np.linalg.solve(A, B)``, ``A.T @ A``) runs with every argument at its default on the default
+``np.linalg.solve(A, B)``, ``np.linalg.inv(A)``, ``A.T @ A``) runs with every argument at its default on the default
 grid and block; the time is the slowest rank's, median (min, max) of ``--repeat`` after one
 warm-up. ``--numpy``: rank 0 also times NumPy/SciPy on the gathered matrices, with as many BLAS
 threads as all ranks have together, at most the CPUs it may use (the ratio ``numpy / ours`` > 1:
@@ -32,7 +32,7 @@ from mpi4py import MPI
 
 import blasmp_array as bm
 
-CALLS = ("matmul", "cholesky", "lu_factor", "solve", "ata")
+CALLS = ("matmul", "cholesky", "lu_factor", "solve", "inv", "ata")
 
 
 def _timed(fn: Callable[[], Any], comm: Any, be: Any, repeat: int) -> tuple[float, float, float]:
@@ -90,6 +90,7 @@ def _reference(name: str, a: Any, b: Any, s: Any, threads: int) -> Callable[[], 
         "cholesky": lambda: np.linalg.cholesky(s),
         "lu_factor": lambda: sl.lu_factor(a),
         "solve": lambda: np.linalg.solve(a, b),
+        "inv": lambda: np.linalg.inv(a),
         "ata": lambda: a.T @ a,
     }[name]
 
@@ -164,6 +165,7 @@ def main() -> None:
         "cholesky": lambda: np.linalg.cholesky(S),
         "lu_factor": lambda: bm.linalg.lu_factor(A),
         "solve": lambda: np.linalg.solve(A, B),
+        "inv": lambda: np.linalg.inv(A),
         "ata": lambda: A.T @ A,
     }
     if args.numpy:

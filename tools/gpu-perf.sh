@@ -22,6 +22,9 @@
 #   prof1        tools/profile_face.py at n=$NSMALL: per-call host profile of the face (docs/performance.md)
 #   puts4        tools/put_bandwidth.py on 4 ranks (MPS): the NVSHMEM put limit beside redist4
 #   lupanel1     tools/getrf_panel_sweep.py at n=$NSMALL and $N: the one-rank LU's panel width
+#   defaults1/defaults4  tools/defaults_table.py on 1 / 4 ranks (MPS), n=$N: A @ B, np.linalg.cholesky,
+#                lu_factor, np.linalg.solve, np.linalg.inv and A.T @ A with every argument at its default
+#                (the working block of the factorisations included); CuPy's times come from chol1/lu1big
 #   qrpanel1     tools/geqrf_panel_sweep.py at n=$NSMALL and $N: the one-rank QR's look-ahead (panel
 #                width, or the library's one geqrf) and how its Q is formed, against cupy.linalg.qr
 #   qrtall1      tools/cholqr_sweep.py, 1048576 x 256: the tall-skinny QR's kernels alone (SYRK or
@@ -47,7 +50,7 @@
 #   spectral4    the same calls on 4 ranks (2x2, MPS; checked at n=$NSMALL), without CuPy (compare
 #                with spectral1; the host checks of n=$N would take minutes)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
-#           prof1 puts4 lupanel1 qrpanel1 qrtall1 proflu4 door1 door4 qr1 spectral1 spectral4
+#           prof1 puts4 lupanel1 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 qr1 spectral1 spectral4
 #           (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
@@ -116,6 +119,10 @@ for p in "${phases[@]}"; do
     lupanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/getrf_panel_sweep.py \
                 --n "$nsmall" "$n" --config 512 768 1024 1536 2048 0 --repeat "$repeat" > "$out/perf-lupanel1.log" 2>&1
               summary+=("lupanel1 (np=1: tools/getrf_panel_sweep.py --n $nsmall $n): rc=$?") ;;
+    defaults1|defaults4) r=${p#defaults}
+        BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh "$r" python3 tools/defaults_table.py \
+          --n "$n" --repeat "$repeat" --calls matmul,cholesky,lu_factor,solve,inv,ata > "$out/perf-$p.log" 2>&1
+        summary+=("$p (np=$r: tools/defaults_table.py --n $n): rc=$?") ;;
     qrpanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/geqrf_panel_sweep.py \
                 --n "$nsmall" "$n" --panel 512 1024 2048 0 --q-block 0 1024 --repeat "$repeat" > "$out/perf-qrpanel1.log" 2>&1
               summary+=("qrpanel1 (np=1: tools/geqrf_panel_sweep.py --n $nsmall $n): rc=$?") ;;
@@ -156,7 +163,7 @@ for p in "${phases[@]}"; do
                bench spectral4svd 4 svd --n 8192 --grid 2x2 --repeat 3 ;;
     door1) door door1 1 ;;
     door4) door door4 4 --grid 2x2 ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 qrpanel1 qrtall1 proflu4 tracelu1 tracest4 tracechol4 tracelu4 door1 door4 qr1 spectral1 spectral4)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 tracest4 tracechol4 tracelu4 door1 door4 qr1 spectral1 spectral4)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"
