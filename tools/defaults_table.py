@@ -4,18 +4,19 @@ Usage: mpiexec -n N python tools/defaults_table.py [--n 2048] [--repeat 5] [--nu
        [--calls matmul,cholesky,lu_factor,solve,inv,ata] [--interleave]
 
 Each call (``A @ B``, ``np.linalg.cholesky(S)``, ``bm.linalg.lu_factor(A)``,
-``np.linalg.solve(A, B)``, ``np.linalg.inv(A)``, ``A.T @ A``) runs with every argument at its default on the default
-grid and block; the time is the slowest rank's, median (min, max) of ``--repeat`` after one
-warm-up. ``--numpy``: rank 0 also times NumPy/SciPy on the gathered matrices, with as many BLAS
-threads as all ranks have together, at most the CPUs it may use (the ratio ``numpy / ours`` > 1:
-we are faster). ``--numpy --interleave``: ``--repeat`` rounds of one call of ours then one of
-NumPy's, medians of each and the median of the per-round ratios (the machine's load drifts
-less within a round than between two loops); the other ranks wait asleep while NumPy runs, not
-in a busy-polling MPI barrier that would take a core from NumPy's threads. The first line says
-how many BLAS threads each rank runs and why (``backends/_blas_threads.py``), so that runs with
-and without ``OMP_NUM_THREADS`` can be compared: run them one after the other in the same
-shell command (the machine's load changes between commands). A measuring tool for
-``docs/defaults.md``; the bench's rows (``python -m blasmp_array.bench``) are the reference.
+``np.linalg.solve(A, B)``, ``np.linalg.inv(A)``, ``A.T @ A``) runs with every argument at its
+default on the default grid and block; the time is the slowest rank's, median (min, max) of
+``--repeat`` after one warm-up. ``--numpy``: rank 0 also times NumPy/SciPy on the gathered
+matrices, with as many BLAS threads as all ranks have together, at most the CPUs it may use (the
+ratio ``numpy / ours`` > 1: we are faster). ``--numpy --interleave``: ``--repeat`` rounds of one
+call of ours then one of NumPy's, medians of each and the median of the per-round ratios (the
+machine's load drifts less within a round than between two loops); the other ranks wait asleep
+while NumPy runs, not in a busy-polling MPI barrier that would take a core from NumPy's threads.
+The first line says how many BLAS threads each rank runs and why
+(``backends/_blas_threads.py``), so that runs with and without ``OMP_NUM_THREADS`` can be
+compared: run them one after the other in the same shell command (the machine's load changes
+between commands). A measuring tool for ``docs/defaults.md``; the bench's rows (``python -m
+blasmp_array.bench``) are the reference.
 """
 
 from __future__ import annotations
