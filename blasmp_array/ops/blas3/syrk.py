@@ -18,6 +18,7 @@ step ``k + num_stages`` (``ack[s, receiver]``), who wait for it before reusing t
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ from ...layout import BlockCyclicLayout
 from ..engine import _checks as ck
 from ..engine._triangle import index_triangle, mirror_triangle, scale_triangle, triangle_mask
 from ..engine._warmup import begin_pipeline, sample_matrix, warmup_kernels
+from ..engine.mirror import mirror_blocks
 from ..engine.panels import (
     Panel,
     PanelSpec,
@@ -195,7 +197,7 @@ class _LocalBand:
     J + band_half(J)`` (mod ``K``) -- at most two runs of local rows -- instead of every block
     below the diagonal. The lower triangle of a block-cyclic matrix is unbalanced (grid 1x2,
     K = 12: 39 against 33 block products, the slower process sets the pace); the band gives
-    every block column 6 or 7. The rest is filled from the transpose (:func:`_fill_from_band`).
+    every block column 6 or 7. The rest is filled from their mirrors (:func:`_fill_from_band`).
     Same interface as :class:`_LocalTriangle` for :func:`triangle_update`."""
 
     def __init__(self, C: BlockCyclicArray) -> None:
@@ -212,7 +214,7 @@ class _LocalBand:
             return (roff[bisect.bisect_left(ib, g0)], roff[bisect.bisect_right(ib, g1)])
 
         self.uplo = "L"
-        self.cols = []  # (c0, c1, below, wrapped, diag, outside runs)
+        self.cols = []  # (c0, c1, below, wrapped, diag)
         for t, J in enumerate(lay.local_block_cols(g.mycol)):
             c0 = t * lay.block[1]
             c1 = min(c0 + lay.block[1], C._data.shape[1])
@@ -221,46 +223,39 @@ class _LocalBand:
             diag = rows(J, J) if mine else None
             below = rows(J + 1, min(last, K - 1))
             wrapped = rows(0, last - K)
-            outside = (rows(max(0, last - K + 1), J - 1), rows(last + 1, K - 1))
-            self.cols.append((c0, c1, below, wrapped, diag, outside))
+            self.cols.append((c0, c1, below, wrapped, diag))
 
     def chunks(self, width: int) -> list[tuple[int, int, tuple[int, int], list[Any]]]:
         """One chunk per block column: the run below the diagonal block, then the wrapped run
         and the diagonal block (the format of :meth:`_LocalTriangle.chunks`)."""
         return [
-            (c0, c1, below, [(c0, c1, wrapped, diag)])
-            for c0, c1, below, wrapped, diag, _ in self.cols
+            (c0, c1, below, [(c0, c1, wrapped, diag)]) for c0, c1, below, wrapped, diag in self.cols
         ]
 
 
-def _copy_block(out: Any, src: Any) -> None:
-    out[...] = src
-
-
-def _strict_upper_from(xp: Any, c_blk: Any, t_blk: Any) -> None:
-    # the strict upper triangle of a diagonal block from the transposed matrix
-    i, j = xp.triu_indices(c_blk.shape[0], 1)
-    c_blk[i, j] = t_blk[i, j]
+@functools.lru_cache(maxsize=64)
+def outside_band(k: int) -> tuple[tuple[int, int], ...]:
+    """The blocks ``(I, J)`` of a ``k x k`` block matrix outside the balanced band, diagonal
+    excluded: the mirrors of the band's off-diagonal blocks, about half the matrix."""
+    out: list[tuple[int, int]] = []
+    for j in range(k):
+        band = {(j + d) % k for d in range(band_half(j, k) + 1)}
+        out.extend((i, j) for i in range(k) if i not in band)
+    return tuple(out)
 
 
 def _fill_from_band(C: BlockCyclicArray, band: _LocalBand, hermitian: bool) -> None:
     """Complete ``C``, computed on the balanced band, to the full symmetric (Hermitian) matrix
-    in place: every block outside the band, and the strict upper triangle of every diagonal
-    block, from ``C^T`` (``C^H``), made by one distributed transpose. Collective."""
-    from ..engine.redistribute import transpose
-
+    in place: every block outside the band from its mirror in the band (``C[I, J] := C[J,
+    I]^T``, ``^H``; one exchange that moves only those blocks, ``engine/mirror.py``), and the
+    strict upper triangle of every diagonal block from its own lower one. Collective."""
     g, b = C.grid, C.grid.backend
-    mirrored = transpose(C, conjugate=hermitian)  # C^T: each block to the mirrored process
-    if mirrored.layout != C.layout:
-        mirrored = mirrored.redistribute(grid=g, block=C.block)
-    c, t = C._data, mirrored._data
-    for c0, c1, _, _, diag, outside in band.cols:
-        for r0, r1 in outside:
-            if r0 < r1:
-                b.launch(b.compute, _copy_block, c[r0:r1, c0:c1], t[r0:r1, c0:c1])
+    blocks = outside_band(C.layout.nblocks[0])
+    mirror_blocks(b, C._data, C.layout, g.rank, blocks, hermitian)
+    for c0, c1, _, _, diag in band.cols:
         if diag is not None:
-            d0, d1 = diag
-            b.launch(b.compute, _strict_upper_from, b.xp, c[d0:d1, c0:c1], t[d0:d1, c0:c1])
+            d0, d1 = diag  # C[J, J]: its lower triangle mirrored, on this process
+            b.launch(b.compute, mirror_triangle, b.xp, C._data[d0:d1, c0:c1], "L", hermitian)
     b.synchronize()
 
 
@@ -280,14 +275,12 @@ def _fill_from_triangle(C: BlockCyclicArray, hermitian: bool) -> None:
 
 @warmup_kernels
 def _warm_symmetric_fill(backend: Backend, xp: Any, dtype: np.dtype) -> None:
-    """The fills of a full result: :func:`_fill_from_band`'s copies (a strided rectangle, a
-    diagonal block's strict upper triangle) and :func:`_fill_from_triangle`'s select (the
-    inverted mask included)."""
+    """The fills of a full result: :func:`_fill_from_band`'s mirrored diagonal block (a
+    strided one) and :func:`_fill_from_triangle`'s select (the inverted mask included)."""
     n = 6
     local = sample_matrix(xp, dtype, n)
-    other = local.copy()
-    _copy_block(local[1:4, 2:5], other[1:4, 2:5])
-    _strict_upper_from(xp, local[1:5, 1:5], other[1:5, 1:5])
+    for conj in (False, True):
+        mirror_triangle(xp, local.copy()[1:5, 1:5], "L", conj)
     rows = xp.asarray(np.arange(n))
     tri = (rows[None, :] - rows[:, None]) <= 0
     xp.copyto(local.copy(), local, where=~tri)
@@ -479,7 +472,8 @@ def rank_k(
     full symmetric (Hermitian) matrix. One process mirrors its lower triangle; a grid computes
     the balanced band of :class:`_LocalBand` (every process about the same number of block
     products; on the backends of :data:`BALANCED_BAND`, else the lower triangle) and fills the
-    rest from one distributed transpose.
+    rest: the band's by moving only the blocks outside it (their mirrors), the triangle's from
+    one distributed transpose.
     """
     if full and (B is not None or C is not None or uplo != "L"):
         raise ValueError(f"{name}: full=True is for a new C = op(A) op(A)^T, uplo 'L'")
