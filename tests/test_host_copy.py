@@ -113,3 +113,11 @@ def test_blas_route_is_taken_for_a_transposing_copy(monkeypatch):
     hc.assign(np.empty((6, 4), np.complex64), x.T, conjugate=True)
     hc.assign(np.empty((4, 6), np.complex64), x)
     assert calls == ["Fomatcopy"]
+    # two disjoint blocks of one matrix (mirrored blocks): the BLAS; overlapping ones: NumPy
+    m = np.arange(64.0).reshape(8, 8)
+    expect = m[4:8, 0:4].T.copy()
+    hc.assign(m[0:4, 4:8], m[4:8, 0:4].T)
+    assert calls == ["Fomatcopy", "domatcopy"]
+    assert np.array_equal(m[0:4, 4:8], expect)
+    hc.assign(m[0:4, 0:4], m[2:6, 2:6].T)
+    assert calls == ["Fomatcopy", "domatcopy"]
