@@ -84,7 +84,7 @@ from ...array import BlockCyclicArray
 from ...backends.base import Backend
 from ...layout import BlockCyclicLayout
 from ..engine._exchange import positions_index
-from ..engine._messages import exchange, pack, sum_stack, unpack
+from ..engine._messages import exchange, sum_stack
 from ..engine._triangle import zero_triangle
 from ..engine._warmup import begin_pipeline, warmup_kernels
 from ..engine.indexing import window
@@ -155,13 +155,6 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     _take_panel(panel, slice(1, 3), src[:2])
     _take_panel(panel, idx, src[:2])
     _diagonal_into(xp, xp.zeros(4, dtype), panel[:4, :4])
-    # the factored panel (column-major) and its T or tau, as one holder sends them
-    flat = xp.zeros(20, dtype)
-    pack(flat, panel)
-    unpack(panel, slice(None), flat)
-    tau = xp.zeros(3, dtype)
-    pack(flat[:3], tau)
-    unpack(tau, slice(None), flat[:3])
     _copy_rows(src[:2], panel, slice(1, 3))
     _put_back(src, 3, panel, idx)
     _put_back(src, 1, panel, slice(0, 4))
