@@ -23,11 +23,7 @@ steps, the last one ragged). Step ``k`` (``k0 = k nb``, ``e`` the width of block
 2. *Panel factorisation*, redundantly on every process (as the distributed LU's panel, and for
    the same reason: one exchange instead of a factorisation in the grid column followed by a
    broadcast of ``V`` along the grid rows), its owners writing it back into ``w``; ``V_k`` made
-   explicit (unit diagonal, zeros above). Where one process holds the whole panel (a grid of
-   one process row; the last steps of any grid) step 1 is a local copy and that process alone
-   factors it, then ``# factored panel and T (or tau) -> every process``: on a ``1 x P`` grid
-   the others skip the panels they do not own, which lie on the critical path of the process
-   with the most trailing columns. On the CPU one ``geqrt`` (LAPACK's recursive
+   explicit (unit diagonal, zeros above). On the CPU one ``geqrt`` (LAPACK's recursive
    ``xgeqrt3``, BLAS3) gives the factored panel and ``T_k`` together; ``geqrf``'s inner columns
    run in BLAS2, about 3x slower on a 2048 x 256 panel, and the panel is on the critical path
    of every step (docs/qr.md, "Measured"). cuSOLVER has no ``geqrt``: on the GPU ``geqrf``,
