@@ -115,34 +115,6 @@ def test_qr(grid, dtype, shape, mode):
     run_case(grid, dtype, *shape, mode)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
-def test_householder_with_geqrf_panels(grid, dtype, monkeypatch):
-    """The panels factored by ``geqrf`` with ``T`` from its scalars (the GPU's way; the CPU
-    uses ``geqrt``): where one process holds a panel it sends ``tau`` with it and every
-    process forms ``T``; the bounds hold on every grid, and so does ``qr_multiply``."""
-    monkeypatch.setattr(grid.backend, "has_geqrt", False)
-    for mode in ("economic", "full", "r"):
-        run_case(grid, dtype, 29, 17, 4, mode, "householder")
-    run_case(grid, dtype, 11, 19, 3, "full", "householder")
-
-
-def test_the_one_holder_factors_its_panels(grid, monkeypatch):
-    """On a grid of one process row each panel lies on one process: it alone factors it and
-    sends it factored; on other grids every process factors the gathered panel (until the
-    last rows lie on one grid row)."""
-    calls = []
-    real = grid.backend.geqrt if grid.backend.has_geqrt else grid.backend.geqrf
-    name = "geqrt" if grid.backend.has_geqrt else "geqrf"
-    monkeypatch.setattr(grid.backend, name, lambda *a: (calls.append(1), real(*a))[1])
-    m, n, nb = 40, 24, 4  # 6 panels
-    run_case(grid, np.float64, m, n, nb, "economic", "householder")
-    counts = grid.comm.allgather(len(calls))
-    if grid.nprow == 1 and grid.size > 1:
-        assert sum(counts) == 6, f"panels factored per rank: {counts}"
-    elif grid.size > 1:
-        assert min(counts) >= 1 and sum(counts) > 6, f"panels factored per rank: {counts}"
-
-
 @pytest.mark.parametrize("dtype,method", [(np.float64, "cholqr"), (np.complex64, "householder")])
 def test_forced_method(grid, dtype, method):
     """Each algorithm on a shape the automatic choice gives to the other one."""

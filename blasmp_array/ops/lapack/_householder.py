@@ -148,9 +148,6 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     unit_lower(xp, src, 2, 3)
     build_t(xp, xp.eye(3, dtype=dtype), xp.ones(3, dtype), xp.empty((3, 3), dtype), src[:3, :3])
     _copy_rows(src[:2], panel, idx)
-    _take_panel(panel, slice(1, 3), src[:2])
-    _take_panel(panel, idx, src[:2])
-    _diagonal_into(xp, xp.zeros(4, dtype), panel[:4, :4])
     _copy_rows(src[:2], panel, slice(1, 3))
     _put_back(src, 3, panel, idx)
     _put_back(src, 1, panel, slice(0, 4))
@@ -210,29 +207,13 @@ class _Pipeline:
         )
         self.be.synchronize()
 
-    def _holder(self, k: int) -> int | None:
-        """The rank holding every row ``>= k nb`` of block column ``k``, or None when several
-        grid rows hold some (from the layout: the same on every rank)."""
-        lay, c = self.lay, _col_owner(self.lay, k)
-        rows = [r for r in range(self.pr) if _before(lay, k, r, 0) < lay.local_shape(r, c)[0]]
-        return self.grid.rank_of(rows[0], c) if len(rows) == 1 else None
-
     def _gather(self, k: int, after: Any) -> Any:
         """``# A[k0:, block column k] -> every process`` into a column-major panel (collective);
-        the packing waits for ``after`` (the update of that block column). When one process
-        holds the whole panel (a grid of one process row, or the last steps) it copies it into
-        its panel alone; the others receive it factored (:meth:`_factor`)."""
+        the packing waits for ``after`` (the update of that block column)."""
         be, lay, grid = self.be, self.lay, self.grid
         k0, e = k * self.nb, self.f.ext(k)
         c = _col_owner(lay, k)
         panel = be.xp.empty((self.m - k0, e), self.dtype, order="F")
-        holder = self._holder(k)
-        if holder is not None:
-            if holder == grid.rank:  # (after: recorded on the compute stream, which runs this)
-                lr0, c0 = _before(lay, k, self.myrow, 0), lay.local_offset(k, k)[1]
-                rows = positions_index(lay.local_rows(self.myrow)[lr0:] - k0, be.xp)
-                be.launch(be.compute, _take_panel, panel, rows, self.w._data[lr0:, c0 : c0 + e])
-            return panel
         everyone = tuple(range(grid.size))
         msgs = []
         for r in range(self.pr):
@@ -250,10 +231,8 @@ class _Pipeline:
         return panel
 
     def _factor(self, k: int, panel: Any) -> Any:
-        """Step 2 on the compute stream: the panel factored (by every process, or by the one
-        that holds it, which then sends it with ``T`` -- or ``tau`` where ``T`` comes from
-        ``geqrf``'s scalars -- to the others), written back by its owners, ``V`` made explicit,
-        ``T``; returns my rows of ``V`` (None without rows ``>= k0``)."""
+        """Step 2 on the compute stream: ``geqrf`` of the panel, written back by its owners,
+        ``V`` made explicit, ``T``; returns my rows of ``V`` (None without rows ``>= k0``)."""
         be, lay, xp, f = self.be, self.lay, self.be.xp, self.f
         comp = be.compute
         k0, e, r = k * self.nb, f.ext(k), f.refl(k)
@@ -261,17 +240,12 @@ class _Pipeline:
         info = xp.zeros(1, np.int32)
         lr0 = _before(lay, k, self.myrow, 0)
         mine = positions_index(lay.local_rows(self.myrow)[lr0:] - k0, xp)
-        t = xp.empty((r, r), self.dtype) if be.has_geqrt else None
-        holder = self._holder(k)
-        if holder is None or holder == self.grid.rank:
-            if t is not None:
-                be.geqrt(panel, tau, t, info, comp)
-            else:
-                be.geqrf(panel, tau, info, comp)
-        if holder is not None and self.grid.size > 1:
-            self._share(k, holder, panel, t if t is not None else tau)
-            if t is not None and holder != self.grid.rank:
-                be.launch(comp, _diagonal_into, xp, tau, t)
+        t = None
+        if be.has_geqrt:
+            t = xp.empty((r, r), self.dtype)
+            be.geqrt(panel, tau, t, info, comp)
+        else:
+            be.geqrf(panel, tau, info, comp)
         if self.mycol == _col_owner(lay, k) and lr0 < self.nrow:  # the factored panel -> w
             c0 = lay.local_offset(k, k)[1]
             be.launch(comp, _put_back, self.w._data[:, c0 : c0 + e], lr0, panel, mine)
@@ -284,19 +258,6 @@ class _Pipeline:
             vloc = xp.empty((self.nrow - lr0, r), self.dtype)
             be.launch(comp, _copy_rows, vloc, v, mine)
         return vloc
-
-    def _share(self, k: int, holder: int, panel: Any, scalars: Any) -> None:
-        """``# factored panel k and its T (or tau) -> every process`` from ``holder``, after
-        its factorisation (collective)."""
-        be, grid = self.be, self.grid
-        everyone = tuple(range(grid.size))
-        mine = holder == grid.rank
-        msgs = [
-            (holder, everyone, x.size, x if mine else None, None if mine else (x, slice(None)))
-            for x in (panel, scalars)
-        ]
-        after = be.record_event(be.compute)
-        exchange(be, grid, f"qr factored panel step {k}", msgs, self.dtype, after)
 
     def _update(self, k: int, vloc: Any, c0: int, split: int) -> Any:
         """Step 3 of step ``k`` on my columns ``c0:`` (collective): the reduction of ``V^H A``,
@@ -319,14 +280,6 @@ class _Pipeline:
         if self.ncol > split:
             be.gemm(-1, vloc, w[:, split - c0 :], 1, tail[:, split - c0 :], "N", "N", be.compute)
         return ready
-
-
-def _take_panel(panel: Any, rows: Any, src: Any) -> None:
-    panel[rows] = src
-
-
-def _diagonal_into(xp: Any, tau: Any, t: Any) -> None:
-    tau[...] = xp.diagonal(t)
 
 
 def _copy_rows(out: Any, v: Any, rows: Any) -> None:
