@@ -115,6 +115,17 @@ def test_qr(grid, dtype, shape, mode):
     run_case(grid, dtype, *shape, mode)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_householder_with_geqrf_panels(grid, dtype, monkeypatch):
+    """The panels factored by ``geqrf`` with ``T`` from its scalars (``xlarft``: the GPU's
+    way; the CPU uses ``geqrt``): the bounds hold on every grid, and so does
+    ``qr_multiply``'s application of the same reflectors."""
+    monkeypatch.setattr(grid.backend, "has_geqrt", False)
+    for mode in ("economic", "full", "r"):
+        run_case(grid, dtype, 29, 17, 4, mode, "householder")
+    run_case(grid, dtype, 11, 19, 3, "full", "householder")
+
+
 @pytest.mark.parametrize("dtype,method", [(np.float64, "cholqr"), (np.complex64, "householder")])
 def test_forced_method(grid, dtype, method):
     """Each algorithm on a shape the automatic choice gives to the other one."""
