@@ -77,6 +77,7 @@ import numpy as np
 
 from ..._alloc import new_array
 from ...array import BlockCyclicArray
+from ...backends._host_copy import assign
 from ...backends.base import Backend
 from ...layout import BlockCyclicLayout
 from ..engine._exchange import positions_index
@@ -283,11 +284,11 @@ class _Pipeline:
 
 
 def _copy_rows(out: Any, v: Any, rows: Any) -> None:
-    out[...] = v[rows]
+    assign(out, v[rows])  # column-major panel -> row-major: ?omatcopy on the CPU
 
 
 def _put_back(dst: Any, lr0: int, panel: Any, rows: Any) -> None:
-    dst[lr0:] = panel[rows]
+    assign(dst[lr0:], panel[rows])
 
 
 def _copy(out: Any, src: Any) -> None:
