@@ -38,7 +38,7 @@ import numpy as np
 from ..._alloc import scratch
 from ...backends.base import Backend
 
-__all__ = ["Steps", "run"]
+__all__ = ["Steps", "MatrixSteps", "run"]
 
 
 class Steps(Protocol):
@@ -66,6 +66,29 @@ class Steps(Protocol):
 
     def update_rest(self, k: int, panel: Any, state: Any) -> None:
         """Compute stream: the rest of step ``k``."""
+
+
+class MatrixSteps:
+    """What the factorisations of a row-major local matrix ``a`` share: the bounds of their
+    panels (``edges``: the first column of each, then ``min(m, n)``) and their loading."""
+
+    def __init__(self, be: Backend, a: Any, edges: list[int]) -> None:
+        self.be, self.a, self.edges = be, a, edges
+
+    def block_columns(self, k: int) -> tuple[int, int, int]:
+        """``k0, k1, k2``: panel ``k`` is ``[k0, k1)``, block column ``k + 1`` ``[k1, k2)``
+        (empty at the last step)."""
+        e = self.edges
+        return e[k], e[k + 1], (e[k + 2] if k + 2 < len(e) else e[k + 1])
+
+    def load(self, k: int, panel: Any) -> None:
+        """Compute stream: ``a[k0:, k0:k1]`` into the column-major ``panel``."""
+        k0, k1, _ = self.block_columns(k)
+        self.be.launch(self.be.compute, _copy, panel, self.a[k0:, k0:k1])
+
+
+def _copy(dst: Any, src: Any) -> None:
+    dst[...] = src
 
 
 def run(be: Backend, edges: list[int], rows: int, dtype: Any, steps: Steps) -> None:

@@ -84,23 +84,13 @@ def getrf_lookahead(be: Backend, a: Any, nb: int = 0, first: int = -1) -> tuple[
     return steps.piv, steps.zero
 
 
-class _GetrfSteps:
+class _GetrfSteps(_lookahead.MatrixSteps):
     """The LU's part of :func:`ops.lapack._lookahead.run` (steps 1-4 of the module docstring)."""
 
     def __init__(self, be: Backend, a: Any, edges: list[int]) -> None:
-        self.be, self.a, self.edges = be, a, edges
+        super().__init__(be, a, edges)
         self.piv = np.zeros(edges[-1], dtype=np.int32)
         self.zero = -1
-
-    def block_columns(self, k: int) -> tuple[int, int, int]:
-        """``k0, k1, k2``: panel ``k`` is ``[k0, k1)``, block column ``k + 1`` ``[k1, k2)``
-        (empty at the last step)."""
-        e = self.edges
-        return e[k], e[k + 1], (e[k + 2] if k + 2 < len(e) else e[k + 1])
-
-    def load(self, k: int, panel: Any) -> None:
-        k0, k1, _ = self.block_columns(k)
-        self.be.launch(self.be.compute, _copy, panel, self.a[k0:, k0:k1])
 
     def outputs(self, k: int, panel: Any) -> Any:
         return self.be.xp.zeros(min(panel.shape) + 1, dtype=np.int32)  # pivots, then INFO

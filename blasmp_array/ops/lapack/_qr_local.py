@@ -74,23 +74,16 @@ def geqrf_lookahead(be: Backend, a: Any, nb: int = 0) -> tuple[Any, Any]:
     return fa, tau
 
 
-class _GeqrfSteps:
-    """The QR's part of :func:`ops.lapack._lookahead.run` (steps 1-4 of the module docstring)."""
+class _GeqrfSteps(_lookahead.MatrixSteps):
+    """The QR's part of :func:`ops.lapack._lookahead.run` (steps 1-4 of the module docstring);
+    its matrix is the row-major working copy of ``a``."""
 
     def __init__(self, be: Backend, a: Any, fa: Any, tau: Any, edges: list[int]) -> None:
-        self.be, self.fa, self.tau, self.edges = be, fa, tau, edges
+        super().__init__(be, be.xp.empty_like(a), edges)
+        self.fa, self.tau = fa, tau
         self.m, self.n = a.shape
-        self.a = be.xp.empty_like(a)  # the row-major working copy
         be.begin()
         be.launch(be.compute, _copy, self.a, a)
-
-    def block_columns(self, k: int) -> tuple[int, int, int]:
-        e = self.edges
-        return e[k], e[k + 1], (e[k + 2] if k + 2 < len(e) else e[k + 1])
-
-    def load(self, k: int, panel: Any) -> None:
-        k0, k1, _ = self.block_columns(k)
-        self.be.launch(self.be.compute, _copy, panel, self.a[k0:, k0:k1])
 
     def outputs(self, k: int, panel: Any) -> Any:
         """``(tau, T or None, INFO)`` of panel ``k`` (``tau`` a view of the result's)."""
