@@ -12,6 +12,12 @@ library that :mod:`._cblas` loaded for the GEMMs (the OpenBLAS bundled with NumP
 ``$BLASMP_CPU_BLAS=numpy`` asks for NumPy, or where the copy does not transpose (a plain or
 conjugating copy in the same orientation runs at NumPy's memory speed already). Like the other
 CBLAS calls, ``ctypes`` releases the GIL for the copy.
+
+Only real dtypes take it. ``?omatcopy`` computes ``alpha * a`` with ``alpha = 1``: exact for
+every real value but a signaling NaN (which comes out quiet, as from any arithmetic), but for a
+complex one it is a complex product, ``(x + iy)(1 + 0i)``, in which a NaN or an infinity of one
+part turns the other part into NaN and ``-0.0`` can lose its sign: not a copy. Complex matrices
+are copied by NumPy.
 """
 
 from __future__ import annotations
@@ -27,8 +33,8 @@ from ._cpu_kernels import _row_major
 __all__ = ["assign", "omatcopy_available"]
 
 _TRANS = 112  # CblasTrans
-_CONJ_TRANS = 113  # CblasConjTrans
-_FLOATS = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
+#: the dtypes ``?omatcopy`` copies exactly (see the module docstring)
+_REAL = frozenset(np.dtype(t) for t in (np.float32, np.float64))
 
 _routines: list[Any] = []
 
@@ -38,7 +44,7 @@ def _library() -> _cblas.CBlas | None:
     if not _routines:
         lib = _cblas.load()
         try:
-            for p in "sdcz" if lib is not None else "":
+            for p in "sd" if lib is not None else "":
                 lib.fn(p + "omatcopy")  # type: ignore[union-attr]
         except AttributeError:
             lib = None
@@ -77,15 +83,16 @@ def _fits(lib: _cblas.CBlas, *dims: int) -> bool:
 def assign(out: Any, src: Any, conjugate: bool = False) -> None:
     """``out[...] = src`` (``conj(src)`` when ``conjugate``), both 2-D of the same shape.
 
-    Host arrays of one floating dtype whose orientations differ (``src`` is column-major
+    Host arrays of one real floating dtype whose orientations differ (``src`` is column-major
     where ``out`` is row-major, e.g. ``src = x.T`` of a C-ordered ``x``) are copied by
-    ``?omatcopy``; anything else (device arrays included) by the array library.
+    ``?omatcopy``; anything else (complex dtypes and device arrays included) by the array
+    library.
     """
     if conjugate and not np.iscomplexobj(src):
         conjugate = False
     lib = _library() if isinstance(out, np.ndarray) and isinstance(src, np.ndarray) else None
     pair = None
-    if lib is not None and out.dtype == src.dtype and out.dtype in _FLOATS and out.size:
+    if lib is not None and out.dtype == src.dtype and out.dtype in _REAL and out.size:
         if not _overlap(out, src):
             pair = _transposed_pair(out, src)
     if pair is None or lib is None:
@@ -100,7 +107,7 @@ def assign(out: Any, src: Any, conjugate: bool = False) -> None:
     n = lib.int
     lib.routine(out.dtype, "omatcopy")(
         _cblas.ROW_MAJOR,
-        _CONJ_TRANS if conjugate else _TRANS,
+        _TRANS,
         n(rows),
         n(cols),
         lib.scalar(1, out.dtype),
