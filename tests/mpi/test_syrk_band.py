@@ -57,3 +57,30 @@ def test_gram_matrix(grid, dtype, case, shape, monkeypatch):
     if grid.size > 1:
         one = shape == "band" and grid.nprow == 1 and not herm
         assert sent == [1 if one else 2] * 2
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}x{c[1]}b{c[2]}")
+@pytest.mark.parametrize("shape", ["band", "triangle"])
+def test_new_lower_triangle(grid, dtype, case, shape, monkeypatch):
+    """``bm.linalg.syrk(A)`` (HERK for complex dtypes) into a new result, lower triangle: on
+    the band (its blocks above the diagonal moved below it, then zeroed) or on the triangle,
+    the same bound; the strict upper triangle exactly zero; the diagonal real for HERK."""
+    from blasmp_array.ops.blas3 import syrk
+
+    monkeypatch.setattr(syrk, "BALANCED_BAND", {grid.backend.name} if shape == "band" else set())
+    moved: list = []
+    real = syrk._lower_from_band
+    monkeypatch.setattr(syrk, "_lower_from_band", lambda *x: (moved.append(1), real(*x))[1])
+    m, n, nb = case
+    a = random_matrix(np.random.default_rng(m + n * nb), (m, n), dtype)
+    A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    herm = np.dtype(dtype).kind == "c"
+    c = bm.linalg.syrk(A, trans="C" if herm else "T").to_numpy()
+    ref = (a.conj().T if herm else a.T) @ a
+    scale = np.abs(high(a)).T @ np.abs(high(a))
+    assert_within_bound(np.tril(c), np.tril(ref), scale, m, dtype, "tril(A^H A)")
+    assert np.all(np.triu(c, 1) == 0), "the upper triangle of a new lower result is not zero"
+    if herm:
+        assert np.all(np.diag(c).imag == 0)
+    assert len(moved) == (1 if shape == "band" and grid.size > 1 and n else 0)

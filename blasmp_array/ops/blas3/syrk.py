@@ -259,6 +259,27 @@ def _fill_from_band(C: BlockCyclicArray, band: _LocalBand, hermitian: bool) -> N
     b.synchronize()
 
 
+def _lower_from_band(C: BlockCyclicArray, hermitian: bool) -> None:
+    """Turn ``C``, computed on the balanced band into zeros, into its lower triangle with
+    zeros above it, in place: every block below the diagonal outside the band from its mirror
+    above it (``C[I, J] := C[J, I]^T``, ``^H``; one exchange of about a quarter of the
+    matrix, ``engine/mirror.py``), then those mirrors zeroed. The band's diagonal blocks hold
+    their lower triangle only already. Collective."""
+    g, b, lay = C.grid, C.grid.backend, C.layout
+    below = tuple((i, j) for i, j in outside_band(lay.nblocks[0]) if i > j)
+    mirror_blocks(b, C._data, lay, g.rank, below, hermitian)  # (finished: nothing in flight)
+    for i, j in below:
+        if lay.block_owner(j, i) == g.coords:
+            r0, c0 = lay.local_offset(j, i)
+            nr, nc = lay.block_extent(j, i)
+            b.launch(b.compute, _zero, C._data[r0 : r0 + nr, c0 : c0 + nc])
+    b.synchronize()
+
+
+def _zero(x: Any) -> None:
+    x[...] = 0
+
+
 def _fill_from_triangle(C: BlockCyclicArray, hermitian: bool) -> None:
     """Complete ``C``, computed on its lower triangle, to the full symmetric (Hermitian) matrix
     in place: the strict upper triangle from ``C^T`` (``C^H``), one distributed transpose
@@ -281,6 +302,7 @@ def _warm_symmetric_fill(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     local = sample_matrix(xp, dtype, n)
     for conj in (False, True):
         mirror_triangle(xp, local.copy()[1:5, 1:5], "L", conj)
+    _zero(local.copy()[1:3, 2:5])
     rows = xp.asarray(np.arange(n))
     tri = (rows[None, :] - rows[:, None]) <= 0
     xp.copyto(local.copy(), local, where=~tri)
@@ -553,7 +575,10 @@ def rank_k(
         beta = dtype.type(0)
 
     b = grid.backend
-    band = _LocalBand(Cw) if full and grid.size > 1 and b.name in BALANCED_BAND else None
+    # the balanced band on a grid: for the full matrix, and for the lower triangle of a new
+    # result (the band's blocks above the diagonal are then moved below it, and zeroed)
+    balanced = grid.size > 1 and b.name in BALANCED_BAND and uplo == "L"
+    band = _LocalBand(Cw) if balanced and (full or (fresh and B is None)) else None
     begin_pipeline(b, dtype)
     if n:
         if not fresh and beta != 1:
@@ -610,6 +635,8 @@ def rank_k(
             _fill_from_band(Cw, band, hermitian)
         else:
             _fill_from_triangle(Cw, hermitian)
+    elif band is not None and n:
+        _lower_from_band(Cw, hermitian)
     if C is not None and Cw is not C:
         back = ck.move(Cw, C.grid, C.block, "C", name, "C's layout differs from the working one")
         ck.store(C, back)
