@@ -84,3 +84,26 @@ def test_new_lower_triangle(grid, dtype, case, shape, monkeypatch):
     if herm:
         assert np.all(np.diag(c).imag == 0)
     assert len(moved) == (1 if shape == "band" and grid.size > 1 and n else 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("case", CASES[:3], ids=lambda c: f"{c[0]}x{c[1]}b{c[2]}")
+def test_new_lower_triangle_syr2k(grid, dtype, case, monkeypatch):
+    """``bm.linalg.syr2k(A, B)`` (HER2K for complex dtypes) into a new lower result on the
+    band: the bound of ``op(A) op(B)^T + op(B) op(A)^T``, zeros above the diagonal."""
+    from blasmp_array.ops.blas3 import syrk
+
+    monkeypatch.setattr(syrk, "BALANCED_BAND", {grid.backend.name})
+    m, n, nb = case
+    rng = np.random.default_rng(m * nb + n)
+    a, b = random_matrix(rng, (m, n), dtype), random_matrix(rng, (m, n), dtype)
+    A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    B = bm.from_numpy(b, block=(nb, nb), grid=grid)
+    herm = np.dtype(dtype).kind == "c"
+    t = "C" if herm else "T"
+    c = bm.linalg.syr2k(A, B, trans=t).to_numpy()
+    h = (lambda x: x.conj().T) if herm else (lambda x: x.T)
+    ref = h(a) @ b + h(b) @ a
+    scale = 2 * np.abs(high(a)).T @ np.abs(high(b))
+    assert_within_bound(np.tril(c), np.tril(ref), scale, m, dtype, "tril(A^H B + B^H A)")
+    assert np.all(np.triu(c, 1) == 0), "the upper triangle of a new lower result is not zero"

@@ -578,7 +578,7 @@ def rank_k(
     # the balanced band on a grid: for the full matrix, and for the lower triangle of a new
     # result (the band's blocks above the diagonal are then moved below it, and zeroed)
     balanced = grid.size > 1 and b.name in BALANCED_BAND and uplo == "L"
-    band = _LocalBand(Cw) if balanced and (full or (fresh and B is None)) else None
+    band = _LocalBand(Cw) if balanced and (full or fresh) else None
     begin_pipeline(b, dtype)
     if n:
         if not fresh and beta != 1:
