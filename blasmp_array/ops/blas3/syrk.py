@@ -192,7 +192,8 @@ def band_half(j: int, k: int) -> int:
 
 
 class _LocalBand:
-    """The balanced band of a full symmetric result (``full=True`` of :func:`rank_k`): block
+    """The balanced band of a full symmetric result (``full=True`` of :func:`rank_k`) or of a
+    new lower triangle (:func:`_lower_from_band` then moves its blocks): block
     column ``J`` computes its diagonal block (lower triangle) and the blocks ``J + 1, ...,
     J + band_half(J)`` (mod ``K``) -- at most two runs of local rows -- instead of every block
     below the diagonal. The lower triangle of a block-cyclic matrix is unbalanced (grid 1x2,
@@ -495,7 +496,9 @@ def rank_k(
     the balanced band of :class:`_LocalBand` (every process about the same number of block
     products; on the backends of :data:`BALANCED_BAND`, else the lower triangle) and fills the
     rest: the band's by moving only the blocks outside it (their mirrors), the triangle's from
-    one distributed transpose.
+    one distributed transpose. A new lower triangle (``C`` None, ``uplo='L'``) on a grid of
+    those backends takes the band too, its blocks above the diagonal moved below it and zeroed
+    (:func:`_lower_from_band`).
     """
     if full and (B is not None or C is not None or uplo != "L"):
         raise ValueError(f"{name}: full=True is for a new C = op(A) op(A)^T, uplo 'L'")
