@@ -486,7 +486,6 @@ def test_plan_tiles_every_panel_exactly(structure):
     from blasmp_array.ops.engine.panels import (
         PanelSpec,
         Source,
-        _apply_op,
         _masked,
         make_steps,
         plan_panels,
@@ -541,7 +540,8 @@ def test_plan_tiles_every_panel_exactly(structure):
                     local = locals_[divmod(sender, pc)]
                     for p in pieces:
                         blk = local[p.sr0 : p.sr0 + p.snr, p.sc0 : p.sc0 + p.snc]
-                        blk = _apply_op(np, _masked(np, blk, p.mask), p.op)
+                        blk = _masked(np, blk, p.mask)
+                        blk = {"N": blk, "T": blk.T, "C": blk.conj().T, "R": blk.conj()}[p.op]
                         panel[p.dr : p.dr + p.nr, p.dc : p.dc + p.nc] = blk
                         cover[p.dr : p.dr + p.nr, p.dc : p.dc + p.nc] += 1
                 for dr, dc, nr, nc in gs.zeros:

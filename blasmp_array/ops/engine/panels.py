@@ -716,16 +716,6 @@ def _masked(xp: Any, blk: Any, mask: str | None) -> Any:
     raise ValueError(f"unknown mask {mask!r}")
 
 
-def _apply_op(xp: Any, blk: Any, op: str) -> Any:
-    if op == "N":
-        return blk
-    if op == "T":
-        return blk.T
-    if op == "C":
-        return xp.conj(blk).T if xp.iscomplexobj(blk) else blk.T
-    return xp.conj(blk) if xp.iscomplexobj(blk) else blk
-
-
 def _assign_op(out: Any, blk: Any, op: str) -> None:
     """``out[...] = op(blk)``; a transposing copy of host arrays goes through the BLAS's
     ``?omatcopy`` (``backends/_host_copy.py``: about 2.5x NumPy's for a 256 x 1536 piece)."""
