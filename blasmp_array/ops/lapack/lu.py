@@ -146,6 +146,7 @@ import numpy as np
 from ..._dispatch import implements
 from ..._interchanges import row_map
 from ...array import BlockCyclicArray, check_dtype
+from ...backends._host_copy import assign
 from ...backends.base import Backend
 from ..engine import _checks as ck
 from ..engine import _factor_block
@@ -748,17 +749,17 @@ class _RowKernels:
     def pack(self, msg: Message, out: Any) -> None:
         source, rows = msg.pack
         data = self.sources[source]
-        out.reshape(-1, data.shape[1])[...] = data[rows]
+        _take_rows(out.reshape(-1, data.shape[1]), data, rows)
 
     def unpack(self, msg: Message, data: Any) -> None:
         buf, dst = msg.unpack
         b = self.bufs[buf]
-        b[dst] = data.reshape(-1, b.shape[1])
+        _put_rows(b, dst, data.reshape(-1, b.shape[1]))
 
     def local(self, msg: Message) -> None:
         buf, dst = msg.unpack
         source, rows = msg.pack
-        self.bufs[buf][dst] = self.sources[source][rows]
+        _put_rows(self.bufs[buf], dst, self.sources[source][rows])
 
 
 @warmup_kernels
@@ -785,11 +786,20 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
 
 
 def _put_rows(dst: Any, idx: Any, rows: Any) -> None:
-    dst[idx] = rows
+    """``dst[idx] = rows``; a run of rows (a slice) between a row-major and a column-major
+    matrix (the panel) through ``?omatcopy`` on the CPU (``backends/_host_copy.assign``)."""
+    if isinstance(idx, slice):
+        assign(dst[idx], rows)
+    else:
+        dst[idx] = rows
 
 
 def _take_rows(out: Any, src: Any, idx: Any) -> None:
-    out[...] = src[idx]
+    """``out[...] = src[idx]``, a run of rows as :func:`_put_rows`."""
+    if isinstance(idx, slice):
+        assign(out, src[idx])
+    else:
+        out[...] = src[idx]
 
 
 # -- the pipeline -------------------------------------------------------------------------------
@@ -1087,4 +1097,4 @@ def _put_block(data: Any, r0: int, top: Any) -> None:
 
 
 def _put_panel(dst: Any, panel: Any, sel: Any) -> None:
-    dst[...] = panel[sel]
+    _take_rows(dst, panel, sel)
