@@ -86,7 +86,7 @@ from ..engine._triangle import zero_triangle
 from ..engine._warmup import begin_pipeline, warmup_kernels
 from ..engine.indexing import window
 from . import _qr_local
-from ._reflectors import build_t, t_factor, unit_lower
+from ._reflectors import apply_block, build_t, t_factor, unit_lower
 
 __all__ = ["Factorization", "factor", "apply_q", "form_q", "r_factor"]
 
@@ -494,7 +494,7 @@ def _blocked_q(be: Backend, fa: Any, tau: Any, q: Any, width: int) -> None:
     A variant of the one-process ``orgqr`` switched on by ``$BLASMP_QR_LOCAL_Q_BLOCK`` for
     measuring it against the library's on the GPU node; not measured there yet."""
     xp, comp = be.xp, be.compute
-    m, ncols = q.shape
+    m = q.shape[0]
     p = int(tau.shape[0])
     be.launch(comp, _eye_into, xp, q)
     for k0 in range(((p - 1) // width) * width, -1, -width):
@@ -503,11 +503,7 @@ def _blocked_q(be: Backend, fa: Any, tau: Any, q: Any, width: int) -> None:
         be.launch(comp, _copy, v, fa[k0:, k0 : k0 + b])
         be.launch(comp, unit_lower, xp, v, b, b)
         t = t_factor(be, v, tau[k0 : k0 + b])
-        tail = q[k0:, k0:]
-        w = xp.empty((b, ncols - k0), q.dtype)
-        be.gemm(1, v, tail, 0, w, "C", "N", comp)
-        be.trmm(1, t, w, "L", "U", "N", "N", comp)
-        be.gemm(-1, v, w, 1, tail, "N", "N", comp)
+        apply_block(be, v, t, q[k0:, k0:], "N")
 
 
 def _eye_into(xp: Any, q: Any) -> None:

@@ -44,7 +44,7 @@ from ...backends.base import Backend
 from ..engine._warmup import warmup_kernels
 from . import _lookahead
 from ._lu_local import panel_edges
-from ._reflectors import t_factor, unit_lower
+from ._reflectors import apply_block, t_factor, unit_lower
 
 __all__ = ["geqrf_lookahead", "PANEL", "LOOKAHEAD_MIN"]
 
@@ -120,26 +120,15 @@ class _GeqrfSteps(_lookahead.MatrixSteps):
         self._apply_qh(state, self.a[k0:, k1:k2])
 
     def update_rest(self, k: int, panel: Any, state: Any) -> None:
-        k0, _, k2 = self.block_columns(k)
+        k0, k1, k2 = self.block_columns(k)
         self._apply_qh(state, self.a[k0:, k2:])
-        r = state["v"].shape[1]
-        k1 = self.edges[k + 1]
         if k1 < self.n:  # rows k0:k0+r right of the panel are final rows of R
-            rows = slice(k0, k0 + r)
+            rows = slice(k0, k0 + state["v"].shape[1])
             self.be.launch(self.be.compute, _copy, self.fa[rows, k1:], self.a[rows, k1:])
 
     def _apply_qh(self, state: Any, c: Any) -> None:
-        """``c := (I - V T^H V^H) c = Q_k^H c`` on the compute stream (nothing if ``c`` has no
-        columns)."""
-        if c.shape[1] == 0:
-            return
-        be = self.be
-        v, t = state["v"], state["t"]
-        w = be.xp.empty((v.shape[1], c.shape[1]), c.dtype)
-        be.gemm(1, v, c, 0, w, "C", "N", be.compute)  # W = V^H C
-        be.trmm(1, t, w, "L", "U", "C", "N", be.compute)  # W := T^H W
-        be.gemm(-1, v, w, 1, c, "N", "N", be.compute)  # C -= V W
-        state["keep"].append(w)
+        """``c := Q_k^H c`` on the compute stream; its workspace kept with the step."""
+        state["keep"].append(apply_block(self.be, state["v"], state["t"], c, "C"))
 
 
 def _copy(dst: Any, src: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ...backends.base import Backend
 
-__all__ = ["unit_lower", "t_matrix", "t_factor", "build_t"]
+__all__ = ["unit_lower", "t_matrix", "t_factor", "build_t", "apply_block"]
 
 
 def unit_lower(xp: Any, v: Any, rows: int, cols: int) -> None:
@@ -50,3 +50,17 @@ def build_t(xp: Any, g: Any, tau: Any, m: Any, t: Any) -> None:
     """``m`` := :func:`t_matrix` of ``g`` and ``tau``; ``t`` := ``diag(tau)``."""
     m[...] = t_matrix(xp, g, tau)
     t[...] = xp.diag(tau)
+
+
+def apply_block(be: Backend, v: Any, t: Any, c: Any, trans: str) -> Any:
+    """``c := (I - V op(T) V^H) c`` in place on the compute stream (``op`` the conjugate
+    transpose for ``trans`` 'C': ``Q^H c``; 'N': ``Q c``): ``W = V^H C``, ``W := op(T) W``,
+    ``C -= V W``, two GEMMs and a TRMM. Returns ``W``, which must outlive the kernels (None
+    when ``c`` has no columns)."""
+    if c.shape[1] == 0:
+        return None
+    w = be.xp.empty((v.shape[1], c.shape[1]), c.dtype)
+    be.gemm(1, v, c, 0, w, "C", "N", be.compute)
+    be.trmm(1, t, w, "L", "U", trans, "N", be.compute)
+    be.gemm(-1, v, w, 1, c, "N", "N", be.compute)
+    return w
