@@ -147,3 +147,25 @@ def test_transposing_copy_is_exact_for_special_values(dtype):
         hc.assign(out, x.T, conjugate=conjugate)
         ref = np.ascontiguousarray(x.T.conj() if conjugate else x.T)
         assert out.tobytes() == ref.tobytes(), f"{np.dtype(dtype).name} conj={conjugate}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_put_and_take_rows_match_numpy(dtype):
+    """Runs of rows (slices) between row- and column-major matrices, index arrays, and a stack
+    of matrices (3-D): the same elements as NumPy's assignments."""
+    rng = np.random.default_rng(3)
+    src = rng.standard_normal((9, 5)).astype(dtype)
+    for order in ("C", "F"):
+        for idx in (slice(2, 7), np.array([6, 0, 3])):
+            n = len(range(9)[idx]) if isinstance(idx, slice) else idx.size
+            dst = np.full((9, 5), np.nan, dtype, order=order)
+            hc.put_rows(dst, idx, src[:n])
+            ref = np.full((9, 5), np.nan, dtype)
+            ref[idx] = src[:n]
+            assert np.array_equal(dst, ref, equal_nan=True)
+            out = np.full((n, 5), np.nan, dtype, order=order)
+            hc.take_rows(out, np.asfortranarray(src) if order == "C" else src, idx)
+            assert np.array_equal(out, src[idx])
+    stack = np.zeros((3, 2, 5), dtype)
+    hc.put_rows(stack, slice(1, 3), src[:4].reshape(2, 2, 5))
+    assert np.array_equal(stack[1:], src[:4].reshape(2, 2, 5)) and not stack[0].any()

@@ -30,7 +30,7 @@ import numpy as np
 from . import _cblas
 from ._cpu_kernels import _row_major
 
-__all__ = ["assign", "omatcopy_available"]
+__all__ = ["assign", "put_rows", "take_rows", "omatcopy_available"]
 
 _TRANS = 112  # CblasTrans
 #: the dtypes ``?omatcopy`` copies exactly (see the module docstring)
@@ -116,6 +116,24 @@ def assign(out: Any, src: Any, conjugate: bool = False) -> None:
         lib.ptr(b),
         n(b_ld),
     )
+
+
+def put_rows(dst: Any, idx: Any, rows: Any) -> None:
+    """``dst[idx] = rows``; a run of rows of a matrix (``idx`` a slice) by :func:`assign`, so
+    that rows moving between a row-major matrix and a column-major panel are transposed by
+    the BLAS; an index array (or a stack of matrices) by the array library."""
+    if isinstance(idx, slice) and dst.ndim == 2:
+        assign(dst[idx], rows)
+    else:
+        dst[idx] = rows
+
+
+def take_rows(out: Any, src: Any, idx: Any) -> None:
+    """``out[...] = src[idx]``, a run of rows as :func:`put_rows`."""
+    if isinstance(idx, slice) and src.ndim == 2:
+        assign(out, src[idx])
+    else:
+        out[...] = src[idx]
 
 
 def _assign_generic(out: Any, src: Any, conjugate: bool) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ...backends._host_copy import assign
+from ...backends._host_copy import put_rows
 from ...backends.base import Backend
 from ._exchange import Message, Plan, run_plan
 from ._warmup import warmup_kernels
@@ -47,10 +47,7 @@ class MessageKernels:
     def local(self, msg: Message) -> None:
         if msg.unpack is not None:
             dst, rows = msg.unpack
-            if isinstance(rows, slice) and dst.ndim == 2:
-                assign(dst[rows], msg.pack)  # (a row-major piece into a column-major panel)
-            else:
-                dst[rows] = msg.pack
+            put_rows(dst, rows, msg.pack)
 
 
 def pack(out: Any, src: Any) -> None:
@@ -62,10 +59,8 @@ def unpack(dst: Any, rows: Any, data: Any) -> None:
     """The flat ``data`` into ``dst[rows]`` (``rows`` an int: one matrix of a stack)."""
     if isinstance(rows, int):
         dst[rows] = data.reshape(dst.shape[1:])
-    elif isinstance(rows, slice) and dst.ndim == 2:
-        assign(dst[rows], data.reshape((-1, dst.shape[1])))  # ?omatcopy into a column-major dst
     else:
-        dst[rows] = data.reshape((-1, *dst.shape[1:]))
+        put_rows(dst, rows, data.reshape((-1, *dst.shape[1:])))
 
 
 def sum_stack(out: Any, stack: Any) -> None:

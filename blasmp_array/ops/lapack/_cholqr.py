@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from ...array import BlockCyclicArray
+from ...backends._host_copy import take_rows
 from ...backends.base import Backend
 from ...layout import BlockCyclicLayout
 from ..blas3.syrk import syrk
@@ -236,7 +237,7 @@ def _whole_rows(
     lay = BlockCyclicLayout((n, n), (stored.block[1], stored.block[1]), grid.shape)
     out_r = new_array(lay, grid, stored.dtype)
     rows = positions_index(lay.local_rows(grid.myrow), xp)
-    be.launch(be.compute, _take_rows, out_r._data, r, rows)
+    be.launch(be.compute, take_rows, out_r._data, r, rows)
     out_q = None
     if want_q:
         out_q = BlockCyclicArray(q, stored.layout, grid)
@@ -353,10 +354,6 @@ def _copy(out: Any, src: Any) -> None:
     out[...] = src
 
 
-def _take_rows(out: Any, r: Any, rows: Any) -> None:
-    out[...] = r[rows]
-
-
 @warmup_kernels
 def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     """The one-process-column path's helpers: the diagonal shift, copies, rows of ``R``."""
@@ -364,8 +361,8 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     _shift_diagonal(xp, g, 0.5)
     out = xp.empty((2, 4), dtype)
     _copy(out, g[:2])
-    _take_rows(out, g, slice(1, 3))
-    _take_rows(out, g, xp.asarray(np.array([0, 3])))
+    take_rows(out, g, slice(1, 3))
+    take_rows(out, g, xp.asarray(np.array([0, 3])))
     xp.sum(xp.abs(xp.triu(g, 1)) ** 2, dtype=np.float64)
     xp.sum(xp.abs(xp.diagonal(g) - 1) ** 2, dtype=np.float64)
     xp.sum(xp.diagonal(g).real)

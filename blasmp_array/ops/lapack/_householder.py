@@ -77,7 +77,7 @@ import numpy as np
 
 from ..._alloc import new_array
 from ...array import BlockCyclicArray
-from ...backends._host_copy import assign
+from ...backends._host_copy import take_rows
 from ...backends.base import Backend
 from ...layout import BlockCyclicLayout
 from ..engine._exchange import positions_index
@@ -148,10 +148,10 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     unit_lower(xp, panel, 3, 3)
     unit_lower(xp, src, 2, 3)
     build_t(xp, xp.eye(3, dtype=dtype), xp.ones(3, dtype), xp.empty((3, 3), dtype), src[:3, :3])
-    _copy_rows(src[:2], panel, idx)
-    _copy_rows(src[:2], panel, slice(1, 3))
-    _put_back(src, 3, panel, idx)
-    _put_back(src, 1, panel, slice(0, 4))
+    take_rows(src[:2], panel, idx)  # my rows of V, and the factored panel back into w
+    take_rows(src[:2], panel, slice(1, 3))
+    take_rows(src[3:], panel, idx)
+    take_rows(src[1:], panel, slice(0, 4))
     w = xp.zeros((4, 4), dtype)
     _triu_into(xp, w, panel[:4, :4])
     _copy(w, panel[:4, :4])
@@ -249,7 +249,7 @@ class _Pipeline:
             be.geqrf(panel, tau, info, comp)
         if self.mycol == _col_owner(lay, k) and lr0 < self.nrow:  # the factored panel -> w
             c0 = lay.local_offset(k, k)[1]
-            be.launch(comp, _put_back, self.w._data[:, c0 : c0 + e], lr0, panel, mine)
+            be.launch(comp, take_rows, self.w._data[lr0:, c0 : c0 + e], panel, mine)
         v = panel[:, :r]
         be.launch(comp, unit_lower, xp, v, r, r)
         f.taus.append(tau)
@@ -257,7 +257,7 @@ class _Pipeline:
         vloc = None
         if lr0 < self.nrow:
             vloc = xp.empty((self.nrow - lr0, r), self.dtype)
-            be.launch(comp, _copy_rows, vloc, v, mine)
+            be.launch(comp, take_rows, vloc, v, mine)
         return vloc
 
     def _update(self, k: int, vloc: Any, c0: int, split: int) -> Any:
@@ -281,14 +281,6 @@ class _Pipeline:
         if self.ncol > split:
             be.gemm(-1, vloc, w[:, split - c0 :], 1, tail[:, split - c0 :], "N", "N", be.compute)
         return ready
-
-
-def _copy_rows(out: Any, v: Any, rows: Any) -> None:
-    assign(out, v[rows])  # column-major panel -> row-major: ?omatcopy on the CPU
-
-
-def _put_back(dst: Any, lr0: int, panel: Any, rows: Any) -> None:
-    assign(dst[lr0:], panel[rows])
 
 
 def _copy(out: Any, src: Any) -> None:

@@ -146,7 +146,7 @@ import numpy as np
 from ..._dispatch import implements
 from ..._interchanges import row_map
 from ...array import BlockCyclicArray, check_dtype
-from ...backends._host_copy import assign
+from ...backends._host_copy import put_rows, take_rows
 from ...backends.base import Backend
 from ..engine import _checks as ck
 from ..engine import _factor_block
@@ -456,7 +456,7 @@ def permute_rows(x: BlockCyclicArray, src: np.ndarray, overwrite: bool = False) 
     if mine.size:
         idx = be.asarray(_local_rows(lay, mine))
         be.begin()  # the compute stream after the index upload
-        be.launch(be.compute, _put_rows, w._data, idx, buf)
+        be.launch(be.compute, put_rows, w._data, idx, buf)
         be.synchronize()
     return w
 
@@ -749,17 +749,17 @@ class _RowKernels:
     def pack(self, msg: Message, out: Any) -> None:
         source, rows = msg.pack
         data = self.sources[source]
-        _take_rows(out.reshape(-1, data.shape[1]), data, rows)
+        take_rows(out.reshape(-1, data.shape[1]), data, rows)
 
     def unpack(self, msg: Message, data: Any) -> None:
         buf, dst = msg.unpack
         b = self.bufs[buf]
-        _put_rows(b, dst, data.reshape(-1, b.shape[1]))
+        put_rows(b, dst, data.reshape(-1, b.shape[1]))
 
     def local(self, msg: Message) -> None:
         buf, dst = msg.unpack
         source, rows = msg.pack
-        _put_rows(self.bufs[buf], dst, self.sources[source][rows])
+        put_rows(self.bufs[buf], dst, self.sources[source][rows])
 
 
 @warmup_kernels
@@ -772,34 +772,17 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     dst = xp.zeros((3, 3), dtype)
     dst[idx] = out.reshape(-1, 3)
     dst[idx] = src[:, :3][idx]
-    _put_rows(src, idx, dst[:2])
-    _take_rows(dst[:2], src, idx)
+    put_rows(src, idx, dst[:2])
+    take_rows(dst[:2], src, idx)
     _put_block(src, 1, dst[:2])
-    _put_panel(dst[:2, :2], src[:, :2], idx)
-    _put_rows(src, slice(1, 3), dst[:2])  # the same with row runs (slices)
-    _put_panel(dst[:2, :2], src[:, :2], slice(0, 2))
+    take_rows(dst[:2, :2], src[:, :2], idx)
+    put_rows(src, slice(1, 3), dst[:2])  # the same with row runs (slices)
+    take_rows(dst[:2, :2], src[:, :2], slice(0, 2))
     panel = xp.zeros((4, 3), dtype, order="F")  # the column-major panel: the gather's unpack
     panel[slice(0, 2)] = out.reshape(-1, 3)  # and the shares' rows, runs or index arrays
     out.reshape(-1, 3)[...] = panel[slice(0, 2)]
     panel[idx] = out.reshape(-1, 3)
     out.reshape(-1, 3)[...] = panel[idx]
-
-
-def _put_rows(dst: Any, idx: Any, rows: Any) -> None:
-    """``dst[idx] = rows``; a run of rows (a slice) between a row-major and a column-major
-    matrix (the panel) through ``?omatcopy`` on the CPU (``backends/_host_copy.assign``)."""
-    if isinstance(idx, slice):
-        assign(dst[idx], rows)
-    else:
-        dst[idx] = rows
-
-
-def _take_rows(out: Any, src: Any, idx: Any) -> None:
-    """``out[...] = src[idx]``, a run of rows as :func:`_put_rows`."""
-    if isinstance(idx, slice):
-        assign(out, src[idx])
-    else:
-        out[...] = src[idx]
 
 
 # -- the pipeline -------------------------------------------------------------------------------
@@ -1066,11 +1049,11 @@ class _LUPipeline:
             split = min(self.ncol, cn + self.ext(k + 1))
         be.begin()
         if mine_rows is not None:  # moved rows -> the matrix
-            be.launch(comp, _put_rows, data, mine_rows, moved)
+            be.launch(comp, put_rows, data, mine_rows, moved)
         if split > cn:  # U[k, k + 1] = L_kk^{-1} top (step 5)
             solve_unit_lower(be, panel[:e, :e], top[:, cn:split], comp)
         if update and gather_low:
-            be.launch(comp, _take_rows, low, panel, low_rows)
+            be.launch(comp, take_rows, low, panel, low_rows)
         if update and split > cn:  # A[i > k, k + 1] -= L[i, k] U[k, k + 1] (step 6)
             minus_product(be, low, top[:, cn:split], data[lr1:, cn:split], comp)
         ready = be.record_event(comp)
@@ -1083,7 +1066,7 @@ class _LUPipeline:
                 be.launch(comp, _put_block, data, r0, top)
             if panel_rows is not None:  # the factored panel -> the matrix
                 c0 = lay.local_offset(k, k)[1]
-                be.launch(comp, _put_panel, data[lr0:, c0 : c0 + pw], panel, panel_rows)
+                be.launch(comp, take_rows, data[lr0:, c0 : c0 + pw], panel, panel_rows)
             if update and split < self.ncol:
                 minus_product(be, low, top[:, split:], data[lr1:, split:], comp)
             # kept alive until the streams are drained (by the next swap or the end of run())
@@ -1094,7 +1077,3 @@ class _LUPipeline:
 
 def _put_block(data: Any, r0: int, top: Any) -> None:
     data[r0 : r0 + top.shape[0]] = top
-
-
-def _put_panel(dst: Any, panel: Any, sel: Any) -> None:
-    _take_rows(dst, panel, sel)
