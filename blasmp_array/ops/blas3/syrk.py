@@ -260,20 +260,19 @@ def _fill_from_band(C: BlockCyclicArray, band: _LocalBand, hermitian: bool) -> N
     b.synchronize()
 
 
-def _lower_from_band(C: BlockCyclicArray, hermitian: bool) -> None:
+def _lower_from_band(C: BlockCyclicArray, band: _LocalBand, hermitian: bool) -> None:
     """Turn ``C``, computed on the balanced band into zeros, into its lower triangle with
     zeros above it, in place: every block below the diagonal outside the band from its mirror
     above it (``C[I, J] := C[J, I]^T``, ``^H``; one exchange of about a quarter of the
-    matrix, ``engine/mirror.py``), then those mirrors zeroed. The band's diagonal blocks hold
-    their lower triangle only already. Collective."""
-    g, b, lay = C.grid, C.grid.backend, C.layout
-    below = tuple((i, j) for i, j in outside_band(lay.nblocks[0]) if i > j)
-    mirror_blocks(b, C._data, lay, g.rank, below, hermitian)  # (finished: nothing in flight)
-    for i, j in below:
-        if lay.block_owner(j, i) == g.coords:
-            r0, c0 = lay.local_offset(j, i)
-            nr, nc = lay.block_extent(j, i)
-            b.launch(b.compute, _zero, C._data[r0 : r0 + nr, c0 : c0 + nc])
+    matrix, ``engine/mirror.py``), then the band's runs above the diagonal (its wrapped runs,
+    exactly those mirrors) zeroed. The band's diagonal blocks hold their lower triangle only
+    already. Collective."""
+    g, b = C.grid, C.grid.backend
+    below = tuple((i, j) for i, j in outside_band(C.layout.nblocks[0]) if i > j)
+    mirror_blocks(b, C._data, C.layout, g.rank, below, hermitian)  # (finished: nothing in flight)
+    for c0, c1, _, (r0, r1), _ in band.cols:
+        if r0 < r1:
+            b.launch(b.compute, _zero, C._data[r0:r1, c0:c1])
     b.synchronize()
 
 
@@ -639,7 +638,7 @@ def rank_k(
         else:
             _fill_from_triangle(Cw, hermitian)
     elif band is not None and n:
-        _lower_from_band(Cw, hermitian)
+        _lower_from_band(Cw, band, hermitian)
     if C is not None and Cw is not C:
         back = ck.move(Cw, C.grid, C.block, "C", name, "C's layout differs from the working one")
         ck.store(C, back)
