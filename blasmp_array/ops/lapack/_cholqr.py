@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from ...array import BlockCyclicArray
-from ...backends._host_copy import take_rows
+from ...backends._host_copy import assign, take_rows
 from ...backends.base import Backend
 from ...layout import BlockCyclicLayout
 from ..blas3.syrk import syrk
@@ -283,7 +283,7 @@ def _local_pass(
         return None, g
     q = out if out is not None else xp.empty_like(xl)
     if q is not xl:
-        be.launch(be.compute, _copy, q, xl)
+        be.launch(be.compute, assign, q, xl)
     if q.shape[0]:
         _solve_upper_right(be, g, q, TRSM_LEAF)
     return q, g
@@ -350,17 +350,13 @@ def _shift_diagonal(xp: Any, g: Any, shift: float) -> None:
     g[i, i] += shift
 
 
-def _copy(out: Any, src: Any) -> None:
-    out[...] = src
-
-
 @warmup_kernels
 def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     """The one-process-column path's helpers: the diagonal shift, copies, rows of ``R``."""
     g = xp.eye(4, dtype=dtype)
     _shift_diagonal(xp, g, 0.5)
     out = xp.empty((2, 4), dtype)
-    _copy(out, g[:2])
+    assign(out, g[:2])
     take_rows(out, g, slice(1, 3))
     take_rows(out, g, xp.asarray(np.array([0, 3])))
     xp.sum(xp.abs(xp.triu(g, 1)) ** 2, dtype=np.float64)

@@ -77,7 +77,7 @@ import numpy as np
 
 from ..._alloc import new_array
 from ...array import BlockCyclicArray
-from ...backends._host_copy import take_rows
+from ...backends._host_copy import assign, take_rows
 from ...backends.base import Backend
 from ...layout import BlockCyclicLayout
 from ..engine._exchange import positions_index
@@ -154,7 +154,7 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     take_rows(src[1:], panel, slice(0, 4))
     w = xp.zeros((4, 4), dtype)
     _triu_into(xp, w, panel[:4, :4])
-    _copy(w, panel[:4, :4])
+    assign(w, panel[:4, :4])
     _eye_into(xp, w)
 
 
@@ -281,10 +281,6 @@ class _Pipeline:
         if self.ncol > split:
             be.gemm(-1, vloc, w[:, split - c0 :], 1, tail[:, split - c0 :], "N", "N", be.compute)
         return ready
-
-
-def _copy(out: Any, src: Any) -> None:
-    out[...] = src
 
 
 def _triu_into(xp: Any, out: Any, src: Any) -> None:
@@ -457,9 +453,9 @@ def form_q(f: Factorization, ncols: int) -> BlockCyclicArray:
             q = f.local[:, :ncols]
         else:
             q = xp.empty((m, ncols), w.dtype, order="F")
-            be.launch(comp, _copy, q[:, : f.local.shape[1]], f.local)
+            be.launch(comp, assign, q[:, : f.local.shape[1]], f.local)
         be.orgqr(q, tau, info, comp)
-        be.launch(comp, _copy, out._data, q)
+        be.launch(comp, assign, out._data, q)
         be.synchronize()
         f.local = None  # orgqr overwrote it
         return out
@@ -492,7 +488,7 @@ def _blocked_q(be: Backend, fa: Any, tau: Any, q: Any, width: int) -> None:
     for k0 in range(((p - 1) // width) * width, -1, -width):
         b = min(width, p - k0)
         v = xp.empty((m - k0, b), fa.dtype, order="F")
-        be.launch(comp, _copy, v, fa[k0:, k0 : k0 + b])
+        be.launch(comp, assign, v, fa[k0:, k0 : k0 + b])
         be.launch(comp, unit_lower, xp, v, b, b)
         t = t_factor(be, v, tau[k0 : k0 + b])
         apply_block(be, v, t, q[k0:, k0:], "N")
@@ -551,7 +547,7 @@ def _local_factor(w: BlockCyclicArray) -> Factorization:
     fa = xp.empty((m, n), w.dtype, order="F")
     tau = xp.zeros(min(m, n), w.dtype)
     info = xp.zeros(1, np.int32)
-    be.launch(comp, _copy, fa, w._data)
+    be.launch(comp, assign, fa, w._data)
     be.geqrf(fa, tau, info, comp)
     be.synchronize()
     return Factorization(w, [tau], [], local=fa)

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..._alloc import scratch
+from ...backends._host_copy import assign
 from ...backends.base import Backend
 
 __all__ = ["Steps", "MatrixSteps", "run"]
@@ -84,11 +85,7 @@ class MatrixSteps:
     def load(self, k: int, panel: Any) -> None:
         """Compute stream: ``a[k0:, k0:k1]`` into the column-major ``panel``."""
         k0, k1, _ = self.block_columns(k)
-        self.be.launch(self.be.compute, _copy, panel, self.a[k0:, k0:k1])
-
-
-def _copy(dst: Any, src: Any) -> None:
-    dst[...] = src
+        self.be.launch(self.be.compute, assign, panel, self.a[k0:, k0:k1])
 
 
 def run(be: Backend, edges: list[int], rows: int, dtype: Any, steps: Steps) -> None:

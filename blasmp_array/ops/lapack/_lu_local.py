@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..._interchanges import row_map
+from ...backends._host_copy import assign
 from ...backends.base import Backend
 from ..engine._warmup import warmup_kernels
 from . import _lookahead
@@ -137,7 +138,7 @@ class _GetrfSteps(_lookahead.MatrixSteps):
                 be.launch(be.compute, _move_rows, a[:, k2:], *rows)
             if k0 > 0:
                 be.launch(be.compute, _move_rows, a[:, :k0], *rows)
-        be.launch(be.compute, _copy, a[k0:, k0:k1], panel)
+        be.launch(be.compute, assign, a[k0:, k0:k1], panel)
         _row_and_update(be, a, panel, k0, k2, a.shape[1])
 
 
@@ -190,10 +191,6 @@ def minus_product(be: Backend, lo: Any, u: Any, c: Any, stream: Any) -> None:
         be.gemm(-1, lo, u, 1, c, "N", "N", stream)
 
 
-def _copy(dst: Any, src: Any) -> None:
-    dst[...] = src
-
-
 def _move_rows(a: Any, dst: Any, src: Any) -> None:
     a[dst] = a[src]  # the right side is gathered into a temporary first (a: a column range)
 
@@ -207,5 +204,5 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     _move_rows(a, idx, idx[::-1].copy())
     _move_rows(a[:, 1:], idx, idx[::-1].copy())
     panel = xp.zeros((3, 2), dtype, order="F")
-    _copy(panel, a[1:, :2])
-    _copy(a[1:, :2], panel)
+    assign(panel, a[1:, :2])
+    assign(a[1:, :2], panel)

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..._alloc import scratch
+from ...backends._host_copy import assign
 from ...backends.base import Backend
 from ..engine._warmup import warmup_kernels
 from . import _lookahead
@@ -83,7 +84,7 @@ class _GeqrfSteps(_lookahead.MatrixSteps):
         self.fa, self.tau = fa, tau
         self.m, self.n = a.shape
         be.begin()
-        be.launch(be.compute, _copy, self.a, a)
+        be.launch(be.compute, assign, self.a, a)
 
     def outputs(self, k: int, panel: Any) -> Any:
         """``(tau, T or None, INFO)`` of panel ``k`` (``tau`` a view of the result's)."""
@@ -108,9 +109,9 @@ class _GeqrfSteps(_lookahead.MatrixSteps):
         k0, k1, _ = self.block_columns(k)
         tau, t, _ = state["out"]
         r = tau.shape[0]
-        be.launch(be.compute, _copy, self.fa[k0:, k0:k1], panel)
+        be.launch(be.compute, assign, self.fa[k0:, k0:k1], panel)
         v = xp.empty((self.m - k0, r), self.fa.dtype)
-        be.launch(be.compute, _copy, v, panel[:, :r])
+        be.launch(be.compute, assign, v, panel[:, :r])
         be.launch(be.compute, unit_lower, xp, v, r, r)
         state["v"] = v
         state["t"] = t if t is not None else t_factor(be, v, tau, state["keep"])
@@ -124,15 +125,11 @@ class _GeqrfSteps(_lookahead.MatrixSteps):
         self._apply_qh(state, self.a[k0:, k2:])
         if k1 < self.n:  # rows k0:k0+r right of the panel are final rows of R
             rows = slice(k0, k0 + state["v"].shape[1])
-            self.be.launch(self.be.compute, _copy, self.fa[rows, k1:], self.a[rows, k1:])
+            self.be.launch(self.be.compute, assign, self.fa[rows, k1:], self.a[rows, k1:])
 
     def _apply_qh(self, state: Any, c: Any) -> None:
         """``c := Q_k^H c`` on the compute stream; its workspace kept with the step."""
         state["keep"].append(apply_block(self.be, state["v"], state["t"], c, "C"))
-
-
-def _copy(dst: Any, src: Any) -> None:
-    dst[...] = src
 
 
 @warmup_kernels
@@ -142,9 +139,9 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     a = xp.zeros((5, 4), dtype)
     panel = xp.zeros((4, 3), dtype, order="F")
     fa = xp.zeros((5, 4), dtype, order="F")
-    _copy(panel, a[1:, 1:])
-    _copy(fa[1:, 1:], panel)
-    _copy(fa[1:2, 2:], a[1:2, 2:])
+    assign(panel, a[1:, 1:])
+    assign(fa[1:, 1:], panel)
+    assign(fa[1:2, 2:], a[1:2, 2:])
     v = xp.empty((4, 2), dtype)
-    _copy(v, panel[:, :2])
+    assign(v, panel[:, :2])
     unit_lower(xp, v, 2, 2)
