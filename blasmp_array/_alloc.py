@@ -45,10 +45,7 @@ def new_array(
     """
     dt = np.dtype(dtype)
     data = grid.backend.empty(layout.local_shape(grid.myrow, grid.mycol), dt)
-    if fill is None and _DEBUG_FILL is not None and dt.kind in "fc":
-        fill = _DEBUG_FILL
-    if fill is not None:
-        data[...] = fill
+    _fill(data, fill)
     return BlockCyclicArray(data, layout, grid)
 
 
@@ -57,8 +54,15 @@ def scratch(xp: Any, shape: tuple[int, ...], dtype: Any, order: str = "C") -> An
     (a factored matrix, a panel buffer): uninitialised, or :data:`_DEBUG_FILL` when that is
     set, as :func:`new_array`'s tiles (written on the host thread, before anything is
     enqueued)."""
-    dt = np.dtype(dtype)
-    out = xp.empty(shape, dt, order=order)
-    if _DEBUG_FILL is not None and dt.kind in "fc":
-        out[...] = _DEBUG_FILL
+    out = xp.empty(shape, np.dtype(dtype), order=order)
+    _fill(out, None)
     return out
+
+
+def _fill(data: Any, fill: Any) -> None:
+    """``data[...] = fill``; with no ``fill``, :data:`_DEBUG_FILL` for floating and complex
+    dtypes when that is set (the poisoning rule of both allocators)."""
+    if fill is None and _DEBUG_FILL is not None and data.dtype.kind in "fc":
+        fill = _DEBUG_FILL
+    if fill is not None:
+        data[...] = fill
