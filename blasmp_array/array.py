@@ -135,7 +135,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         ``layout``'s local shape on ``grid``: the constructor without its checks, for the
         one-process fast paths whose Python cost matters."""
         new = object.__new__(cls)
-        new._window, new._data, new._dtype = None, data, np.dtype(data.dtype)
+        new._window, new._data, new._dtype = None, data, data.dtype
         new.layout, new.grid = layout, grid
         new._transposed = new._conjugated = False
         new._vector = vector
@@ -187,7 +187,12 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
     def _column(self) -> BlockCyclicArray:
         """A vector's column face: the ``n x 1`` 2-D array it is (views included), sharing its
         storage. ``self`` for a 2-D array."""
-        return self._face(vector=False) if self._vector else self
+        if not self._vector:
+            return self
+        new = object.__new__(BlockCyclicArray)  # _face(vector=False) without its generality
+        new.__dict__.update(self.__dict__)
+        new._vector = False
+        return new
 
     @property
     def backend(self) -> Any:

@@ -27,6 +27,9 @@ from mpi4py import MPI
 
 import blasmp_array as bm
 
+#: the length of one timed sample (``inner`` calls of a fast operation)
+SAMPLE_SECONDS = 2e-3
+
 
 def _interleaved(
     ours: Callable[[], Any],
@@ -36,26 +39,36 @@ def _interleaved(
     repeats: int,
     comm: Any,
 ) -> tuple[float, float]:
-    """Medians of ``ours`` (max over ranks) and ``ref`` (rank 0), timed alternately so that a
-    machine whose load changes during the run slows both alike."""
+    """Medians of ``ours`` (max over ranks) and ``ref`` (rank 0) per call, timed alternately so
+    that a machine whose load changes during the run slows both alike. A sample times
+    ``inner`` calls then one synchronisation, ``inner`` chosen (as :mod:`timeit` does) so that
+    a sample of ours lasts about :data:`SAMPLE_SECONDS`: one call of a few microseconds is
+    below the clock's and the synchronisation's noise."""
     for _ in range(3):
         ours()
         if ref is not None:
             ref()
     ours_sync()
     ref_sync()
+    t0 = time.perf_counter()
+    ours()
+    ours_sync()
+    one = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    inner = max(1, min(1000, int(SAMPLE_SECONDS / max(one, 1e-9))))
     t_ours, t_ref = [], []
     for _ in range(repeats):
         comm.Barrier()
         t0 = time.perf_counter()
-        ours()
+        for _ in range(inner):
+            ours()
         ours_sync()
-        t_ours.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+        t_ours.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX) / inner)
         if ref is not None:
             t0 = time.perf_counter()
-            ref()
+            for _ in range(inner):
+                ref()
             ref_sync()
-            t_ref.append(time.perf_counter() - t0)
+            t_ref.append((time.perf_counter() - t0) / inner)
     return statistics.median(t_ours), statistics.median(t_ref) if t_ref else float("nan")
 
 
@@ -114,8 +127,8 @@ def main() -> None:
         )
         for k, (got, ref) in results.items():
             print(
-                f"  {k:12s} ours {got * 1e3:9.3f} ms   {lib} (1 process) "
-                f"{ref * 1e3:9.3f} ms   speed {ref / got:.2f}x"
+                f"  {k:12s} ours {got * 1e3:10.4g} ms   {lib} (1 process) "
+                f"{ref * 1e3:10.4g} ms   speed {ref / got:.2f}x"
             )
 
 

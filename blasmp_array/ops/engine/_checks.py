@@ -223,10 +223,13 @@ def window_operand(
     return x.storage, (0, 0), None
 
 
+#: the op character of the flags ``(transposed, conjugated)``
+OP_OF_FLAGS = {(False, False): "N", (True, False): "T", (True, True): "C", (False, True): "R"}
+
+
 def op_of(x: BlockCyclicArray) -> str:
     """The op character of ``x`` over its storage: 'N', 'T', 'C' or 'R' (conjugate)."""
-    t, c = x._transposed, x._conjugated
-    return {(False, False): "N", (True, False): "T", (True, True): "C", (False, True): "R"}[(t, c)]
+    return OP_OF_FLAGS[x._transposed, x._conjugated]
 
 
 def result_dtype(op: str, *arrays: BlockCyclicArray | None, out: BlockCyclicArray | None = None):

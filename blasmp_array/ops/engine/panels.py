@@ -122,6 +122,7 @@ from ...backends._host_copy import assign
 from ...backends.base import Backend
 from ...layout import BlockCyclicLayout
 from . import _exchange
+from ._checks import OP_OF_FLAGS
 from ._triangle import index_triangle
 from ._warmup import begin_pipeline, sample_matrix, warmup_kernels
 
@@ -153,9 +154,7 @@ _C_OF = {"N": False, "T": False, "C": True, "R": True}
 
 def compose_op(inner: str, outer: str) -> str:
     """The op character of ``outer(inner(X))`` (ops in 'N', 'T', 'C', 'R'; 'R' = conj)."""
-    t = _T_OF[inner] ^ _T_OF[outer]
-    c = _C_OF[inner] ^ _C_OF[outer]
-    return {(False, False): "N", (True, False): "T", (True, True): "C", (False, True): "R"}[(t, c)]
+    return OP_OF_FLAGS[_T_OF[inner] ^ _T_OF[outer], _C_OF[inner] ^ _C_OF[outer]]
 
 
 def default_step_width(backend: Backend) -> int:
