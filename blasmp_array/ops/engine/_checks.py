@@ -101,7 +101,8 @@ def check_finite(
 ) -> None:
     """``ValueError`` on every rank unless ``a`` (only its ``tril(., k)``/``triu(., k)``
     triangle when ``uplo`` is ``'L'``/``'U'``) and ``b`` hold only finite numbers (SciPy's
-    ``check_finite``; skipped with ``finite=False``); with ``zero_diagonal``, then
+    ``check_finite``; ``LinAlgError``, NumPy's, when ``op`` names an ``np.linalg`` call;
+    skipped with ``finite=False``); with ``zero_diagonal``, then
     ``LinAlgError`` on every rank if the square ``a`` has an exact zero on its diagonal
     (naming the first: a singular triangular matrix). Every flag is reduced on the device and
     read in one transfer, then combined in one allreduce: one host round trip in all."""
@@ -136,7 +137,10 @@ def check_finite(
     if finite and got[:2].any():
         which = " and ".join(x for x, f in zip(("a", "b"), got[:2], strict=True) if f)
         prefix = f"{op}: " if op else ""
-        raise ValueError(f"{prefix}array must not contain infs or NaNs ({which} does)")
+        # NumPy's linalg raises LinAlgError (a ValueError) where SciPy's check_finite raises
+        # ValueError; the np.linalg face follows NumPy
+        error = np.linalg.LinAlgError if op and op.startswith("np.linalg.") else ValueError
+        raise error(f"{prefix}array must not contain infs or NaNs ({which} does)")
     first = -int(got[-1]) if zero_diagonal else n
     if first < n:
         prefix = f"{op}: " if op else ""
