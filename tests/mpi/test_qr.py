@@ -350,6 +350,10 @@ def test_numpy_qr():
     np.testing.assert_allclose(np.abs(R.to_numpy()), np.abs(ref), atol=1e-12 * n)
     with pytest.raises(NotImplementedError, match="raw"):
         np.linalg.qr(A, mode="raw")
+    ai = np.arange(m * n).reshape(m, n) % 11 - 5  # integers are factored in float64, as NumPy's
+    Qi, Ri = np.linalg.qr(bm.from_numpy(ai, block=(nb, nb), grid=grid))
+    assert Qi.dtype == Ri.dtype == np.linalg.qr(ai).Q.dtype
+    assert_qr(ai.astype(np.float64), Qi.to_numpy(), Ri.to_numpy(), "integer input")
 
 
 @pytest.mark.parametrize("dtype,method", [(np.float64, "householder"), (np.complex64, "cholqr")])
@@ -376,6 +380,14 @@ def test_qr_multiply(grid, dtype, method):
             assert ok, f"{mode} conjugate={conjugate}: {worst:.3g} x bound"
             assert np.array_equal(R.to_numpy(), r)
         assert np.array_equal(C.to_numpy(), c), "c modified"
+        # a vector c is a column for Q c and a row for c Q (SciPy's rule); the product is 1-D
+        v = random_matrix(rng, (k if mode == "left" else m, 1), dtype)[:, 0]
+        CQ, _ = qr_multiply(A, bm.from_numpy(v, block=3, grid=grid), mode=mode, method=method)
+        ref = high(q) @ high(v) if mode == "left" else high(v) @ high(q)
+        scale = np.abs(q) @ np.abs(v) if mode == "left" else np.abs(v) @ np.abs(q)
+        assert CQ.ndim == 1 and CQ.shape == ref.shape
+        ok, worst = check_bound(CQ.to_numpy(), ref, scale, 4 * m, dtype)
+        assert ok, f"{mode}, a vector c: {worst:.3g} x bound"
     with pytest.raises(ValueError, match="does not fit"):
         qr_multiply(A, bm.from_numpy(np.ones((m, 2)), block=(4, 2), grid=grid), mode="left")
 
@@ -455,7 +467,7 @@ def test_bad_input():
         qr(W, mode="economic", method="cholqr")
     with pytest.raises(ValueError, match="economic"):
         qr(A, mode="full", method="cholqr")
-    with pytest.raises(TypeError, match="2-D BlockCyclicArray"):
+    with pytest.raises(TypeError, match="must be a BlockCyclicArray, got ndarray"):
         qr_multiply(A, np.ones((5, 2)))
 
 

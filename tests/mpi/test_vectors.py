@@ -502,6 +502,15 @@ def test_integer_products_promote(grid):
     assert d == x @ x and d.dtype == (x @ x).dtype  # the inner product stays exact
     B = (A > 3) @ A.T.astype(np.int32)
     assert B.dtype == np.float64 and np.array_equal(B.to_numpy(), ((a > 3) @ a.T).astype(float))
+    y = np.arange(5) * 3 - 7  # np.outer is element-wise: exact, in NumPy's dtype
+    Y = bm.from_numpy(y, block=3, grid=grid)
+    for got, want in (
+        (np.outer(X, Y), np.outer(x, y)),
+        (np.outer(X > 1, Y < 0), np.outer(x > 1, y < 0)),
+        (np.outer(X, Y.astype(np.float32)), np.outer(x, y.astype(np.float32))),
+    ):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got.to_numpy(), want)
 
 
 # -- solves ----------------------------------------------------------------------------------------

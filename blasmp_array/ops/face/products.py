@@ -141,11 +141,15 @@ def _as_vector(v: BlockCyclicArray, what: str) -> BlockCyclicArray:
 @implements(np.outer)
 def _outer(a: Any, b: Any, out: Any = None) -> BlockCyclicArray:
     """``np.outer`` of two vectors (``n x 1``/``1 x n`` matrices are flattened, as NumPy's): a
-    rank-1 GEMM, ``m x n``."""
+    rank-1 GEMM, ``m x n``; integers and bools as the element-wise product of the column and
+    the row, exact and in NumPy's dtype (the BLAS have no integer GEMM)."""
     _no_extras("np.outer", out)
     x, y = replicated_operands(a, b, "np.outer")
-    u = _as_vector(_require(x, "np.outer"), "np.outer")._column
-    v = _as_vector(_require(y, "np.outer"), "np.outer")._column.T
+    xv = _as_vector(_require(x, "np.outer"), "np.outer")
+    yv = _as_vector(_require(y, "np.outer"), "np.outer")
+    if np.result_type(xv.dtype, yv.dtype) not in BLAS_DTYPES:
+        return xv.reshape(-1, 1) * yv.reshape(1, -1)
+    u, v = xv._column, yv._column.T
     # K has length 1: give v's stored K-dimension u's K block (the same distribution) so that
     # GEMM sees conforming blocks and copies nothing
     vs = v.storage

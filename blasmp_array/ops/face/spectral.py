@@ -242,7 +242,7 @@ def _np_lstsq(a: Any, b: Any, rcond: Any = None) -> Any:
         x, res, rank, s = _empty_solve(a, bb)
     else:
         x, res, rank, s = _svd_solve(a, bb, float(rcond), op)
-    return (as_vector(x) if vector else x), res, rank, s
+    return (as_vector(x) if vector else x), res, np.int32(rank), s  # NumPy's rank is int32
 
 
 def _empty_solve(a: BlockCyclicArray, b: BlockCyclicArray) -> Any:

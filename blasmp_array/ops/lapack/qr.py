@@ -44,6 +44,7 @@ from ..engine import _checks as ck
 from ..engine.redistribute import redistribute
 from . import _householder as hh
 from ._cholqr import cholesky_qr
+from .solves import promote
 
 __all__ = ["qr", "qr_multiply", "lstsq", "TALL_RATIO", "FEW_BLOCKS"]
 
@@ -176,6 +177,10 @@ def qr_multiply(
     a = _check_a(a, "qr_multiply")
     c = _check_matrix(c, "c", "qr_multiply")
     side = _check_mode(mode, ("left", "right"), "qr_multiply")
+    if c.ndim == 1:  # SciPy's rule: a column for Q c, a row for c Q; the product is 1-D
+        face = c.reshape(-1, 1) if side == "left" else c.reshape(1, -1)
+        cq, r = qr_multiply(a, face, mode, pivoting, conjugate, overwrite_a, False, method=method)
+        return cq.reshape(-1), r
     _check_pivoting(pivoting, "qr_multiply")
     conj = ck.check_flag(conjugate, "conjugate")
     ck.check_flag(overwrite_a, "overwrite_a")
@@ -361,21 +366,23 @@ def _np_qr(a: Any, mode: str = "reduced") -> Any:
 
 # -- checks ---------------------------------------------------------------------------------
 def _check_a(a: Any, op: str) -> BlockCyclicArray:
+    """``a`` as a matrix of a BLAS dtype (integers and bools in float64, as NumPy and SciPy)."""
     a = ck.check_array(a, "a", op)
     if a.ndim != 2:
         raise ValueError(f"{op}: a must be a 2-D matrix, got shape {a.shape}")
+    a = promote(a)
     check_dtype(a.dtype)
     return a
 
 
 def _check_matrix(x: Any, name: str, op: str) -> BlockCyclicArray:
+    """``x`` (a matrix or a vector) of a BLAS dtype."""
     if not isinstance(x, BlockCyclicArray):
         raise TypeError(
-            f"{op}: {name} must be a 2-D BlockCyclicArray, got {type(x).__name__}; "
-            "distribute it with blasmp_array.from_numpy (1-D vectors are not supported yet: "
-            "pass a one-column or one-row matrix)"
+            f"{op}: {name} must be a BlockCyclicArray, got {type(x).__name__}; "
+            "distribute it with blasmp_array.from_numpy"
         )
-    return x
+    return promote(x)
 
 
 def _check_rhs(b: Any, op: str) -> BlockCyclicArray:
