@@ -17,6 +17,8 @@ function                        operation                                  flops
 :func:`solve`                   LU ('gen', the default); 'pos': Cholesky
 :func:`lu_factor`               ``A = P L U`` (partial pivoting)           ``2 n^3 / 3``
 :func:`lu_solve`                solve with the factor (two TRSMs)          ``2 n^2 k``
+:func:`inv`                     the inverse (LU, then ``lu_solve``)        ``2 n^3``
+:func:`det`                     the determinant (LU's diagonal)            ``2 n^3 / 3``
 :func:`qr`                      ``A = Q R`` (CholeskyQR2 or Householder)   ``4 m n^2``
 :func:`qr_multiply`             ``Q c`` / ``c Q`` without forming ``Q``
 :func:`eigh`                    ``A = V diag(w) V^H`` (Hermitian)          ``4/3 n^3 + 2 n^3``
@@ -62,6 +64,8 @@ __all__ = [  # noqa: F822
     "solve",
     "lu_factor",
     "lu_solve",
+    "inv",
+    "det",
     "qr",
     "qr_multiply",
     "lstsq",

@@ -253,6 +253,18 @@ def test_inv_det_slogdet(grid, dtype):
     s_ref, ld_ref = np.linalg.slogdet(a)
     assert abs(s - s_ref) <= tol and abs(ld - ld_ref) <= tol * max(1.0, abs(ld_ref))
     assert np.dtype(type(ld)) == np.dtype(np.abs(np.zeros(1, dtype)).dtype)
+    # SciPy's inv and det: the same computation after check_finite
+    assert np.array_equal(bm.linalg.inv(A).to_numpy(), ai)
+    assert bm.linalg.det(A) == d and np.dtype(type(bm.linalg.det(A))) == np.dtype(dtype)
+    bad = a.copy()
+    bad[n - 1, 0] = np.nan
+    B = bm.from_numpy(bad, block=(nb, nb), grid=grid)
+    for fn in (bm.linalg.inv, bm.linalg.det):
+        with pytest.raises(ValueError, match="infs or NaNs"):
+            fn(B)
+    assert np.isnan(bm.linalg.det(B, check_finite=False))  # as SciPy's: NaN propagates
+    with pytest.raises(np.linalg.LinAlgError, match="square"):
+        bm.linalg.inv(A[:, 1:])
     allv = MPI.COMM_WORLD.allgather((d, s, ld))
     assert all(v == allv[0] for v in allv), "scalars differ between ranks"
 

@@ -35,7 +35,7 @@ from ..engine._replicated import check_replicated, distribute, is_replicated, re
 from ..engine._vectors import vector_layout
 from . import cholesky, lu
 
-__all__ = ["linalg_entry", "promote", "solve"]
+__all__ = ["linalg_entry", "promote", "solve", "inv", "det"]
 
 
 def promote(x: Any) -> Any:
@@ -231,8 +231,35 @@ cholesky_ = linalg_entry(cholesky.cholesky, "cholesky", rhs=None)
 cho_factor = linalg_entry(cholesky.cho_factor, "cho_factor", rhs=None)
 lu_factor = linalg_entry(lu.lu_factor, "lu_factor", rhs=None)
 
+
+def inv(a: BlockCyclicArray, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+    """SciPy's ``inv``: the inverse of the square ``a`` by LU (``np.linalg.inv``'s
+    computation), after SciPy's ``check_finite`` (NaN or inf: ``ValueError`` on every rank).
+    ``overwrite_a`` is accepted; ``a`` is never written. Singular: ``LinAlgError``."""
+    return _scipy_entry(np.linalg.inv, "inv", a, overwrite_a, check_finite)
+
+
+def det(a: BlockCyclicArray, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+    """SciPy's ``det``: the determinant of the square ``a`` by LU, a NumPy scalar on every rank
+    (``np.linalg.det``'s computation), after SciPy's ``check_finite``. ``overwrite_a`` is
+    accepted; ``a`` is never written."""
+    return _scipy_entry(np.linalg.det, "det", a, overwrite_a, check_finite)
+
+
+def _scipy_entry(fn: Any, name: str, a: Any, overwrite_a: Any, check_finite: Any) -> Any:
+    ck.check_flag(overwrite_a, "overwrite_a")
+    if ck.check_flag(check_finite, "check_finite"):
+        x = promote(ck.check_array(a, "a", name))
+        if x.ndim != 2 or x.shape[0] != x.shape[1]:
+            raise np.linalg.LinAlgError(f"{name}: a must be square, got shape {x.shape}")
+        ck.check_finite(x, None, name)
+    return fn(a)
+
+
 #: what ``bm.linalg`` exports under these names
 PUBLIC = {
+    "inv": inv,
+    "det": det,
     "solve_triangular": solve_triangular,
     "trsm": trsm_,
     "solve": solve_,
