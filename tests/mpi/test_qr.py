@@ -280,8 +280,8 @@ def test_geqrf_lookahead(grid, dtype, case, geqrt, monkeypatch):
     dev = be.asarray(a.copy())
     fa, tau = _qr_local.geqrf_lookahead(be, dev, nb)
     np.testing.assert_array_equal(be.asnumpy(dev), a, err_msg="the input was modified")
+    assert fa.flags.f_contiguous and tau.shape == (min(m, n),)  # on the device: LAPACK's layout
     fa, tau = be.asnumpy(fa), be.asnumpy(tau)
-    assert fa.flags.f_contiguous and tau.shape == (min(m, n),)
     assert np.isfinite(fa).all() and np.isfinite(tau).all()
     k = min(m, n)
     orgqr = sla.get_lapack_funcs("ungqr" if np.iscomplexobj(a) else "orgqr", (fa,))
