@@ -62,11 +62,19 @@ def implements(*numpy_functions: Any) -> Callable[[Callable[..., Any]], Callable
     """Register the decorated function as the implementation of ``numpy_functions``.
 
     The implementation is called with the arguments exactly as the user passed them to the
-    NumPy function, so its signature should mirror NumPy's (keywords included).
+    NumPy function, so its signature should mirror NumPy's (keywords included). A NumPy
+    function registered twice raises ``ValueError`` (NumPy's aliases are one object:
+    ``np.permute_dims is np.transpose``, so registering an alias would replace the original).
     """
 
     def decorator(impl: Callable[..., Any]) -> Callable[..., Any]:
         for f in numpy_functions:
+            known = _FUNCTIONS.get(f)
+            if known is not None and _qualified(known) != _qualified(impl):
+                raise ValueError(
+                    f"{getattr(f, '__name__', f)!r} is already implemented by "
+                    f"{_qualified(known)}; {_qualified(impl)} cannot register it too"
+                )
             _FUNCTIONS[f] = impl
         return impl
 

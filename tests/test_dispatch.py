@@ -72,6 +72,20 @@ def test_a_second_implementation_of_a_method_is_refused(monkeypatch):
     assert _dispatch.implements_method("redistribute")(same) is same
 
 
+def test_a_second_implementation_of_a_numpy_function_is_refused(monkeypatch):
+    """NumPy's aliases are one object (``np.permute_dims is np.transpose`` in NumPy 2):
+    registering an alias must not silently replace the original's implementation."""
+    monkeypatch.setattr(_dispatch, "_FUNCTIONS", dict(_dispatch._FUNCTIONS))
+
+    def _transpose(a, axes=None):  # another module's claim on np.transpose
+        return a
+
+    with pytest.raises(ValueError, match="'transpose' is already implemented by"):
+        _dispatch.implements(np.transpose)(_transpose)
+    same = _dispatch._FUNCTIONS[np.transpose]
+    assert _dispatch.implements(np.transpose)(same) is same
+
+
 def test_import_is_light():
     """``import blasmp_array`` fills the registry without loading an optional dependency."""
     code = (

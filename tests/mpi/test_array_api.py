@@ -126,3 +126,60 @@ def test_array_api_bad_input(grid):
     if hasattr(np, "matvec"):
         with pytest.raises(ValueError, match="dimensions"):
             np.matvec(X, X)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64], ids=lambda d: np.dtype(d).name)
+def test_numpy_spellings(grid, dtype):
+    """np.swapaxes, np.permute_dims, np.count_nonzero and np.tensordot of matrices and
+    vectors."""
+    rng = np.random.default_rng(3)
+    a, b = random_matrix(rng, (6, 5), dtype), random_matrix(rng, (6, 5), dtype)
+    x = random_matrix(rng, (5, 1), dtype)[:, 0]
+    a[a.real > 1] = 0
+    A, B, X = (bm.from_numpy(v, block=2, grid=grid) for v in (a, b, x))
+    assert np.array_equal(np.swapaxes(A, 0, 1).to_numpy(), a.T)
+    assert np.array_equal(np.swapaxes(A, 1, 1).to_numpy(), a)
+    if hasattr(np, "permute_dims"):
+        assert np.array_equal(np.permute_dims(A, (1, 0)).to_numpy(), a.T)
+    n = np.count_nonzero(A)
+    assert n == np.count_nonzero(a) and np.dtype(type(n)) == np.intp
+    assert np.array_equal(host(np.count_nonzero(A, axis=0)), np.count_nonzero(a, axis=0))
+    for axes in (([0], [0]), ([1], [1]), 1 if False else ([0], [0])):
+        got, want = host(np.tensordot(A, B, axes=axes)), np.tensordot(a, b, axes=axes)
+        ka = a.shape[axes[0][0]]
+        ta = a if axes[0][0] == 1 else a.T
+        tb = b if axes[1][0] == 0 else b.T
+        close(got, want, dtype, ka, np.abs(ta) @ np.abs(tb))
+    close(
+        host(np.tensordot(A, X, axes=1)),
+        np.tensordot(a, x, axes=1),
+        dtype,
+        5,
+        np.abs(a) @ np.abs(x),
+    )
+    close(
+        np.tensordot(A, B, axes=2),
+        np.tensordot(a, b, axes=2),
+        dtype,
+        30,
+        (np.abs(a) * np.abs(b)).sum(),
+    )
+    close(
+        np.tensordot(A, B.T, axes=([0, 1], [1, 0])),
+        np.tensordot(a, b.T, axes=([0, 1], [1, 0])),
+        dtype,
+        30,
+        (np.abs(a) * np.abs(b)).sum(),
+    )
+    if hasattr(np.linalg, "tensordot"):
+        close(
+            host(np.linalg.tensordot(A, X, axes=1)),
+            np.tensordot(a, x, axes=1),
+            dtype,
+            5,
+            np.abs(a) @ np.abs(x),
+        )
+    with pytest.raises(ValueError, match="not supported"):
+        np.tensordot(A, B, axes=0)
+    with pytest.raises(ValueError, match="shape-mismatch"):
+        np.tensordot(A, B, axes=([1], [0]))

@@ -1,4 +1,5 @@
-"""NumPy 2's array-API spellings of calls the library already makes.
+"""NumPy 2's array-API spellings of calls the library already makes, and NumPy's other
+spellings of them (``np.swapaxes``, ``np.count_nonzero``, ``np.tensordot``).
 
 NumPy 2.0 added the names of the Python array API standard beside its own:
 ``np.linalg.matrix_norm``, ``vector_norm``, ``matrix_transpose``, ``vecdot``, ``outer``,
@@ -31,7 +32,7 @@ _linalg = np.linalg
 
 def _register(owner: Any, name: str) -> Any:
     """``implements(owner.name)`` where NumPy has it, else a decorator that leaves ``fn``
-    unregistered."""
+    unregistered. (``np.permute_dims`` is ``np.transpose`` itself: registered already.)"""
     fn = getattr(owner, name, None)
     return implements(fn) if fn is not None else (lambda impl: impl)
 
@@ -171,3 +172,67 @@ def _plain(ufunc: Any, out: Any, kw: Any, x1: Any, n1: int, x2: Any, n2: int) ->
             "matrices are not distributed), got "
             f"{getattr(x1, 'shape', None)} and {getattr(x2, 'shape', None)}"
         )
+
+
+# -- NumPy's other spellings ----------------------------------------------------------------------
+@implements(np.swapaxes)
+def _swapaxes(a: Any, axis1: int, axis2: int) -> Any:
+    """``np.swapaxes``: ``A.T`` when the two axes differ, ``A`` itself when they are the same."""
+    a = _require(a, "np.swapaxes")
+    axes = [int(axis1), int(axis2)]
+    for ax in axes:
+        if not -a.ndim <= ax < a.ndim:
+            raise np.exceptions.AxisError(ax, a.ndim)
+    return a.T if axes[0] % a.ndim != axes[1] % a.ndim else a
+
+
+@implements(np.count_nonzero)
+def _count_nonzero(a: Any, axis: Any = None, *, keepdims: bool = False) -> Any:
+    """``np.count_nonzero``: ``np.sum(a != 0)`` (an intp on every rank, or an int64 vector
+    along ``axis``)."""
+    a = _require(a, "np.count_nonzero")
+    if axis is None and not keepdims:
+        return np.intp(np.sum(a != 0))
+    return np.sum(a != 0, axis=axis, dtype=np.int64, keepdims=keepdims)
+
+
+@implements(np.tensordot)
+def _tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
+    """``np.tensordot`` of matrices and vectors: the contraction of one axis of each is a
+    product (``A @ B`` with the transposes the axes name, ``x @ y``), of both axes of two
+    matrices the sum of their element-wise product; other contractions (none, or the outer
+    products of matrices) are refused."""
+    return _contract(a, b, axes, "np.tensordot")
+
+
+@_register(_linalg, "tensordot")
+def _linalg_tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:
+    """``np.linalg.tensordot``: ``np.tensordot``."""
+    return _contract(x1, x2, axes, "np.linalg.tensordot")
+
+
+def _contract(a: Any, b: Any, axes: Any, what: str) -> Any:
+    from .products import replicated_operands
+
+    a, b = replicated_operands(a, b, what)
+    if isinstance(axes, int | np.integer):
+        n = int(axes)
+        axes = (list(range(a.ndim - n, a.ndim)), list(range(n)))
+    try:
+        ia, ib = ([int(i) for i in np.atleast_1d(x)] for x in axes)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}: axes must be an int or a pair of axis sequences") from None
+    ia = [i % a.ndim for i in ia] if a.ndim else ia
+    ib = [i % b.ndim for i in ib] if b.ndim else ib
+    if len(ia) != len(ib) or any(a.shape[i] != b.shape[j] for i, j in zip(ia, ib, strict=True)):
+        raise ValueError(f"{what}: shape-mismatch for sum ({a.shape}, {b.shape}, axes {axes})")
+    if len(ia) == 1:  # one axis each: a product
+        x = a.T if a.ndim == 2 and ia[0] == 0 else a
+        y = b.T if b.ndim == 2 and ib[0] == 1 else b
+        return np.matmul(x, y)
+    if len(ia) == 2 and a.ndim == b.ndim == 2:  # both axes of two matrices: a full sum
+        return np.sum(a * (b if ia == ib else b.T))
+    raise ValueError(
+        f"{what}: contracting {len(ia)} axes of shapes {a.shape} and {b.shape} is not supported "
+        "for BlockCyclicArrays (one axis of each: a product; both axes of two matrices: a sum)"
+    )
