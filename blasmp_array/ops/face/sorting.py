@@ -1,0 +1,97 @@
+"""``np.sort``, ``np.argsort`` and ``np.unique`` of distributed vectors.
+
+A vector is ``O(n)`` numbers (where a matrix of that order is ``n^2``), so these gather it on
+every rank (``x.to_numpy()``), let NumPy sort it there -- every rank the same bytes with the
+same NumPy, so every rank the same order, ties and NaNs included -- and distribute the result in
+the vector's blocks (each rank keeps the elements it stores). The results are NumPy's: the same
+values, order, dtypes and shapes. Matrices are refused: sorting along an axis of a distributed
+matrix moves ``n^2`` elements, and ``np.unique`` of a matrix flattens it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..._dispatch import implements
+from ...array import BlockCyclicArray
+from ..engine._vectors import from_host
+from .reductions import _require
+
+__all__: list[str] = []
+
+
+def _vector(x: Any, what: str) -> BlockCyclicArray:
+    x = _require(x, what)
+    if x.ndim != 1:
+        raise ValueError(
+            f"{what}: only vectors (1-D) are sorted; a distributed matrix of shape {x.shape} is "
+            "not (gather it with to_numpy() if it fits, or sort a row or column: A[i], A[:, j])"
+        )
+    return x
+
+
+def _values(x: BlockCyclicArray) -> Any:
+    """The whole vector on every rank."""
+    return x.to_numpy()
+
+
+def _like(v: np.ndarray, x: BlockCyclicArray) -> BlockCyclicArray:
+    """The host vector ``v`` (the same on every rank) in ``x``'s blocks on ``x``'s grid."""
+    return from_host(v, x.block[0], x.grid)
+
+
+def _axis(axis: Any, what: str) -> None:
+    if axis not in (-1, 0, None):
+        raise np.exceptions.AxisError(axis, 1, what)
+
+
+@implements(np.sort)
+def _sort(
+    a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, stable: Any = None
+) -> BlockCyclicArray:
+    """``np.sort`` of a vector: a new sorted vector in ``a``'s blocks."""
+    x = _vector(a, "np.sort")
+    _axis(axis, "np.sort")
+    return _like(np.sort(_values(x), kind=kind, order=order, stable=stable), x)
+
+
+@implements(np.argsort)
+def _argsort(
+    a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, stable: Any = None
+) -> BlockCyclicArray:
+    """``np.argsort`` of a vector: the int64 (intp) vector of the sorting permutation."""
+    x = _vector(a, "np.argsort")
+    _axis(axis, "np.argsort")
+    return _like(np.argsort(_values(x), kind=kind, order=order, stable=stable), x)
+
+
+@implements(np.unique)
+def _unique(
+    ar: Any,
+    return_index: bool = False,
+    return_inverse: bool = False,
+    return_counts: bool = False,
+    axis: Any = None,
+    *,
+    equal_nan: bool = True,
+    **kwargs: Any,
+) -> Any:
+    """``np.unique`` of a vector: the sorted unique values as a vector, with NumPy's optional
+    index, inverse and count vectors (each a distributed vector)."""
+    x = _vector(ar, "np.unique")
+    if axis not in (None, 0, -1):
+        raise np.exceptions.AxisError(axis, 1, "np.unique")
+    unique: Any = np.unique  # its overloads spell out each combination of the flags
+    out = unique(
+        _values(x),
+        return_index=return_index,
+        return_inverse=return_inverse,
+        return_counts=return_counts,
+        equal_nan=equal_nan,
+        **kwargs,
+    )
+    if isinstance(out, tuple):
+        return tuple(_like(np.asarray(v).reshape(-1), x) for v in out)
+    return _like(out, x)
