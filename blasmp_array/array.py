@@ -419,6 +419,11 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         """Index of the first smallest element (``np.argmin``; flat index when ``axis=None``)."""
         return np.argmin(self, axis=axis, keepdims=keepdims)
 
+    def dot(self, b: Any) -> Any:
+        """``A.dot(B)``: ``np.dot(A, B)`` (the matrix product; of two vectors their inner
+        product)."""
+        return np.dot(self, b)
+
     def clip(self, min: Any = None, max: Any = None) -> BlockCyclicArray:  # noqa: A002
         """``np.clip(A, min, max)``: a new array."""
         return np.clip(self, min, max)  # type: ignore[return-value]

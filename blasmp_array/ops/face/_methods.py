@@ -10,8 +10,8 @@ module fills the registry for the ops layer, in one place:
 * ``np.matmul``, so ``A @ B`` (NumPy's ufunc protocol) reaches :func:`ops.blas3.matmul.matmul`;
 * the NumPy functions and ufuncs of :mod:`.elementwise`, :mod:`.reductions`,
   :mod:`.functions`, :mod:`.products`, :mod:`.array_api` (NumPy 2's array-API names),
-  :mod:`.selection`, :mod:`.scans`, :mod:`.sorting`, :mod:`.cholesky`, :mod:`.lu` and
-  :mod:`.qr`, which register themselves when imported here, and :mod:`.solves`,
+  :mod:`.selection`, :mod:`.scans`, :mod:`.sorting`, :mod:`.statistics`, :mod:`.cholesky`,
+  :mod:`.lu` and :mod:`.qr`, which register themselves when imported here, and :mod:`.solves`,
   which wraps the solvers' registrations with NumPy's operands (vectors, replicated ndarrays,
   integers);
 * the device route of the NumPy door, ``gather_rows`` and ``scatter_rows`` (:mod:`.row_panels`).
@@ -34,7 +34,7 @@ from ..engine.elementwise import assign
 from ..engine.indexing import getitem, materialize_window, setitem
 from ..engine.redistribute import redistribute, transpose
 from ..lapack import cholesky, eigh, lu, qr, solves  # noqa: F401  (they register)
-from . import array_api, functions, products, reductions, scans, sorting  # noqa: F401
+from . import array_api, functions, products, reductions, scans, sorting, statistics  # noqa: F401
 from .products import replicated_operands
 
 __all__: list[str] = []

@@ -236,3 +236,11 @@ def _contract(a: Any, b: Any, axes: Any, what: str) -> Any:
         f"{what}: contracting {len(ia)} axes of shapes {a.shape} and {b.shape} is not supported "
         "for BlockCyclicArrays (one axis of each: a product; both axes of two matrices: a sum)"
     )
+
+
+@implements_ufunc(np.divmod)
+def _divmod(ufunc: np.ufunc, x1: Any, x2: Any, out: Any = None, **kw: Any) -> Any:
+    """``np.divmod`` (and ``divmod(A, b)``): ``(np.floor_divide, np.remainder)``."""
+    if out is not None or kw:
+        raise TypeError("np.divmod on BlockCyclicArrays takes no out= or other keywords")
+    return np.floor_divide(x1, x2), np.remainder(x1, x2)
