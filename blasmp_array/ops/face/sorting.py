@@ -47,24 +47,27 @@ def _axis(axis: Any, what: str) -> None:
         raise np.exceptions.AxisError(axis, 1, what)
 
 
-@implements(np.sort)
-def _sort(
-    a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, stable: Any = None
-) -> BlockCyclicArray:
-    """``np.sort`` of a vector: a new sorted vector in ``a``'s blocks."""
-    x = _vector(a, "np.sort")
-    _axis(axis, "np.sort")
-    return _like(np.sort(_values(x), kind=kind, order=order, stable=stable), x)
+def _by_numpy(fn: Any, doc: str) -> Any:
+    """``np.sort`` / ``np.argsort`` of a vector: NumPy's ``fn`` of the gathered vector, in
+    ``a``'s blocks."""
+    what = f"np.{fn.__name__}"
+
+    def impl(
+        a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, stable: Any = None
+    ) -> BlockCyclicArray:
+        x = _vector(a, what)
+        _axis(axis, what)
+        return _like(fn(_values(x), kind=kind, order=order, stable=stable), x)
+
+    impl.__name__ = impl.__qualname__ = f"_{fn.__name__}"
+    impl.__doc__ = doc
+    return implements(fn)(impl)
 
 
-@implements(np.argsort)
-def _argsort(
-    a: Any, axis: Any = -1, kind: Any = None, order: Any = None, *, stable: Any = None
-) -> BlockCyclicArray:
-    """``np.argsort`` of a vector: the int64 (intp) vector of the sorting permutation."""
-    x = _vector(a, "np.argsort")
-    _axis(axis, "np.argsort")
-    return _like(np.argsort(_values(x), kind=kind, order=order, stable=stable), x)
+_sort = _by_numpy(np.sort, "``np.sort`` of a vector: a new sorted vector in ``a``'s blocks.")
+_argsort = _by_numpy(
+    np.argsort, "``np.argsort`` of a vector: the intp vector of the sorting permutation."
+)
 
 
 @implements(np.unique)
