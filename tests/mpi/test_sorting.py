@@ -46,9 +46,19 @@ def test_sort_argsort_unique(grid, dtype, n, b):
         np.testing.assert_array_equal(g.to_numpy(), w.reshape(-1))
 
 
+@pytest.mark.parametrize("n", [1, 2, 11])
+def test_order_statistics(grid, n):
+    v = np.random.default_rng(n).standard_normal(n)
+    X = bm.from_numpy(v, block=3, grid=grid)
+    assert np.median(X) == np.median(v)
+    assert np.percentile(X, 30) == np.percentile(v, 30)
+    np.testing.assert_array_equal(np.quantile(X, [0.1, 0.5]), np.quantile(v, [0.1, 0.5]))
+    assert np.quantile(X, 0.7, method="nearest") == np.quantile(v, 0.7, method="nearest")
+
+
 def test_sorting_refuses_matrices(grid):
     A = bm.from_numpy(np.ones((4, 3)), block=2, grid=grid)
-    for fn in (np.sort, np.argsort, np.unique):
+    for fn in (np.sort, np.argsort, np.unique, np.median):
         with pytest.raises(ValueError, match="only vectors"):
             fn(A)
     X = bm.from_numpy(np.ones(4), block=2, grid=grid)

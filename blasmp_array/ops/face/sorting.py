@@ -1,4 +1,5 @@
-"""``np.sort``, ``np.argsort`` and ``np.unique`` of distributed vectors.
+"""``np.sort``, ``np.argsort``, ``np.unique`` and the order statistics (``np.median``,
+``np.percentile``, ``np.quantile``) of distributed vectors.
 
 A vector is ``O(n)`` numbers (where a matrix of that order is ``n^2``), so these gather it on
 every rank (``x.to_numpy()``), let NumPy sort it there -- every rank the same bytes with the
@@ -98,3 +99,25 @@ def _unique(
     if isinstance(out, tuple):
         return tuple(_like(np.asarray(v).reshape(-1), x) for v in out)
     return _like(out, x)
+
+
+def _order_statistic(fn: Any) -> Any:
+    """``np.median`` / ``np.percentile`` / ``np.quantile`` of a vector: NumPy's ``fn`` of the
+    gathered vector, the same NumPy scalar (or, for several ``q``, host array) on every rank."""
+    what = f"np.{fn.__name__}"
+
+    def impl(a: Any, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+        if out is not None:
+            raise TypeError(f"{what}: out= is not supported for BlockCyclicArrays")
+        x = _vector(a, what)
+        _axis(kwargs.pop("axis", None), what)
+        return fn(_values(x), *args, **kwargs)
+
+    impl.__name__ = impl.__qualname__ = f"_{fn.__name__}"
+    impl.__doc__ = f"``{what}`` of a vector (gathered, ``O(n)``); matrices refused."
+    return implements(fn)(impl)
+
+
+_median = _order_statistic(np.median)
+_percentile = _order_statistic(np.percentile)
+_quantile = _order_statistic(np.quantile)
