@@ -45,15 +45,11 @@ def _matrix(x: Any, what: str) -> BlockCyclicArray:
 
 
 @_register(np, "matrix_transpose")
-def _matrix_transpose(x: Any, /) -> BlockCyclicArray:
-    """``np.matrix_transpose``: ``x.T``, a lazy view (NumPy's is a view too)."""
-    return _matrix(x, "np.matrix_transpose").T
-
-
 @_register(_linalg, "matrix_transpose")
-def _linalg_matrix_transpose(x: Any, /) -> BlockCyclicArray:
-    """``np.linalg.matrix_transpose``: ``x.T``."""
-    return _matrix(x, "np.linalg.matrix_transpose").T
+def _matrix_transpose(x: Any, /) -> BlockCyclicArray:
+    """``np.matrix_transpose`` and ``np.linalg.matrix_transpose``: ``x.T``, a lazy view
+    (NumPy's is a view too)."""
+    return _matrix(x, "matrix_transpose").T
 
 
 @_register(_linalg, "matmul")
@@ -105,20 +101,19 @@ def _vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: An
         return np.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
     dt = np.dtype(x.dtype)
     real = np.dtype(np.float64) if dt.kind in "biu" else np.abs(np.zeros(1, dt)).dtype
-    a = np.abs(x)
     if ord is None or ord == 2:
         out = np.linalg.norm(x)  # the Frobenius norm: the 2-norm of the elements
-    elif ord == np.inf:
-        out = np.max(a)
-    elif ord == -np.inf:
-        out = np.min(a)
     elif ord == 0:
         out = np.sum(x != 0)
+    elif ord == np.inf:
+        out = np.max(np.abs(x))
+    elif ord == -np.inf:
+        out = np.min(np.abs(x))
     elif ord == 1:
-        out = np.sum(a)
+        out = np.sum(np.abs(x))
     else:
         p = float(ord)
-        out = np.sum(a.astype(real) ** p) ** (1.0 / p)
+        out = np.sum(np.abs(x).astype(real) ** p) ** (1.0 / p)
     out = real.type(out)
     return np.full((1, 1), out) if keepdims else out
 

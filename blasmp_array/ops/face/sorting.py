@@ -18,7 +18,7 @@ import numpy as np
 from ..._dispatch import implements
 from ...array import BlockCyclicArray
 from ..engine._vectors import from_host
-from .reductions import _require
+from .reductions import _no_extras, _require
 
 __all__: list[str] = []
 
@@ -107,8 +107,7 @@ def _order_statistic(fn: Any) -> Any:
     what = f"np.{fn.__name__}"
 
     def impl(a: Any, *args: Any, out: Any = None, **kwargs: Any) -> Any:
-        if out is not None:
-            raise TypeError(f"{what}: out= is not supported for BlockCyclicArrays")
+        _no_extras(what, out)
         x = _vector(a, what)
         _axis(kwargs.pop("axis", None), what)
         return fn(_values(x), *args, **kwargs)

@@ -17,11 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..._dispatch import implements
-from .reductions import _no_extras, _require
+from .reductions import _NOVALUE, _no_extras, _require
 
 __all__: list[str] = []
-
-_NOVALUE = np._NoValue  # type: ignore[attr-defined]
 
 
 def _has_nan(a: Any) -> bool:
@@ -45,9 +43,10 @@ def _nansum(
     return np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
 
 
-def _count(a: Any, axis: Any, keepdims: bool) -> Any:
-    """The number of non-NaN elements (along ``axis``)."""
-    return np.sum(~np.isnan(a), axis=axis, keepdims=keepdims)
+def _count(nan: Any, axis: Any, keepdims: bool) -> Any:
+    """The number of non-NaN elements (along ``axis``) of the array whose ``isnan`` is
+    ``nan``."""
+    return np.sum(~nan, axis=axis, keepdims=keepdims)
 
 
 @implements(np.nanmean)
@@ -65,8 +64,9 @@ def _nanmean(
     a = _require(a, "np.nanmean")
     if not _has_nan(a):
         return np.mean(a, axis=axis, dtype=dtype, keepdims=keepdims)
-    total = _nansum(a, axis=axis, dtype=dtype, keepdims=keepdims)
-    count = _count(a, axis, keepdims)
+    nan = np.isnan(a)  # one pass, for the sum and the count
+    total = np.sum(np.where(nan, 0, a), axis=axis, dtype=dtype, keepdims=keepdims)
+    count = _count(nan, axis, keepdims)
     if np.ndim(count) == 0 and int(count) == 0:
         warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=3)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -81,8 +81,9 @@ def _nanextreme(name: str, fold: Any, fill: float) -> Any:
             return fold(x, axis=axis, keepdims=keepdims)
         if np.dtype(x.dtype).kind == "c":
             raise TypeError(f"np.{name} of a complex BlockCyclicArray is not supported")
-        res = fold(np.where(np.isnan(x), fill, x), axis=axis, keepdims=keepdims)
-        empty = _count(x, axis, keepdims) == 0
+        nan = np.isnan(x)  # one pass, for the fill and the count
+        res = fold(np.where(nan, fill, x), axis=axis, keepdims=keepdims)
+        empty = _count(nan, axis, keepdims) == 0
         if np.ndim(empty) == 0:
             if bool(empty):
                 warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=3)

@@ -248,11 +248,9 @@ def det(a: BlockCyclicArray, overwrite_a: bool = False, check_finite: bool = Tru
 
 def _scipy_entry(fn: Any, name: str, a: Any, overwrite_a: Any, check_finite: Any) -> Any:
     ck.check_flag(overwrite_a, "overwrite_a")
-    if ck.check_flag(check_finite, "check_finite"):
-        x = promote(ck.check_array(a, "a", name))
-        if x.ndim != 2 or x.shape[0] != x.shape[1]:
-            raise np.linalg.LinAlgError(f"{name}: a must be square, got shape {x.shape}")
-        ck.check_finite(x, None, name)
+    if ck.check_flag(check_finite, "check_finite"):  # SciPy's order: finite, then square (fn)
+        a = promote(ck.check_array(a, "a", name))  # promoted once: fn's entry keeps it
+        ck.check_finite(a, None, name)
     return fn(a)
 
 
