@@ -137,7 +137,10 @@ def distribute(a: Any, layout: BlockCyclicLayout, grid: ProcessGrid, dtype: Any 
     its elements; no communication: check with :func:`check_replicated` first)."""
     out = new_array(layout, grid, np.dtype(a.dtype) if dtype is None else dtype)
     if out._data.size:
-        rows, cols = layout.local_rows(grid.myrow), layout.local_cols(grid.mycol)
-        piece = local_part(a, rows, cols, 2)
+        if grid.size == 1:  # the local matrix is all of a: no index arrays, one copy
+            piece = a
+        else:
+            rows, cols = layout.local_rows(grid.myrow), layout.local_cols(grid.mycol)
+            piece = local_part(a, rows, cols, 2)
         out._data[...] = grid.backend.asarray(piece).astype(out.dtype, copy=False)
     return out
