@@ -541,6 +541,12 @@ class Backend(abc.ABC):
         Synchronous (call it after :meth:`synchronize`); ``a`` is not written."""
         raise NotImplementedError(f"{type(self).__name__} has no local eigh")
 
+    def band_eig_width(self, dtype: Any, vectors: bool) -> int | None:
+        """The widest band whose :meth:`eig_banded` of ``dtype`` (with ``vectors``) runs on
+        the device, or None where it runs on the host (the two-stage eigensolver then keeps
+        its block as the bandwidth)."""
+        return None
+
     def eig_banded(
         self,
         band: np.ndarray,

@@ -55,7 +55,7 @@ import numpy as np
 
 from .. import _abort
 from .._local_views import as_local_view
-from . import _blas_threads
+from . import _blas_threads, _gpu_band_eig
 from ._cublas import CublasKernels
 from ._cuda_env import warn_if_lazy
 from ._gpu_random import load_kernels as load_random_kernels
@@ -987,6 +987,21 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
             w = w[lo:hi]
             v = v[:, lo:hi] if v is not None else None
         return w, v
+
+    def band_eig_width(self, dtype, vectors):  # type: ignore[override]
+        # eigenvalues of a real band: the chase and bisection kernels (_gpu_band_eig)
+        if vectors or np.dtype(dtype).kind != "f":
+            return None
+        return _gpu_band_eig.MAX_BAND
+
+    def eig_banded(self, band, vectors, subset_by_index=None, subset_by_value=None):  # type: ignore[override]
+        width = self.band_eig_width(band.dtype, vectors)
+        if width is None or band.shape[0] - 1 > width:
+            return super().eig_banded(band, vectors, subset_by_index, subset_by_value)
+        self.synchronize()
+        with self.compute.cupy:
+            w = _gpu_band_eig.band_eigvals(band, subset_by_index, subset_by_value)
+        return w, None
 
     def gesdd(self, a, full_matrices, compute_uv, driver="gesdd"):  # type: ignore[override]
         # cuSOLVER's gesvd through CuPy (cuSOLVER has no divide and conquer for the SVD):

@@ -147,6 +147,46 @@ def test_eigh_two_stage(grid, two_stage_everywhere, dtype, kind, lower, n, nb):
     assert np.array_equal(gathered(A), given, equal_nan=True), "input modified"
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("kind", ["random", "graded", "equal"])
+def test_eigvalsh_band_solved_on_the_device(grid, monkeypatch, dtype, kind):
+    """Eigenvalues where the backend solves the band on the device (the GPU's chase and
+    bisection kernels; on the CPU a stand-in width over SciPy's band solver): one process runs
+    the two-stage route by default from ``DEVICE_BAND_N``, a block wider than the device's band
+    is redistributed to it, subsets come from the same band solve."""
+    be = grid.backend
+    if be.band_eig_width(dtype, False) is None:
+        monkeypatch.setattr(
+            type(be), "band_eig_width",
+            lambda self, dt, vectors: None if vectors or np.dtype(dt).kind != "f" else 8,
+        )  # fmt: skip
+    width = be.band_eig_width(dtype, False)
+    assert be.band_eig_width(dtype, True) is None
+    assert be.band_eig_width(np.complex128, False) is None
+    monkeypatch.setattr(eigh_mod, "DEVICE_BAND_N", 1)
+    nb = 2 * width + 3  # wider than the device's band: redistributed
+    n = 3 * nb + 11
+    a = hermitian(kind, n, dtype, seed=n)
+    A = bm.from_numpy(poison(a, "upper"), block=(nb, nb), grid=grid)
+    if grid.size == 1:  # the default route
+        w = gathered(np.linalg.eigvalsh(A))
+    else:
+        w = gathered(bm.linalg.eigvalsh(A, method="two-stage"))
+    assert "band solve" in eigh_mod.LAST_PROFILE, "not the two-stage route"
+    assert w.dtype == dtype
+    assert_eig(a, w, None, f"eigvalsh {kind}")
+    sub = gathered(bm.linalg.eigvalsh(A, subset_by_index=(5, 20), method="two-stage"))
+    assert_eig(a, sub, None, "eigvalsh by index", ref_offset=5)
+    ref = np.linalg.eigvalsh(a.astype(np.float64))
+    gaps = np.diff(ref)  # the interval's ends in wide gaps of the spectrum
+    i, j = 5 + int(np.argmax(gaps[5:20])), 30 + int(np.argmax(gaps[30:50]))
+    vl, vu = (ref[i] + ref[i + 1]) / 2, (ref[j] + ref[j + 1]) / 2
+    inside = np.flatnonzero((ref > vl) & (ref <= vu))
+    byv = gathered(bm.linalg.eigvalsh(A, subset_by_value=(vl, vu), method="two-stage"))
+    assert byv.shape == inside.shape
+    assert_eig(a, byv, None, "eigvalsh by value", ref_offset=int(inside[0]))
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.complex64])
 def test_numpy_gathered(grid, dtype):
     """np.linalg.eigh/eigvalsh (the automatic route: small matrices are gathered), UPLO."""

@@ -72,6 +72,11 @@ _METHODS = ("auto", "two-stage", "gathered")
 GATHER_N = 4096
 GATHER_N_VECTORS: int | None = None
 
+#: on one process whose backend solves the band on the device (the GPU's eigenvalues),
+#: ``method='auto'`` runs the two-stage method from this order up, one cuSOLVER ``syevd``
+#: below it (docs/eigh.md)
+DEVICE_BAND_N = 4096
+
 _DRIVERS = ("ev", "evd", "evr", "evx", "gv", "gvd", "gvx")
 
 
@@ -342,7 +347,10 @@ def _solve(
     if n == 0:
         w0 = from_host(np.zeros(0, real), nb, grid)
         return w0, (zeros((0, 0), x.dtype, block=(nb, nb), grid=grid) if vectors else None)
+    on_device = grid.backend.band_eig_width(x.dtype, vectors) is not None
     if grid.size == 1 and _LOCAL_ON_ONE_PROCESS:
+        if method == "two-stage" or (method == "auto" and on_device and n >= DEVICE_BAND_N):
+            return _two_stage(x, x is a, lower, vectors, idx, val)
         return _local(x, x._data, lower, vectors, idx, val, "local")
     limit = GATHER_N_VECTORS if vectors else GATHER_N
     if method == "gathered" or (method == "auto" and (limit is None or n <= limit)):
@@ -421,8 +429,11 @@ def _two_stage(
 ) -> tuple[BlockCyclicArray, BlockCyclicArray | None]:
     """The two-stage method on the grid (module docstring); ``shared``: ``x`` is the caller's
     array (copied before it is overwritten)."""
-    n, nb = x.shape[0], int(x.block[0])
     grid, be = x.grid, x.backend
+    width = be.band_eig_width(x.dtype, vectors)
+    if width is not None and int(x.block[0]) > width:  # the band the device chase takes
+        x, shared = redistribute(x, block=width), False
+    n, nb = x.shape[0], int(x.block[0])
     real = np.dtype(x.dtype).type(0).real.dtype
     # the Hermitian matrix in the lower triangle of a working copy
     w = x.H.copy() if not lower else (x.copy() if shared else x)

@@ -1,0 +1,248 @@
+"""The GPU band eigenvalue kernels (``blasmp_array.backends._gpu_band_eig``), their CUDA source
+compiled as host C++: the bulge chase run in the order the cooperative kernel runs it (stage by
+stage, the tasks of a stage in either order, the threads of a block phase by phase in either
+order) gives the sequential order's bytes and an exactly tridiagonal matrix with the band's
+eigenvalues; the bisection finds LAPACK's eigenvalues within the testers' bound."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from blasmp_array.backends import _gpu_band_eig as gbe
+
+_SHIM = r"""
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+#define BLASMP_HOST_BUILD
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __restrict__
+using std::sqrt;
+struct blasmp_dim3 { long long x; };
+static blasmp_dim3 blockIdx, blockDim, gridDim, threadIdx;
+static int blasmp_host_nt = 1;
+static int blasmp_host_reverse = 0;
+#define BLASMP_NT blasmp_host_nt
+#define BLASMP_PHASE(call) do { \
+    for (int blasmp_i = 0; blasmp_i < blasmp_host_nt; ++blasmp_i) { \
+        const int tid = blasmp_host_reverse ? blasmp_host_nt - 1 - blasmp_i : blasmp_i; call; \
+    } } while (0)
+"""
+
+_DRIVER = r"""
+// order 0: the sequential order (sweep by sweep); 1: stage by stage, a stage's tasks by
+// descending sweep (the kernel's); 2: stage by stage, ascending sweep
+template <typename T>
+static void host_chase(T* ab, T* V, T* tau, long long n, int b, int nt, int order,
+                       int reverse_threads)
+{
+    blasmp_host_nt = nt;
+    blasmp_host_reverse = reverse_threads;
+    int G = nt / b > 0 ? nt / b : 1;
+    std::vector<T> smem(b * (b + 1) + 3 * b + G * b + 8);
+    long long sweeps = n - 2;
+    if (order == 0) {
+        for (long long s = 0; s < sweeps; ++s)
+            for (long long k = 0; k < blasmp_sweep_tasks(n, b, s); ++k)
+                blasmp_chase_task<T>(ab, V, tau, n, b, s, k, smem.data());
+        return;
+    }
+    long long stages = 0;
+    for (long long s = 0; s < sweeps; ++s) {
+        long long last = 3 * s + blasmp_sweep_tasks(n, b, s);
+        if (last > stages) stages = last;
+    }
+    for (long long t = 0; t < stages; ++t) {
+        long long s_hi = t / 3 < sweeps - 1 ? t / 3 : sweeps - 1;
+        std::vector<long long> ss;
+        for (long long i = 0;; ++i) {
+            long long s = s_hi - i;
+            if (s < 0 || t - 3 * s >= blasmp_sweep_tasks(n, b, s)) break;
+            ss.push_back(s);
+        }
+        for (size_t q = 0; q < ss.size(); ++q) {
+            long long s = order == 1 ? ss[q] : ss[ss.size() - 1 - q];
+            blasmp_chase_task<T>(ab, V, tau, n, b, s, t - 3 * s, smem.data());
+        }
+    }
+}
+
+extern "C" void chase_d(double* ab, double* V, double* tau, long long n, int b, int nt,
+                        int order, int rev)
+{ host_chase<double>(ab, V, tau, n, b, nt, order, rev); }
+extern "C" void chase_f(float* ab, float* V, float* tau, long long n, int b, int nt,
+                        int order, int rev)
+{ host_chase<float>(ab, V, tau, n, b, nt, order, rev); }
+extern "C" void bisect(const double* d, const double* e2, long long n, double pivmin,
+                       double gl, double gu, double abstol, long long first, long long count,
+                       double* w)
+{
+    blockDim.x = 1; threadIdx.x = 0;
+    for (long long j = 0; j < count; ++j) {
+        blockIdx.x = j;
+        blasmp_tridiag_bisect(d, e2, n, pivmin, gl, gu, abstol, first, count, w);
+    }
+}
+extern "C" void count(const double* d, const double* e2, long long n, double pivmin,
+                      const double* xs, long long k, long long* out)
+{
+    blockDim.x = 1; threadIdx.x = 0;
+    for (long long j = 0; j < k; ++j) {
+        blockIdx.x = j;
+        blasmp_tridiag_count(d, e2, n, pivmin, xs, k, out);
+    }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler to build the GPU kernels' source for the host")
+    d = tmp_path_factory.mktemp("gpu_band_eig_host")
+    (d / "k.cpp").write_text(_SHIM + gbe.SOURCE + _DRIVER)
+    so = d / "k.so"
+    cmd = [cxx, "-O2", "-ffp-contract=off", "-shared", "-fPIC", "-w", "-o", str(so)]
+    cmd.append(str(d / "k.cpp"))
+    subprocess.run(cmd, check=True, capture_output=True)
+    lib = ctypes.CDLL(str(so))
+    p, i64, i32, f64 = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int, ctypes.c_double
+    for name in ("chase_d", "chase_f"):
+        getattr(lib, name).argtypes = [p, p, p, i64, i32, i32, i32, i32]
+    lib.bisect.argtypes = [p, p, i64, f64, f64, f64, f64, i64, i64, p]
+    lib.count.argtypes = [p, p, i64, f64, p, i64, p]
+    return lib
+
+
+def _random_band(n, b, dtype, rng, spectrum=None):
+    """A symmetric band matrix (dense) of bandwidth b; with ``spectrum``, a band matrix with
+    roughly that spread (a graded diagonal plus a small band)."""
+    a = rng.standard_normal((n, n))
+    a = np.tril(a) - np.tril(a, -b - 1)
+    if spectrum is not None:
+        a = a * 1e-3 + np.diag(spectrum)
+    a = np.tril(a)
+    a = a + np.tril(a, -1).T
+    return a.astype(dtype)
+
+
+def _to_kernel_band(a, b):
+    """The kernels' storage: ``ab[c, r - c] = A[r, c]``, ``2 b`` diagonals."""
+    n = a.shape[0]
+    ab = np.zeros((n, 2 * b), a.dtype)
+    for dgl in range(min(b + 1, n)):
+        ab[: n - dgl, dgl] = np.diagonal(a, -dgl)
+    return ab
+
+
+def _chase(lib, a, b, nt, order, rev):
+    n = a.shape[0]
+    ab = _to_kernel_band(a, b)
+    v = np.full((n, b), np.nan, a.dtype)
+    tau = np.full(n, np.nan, a.dtype)
+    fn = lib.chase_d if a.dtype == np.float64 else lib.chase_f
+    fn(ab.ctypes.data, v.ctypes.data, tau.ctypes.data, n, b, nt, order, rev)
+    return ab
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(
+    "n,b,nt", [(3, 2, 1), (10, 2, 4), (17, 3, 7), (40, 8, 32), (61, 16, 256), (97, 5, 12),
+               (130, 64, 256), (64, 63, 64)],
+)  # fmt: skip
+def test_chase_is_the_sequential_order_and_tridiagonal(lib, dtype, n, b, nt):
+    """The kernel's stage order, with a stage's tasks and a phase's threads in either order,
+    gives the sequential order's bytes (so the tasks of a stage touch disjoint elements and a
+    phase's threads disjoint ones); the result is exactly tridiagonal with the band's
+    eigenvalues."""
+    rng = np.random.default_rng(n * 100 + b)
+    a = _random_band(n, b, dtype, rng)
+    ref = _chase(lib, a, b, nt, 0, 0)
+    for order, rev in ((1, 0), (2, 1), (1, 1)):
+        got = _chase(lib, a, b, nt, order, rev)
+        np.testing.assert_array_equal(got, ref)
+    assert np.all(ref[:, 2:] == 0), "entries beyond the first subdiagonal remain"
+    d, e = ref[:, 0].astype(np.float64), ref[: n - 1, 1].astype(np.float64)
+    t = np.diag(d) + np.diag(e, -1) + np.diag(e, 1)
+    want = np.linalg.eigvalsh(a.astype(np.float64))
+    eps = np.finfo(dtype).eps
+    bound = 60 * n * eps * np.abs(a).sum(axis=0).max()
+    assert np.abs(np.linalg.eigvalsh(t) - want).max() <= bound
+
+
+def _bisect(lib, d, e, first, count):
+    gl, gu, pivmin, abstol = gbe.tridiagonal_inputs(d, e)
+    e2 = np.ascontiguousarray(e * e)
+    w = np.full(count, np.nan)
+    lib.bisect(d.ctypes.data, e2.ctypes.data, d.shape[0], pivmin, gl, gu, abstol, first, count,
+               w.ctypes.data)  # fmt: skip
+    return w
+
+
+@pytest.mark.parametrize(
+    "kind", ["random", "graded", "cluster", "equal", "zero", "one", "wilkinson"]
+)
+def test_bisection_finds_lapacks_eigenvalues(lib, kind):
+    """Every eigenvalue within LAPACK's tester bound ``60 n eps ||T||_1`` of
+    ``numpy.linalg.eigvalsh``'s, ascending, including graded, clustered and repeated spectra."""
+    rng = np.random.default_rng(7)
+    n = 1 if kind == "one" else 150
+    d = rng.standard_normal(n)
+    e = rng.standard_normal(n - 1)
+    if kind == "graded":
+        d = 10.0 ** -np.linspace(0, 12, n) * np.where(np.arange(n) % 2, -1, 1)
+        e = e * 1e-14
+    elif kind == "cluster":
+        d = 1 + 1e-14 * rng.standard_normal(n)
+        e = e * 1e-15
+    elif kind == "equal":
+        d = np.repeat([1.0, 2.0, 3.0], n // 3)
+        e = np.zeros(n - 1)
+    elif kind == "zero":
+        d, e = np.zeros(n), np.zeros(n - 1)
+    elif kind == "wilkinson":
+        d = np.abs(np.arange(n) - (n - 1) / 2)
+        e = np.ones(n - 1)
+    t = np.diag(d) + np.diag(e, -1) + np.diag(e, 1)
+    want = np.linalg.eigvalsh(t)
+    got = _bisect(lib, d, e, 0, n)
+    assert np.all(np.diff(got) >= 0)
+    # the testers' bound, plus bisection's floor of a few pivmin (a zero matrix)
+    tnorm = np.abs(t).sum(axis=0).max()
+    bound = 60 * n * np.finfo(np.float64).eps * tnorm + 4 * np.finfo(np.float64).tiny
+    assert np.abs(got - want).max() <= bound
+    if n > 10:  # a subset by index is the same numbers
+        np.testing.assert_array_equal(_bisect(lib, d, e, 5, 7), got[5:12])
+
+
+def test_sturm_count(lib):
+    """The count of eigenvalues below x, at points between the eigenvalues."""
+    rng = np.random.default_rng(3)
+    n = 60
+    d, e = rng.standard_normal(n), rng.standard_normal(n - 1)
+    w = np.linalg.eigvalsh(np.diag(d) + np.diag(e, -1) + np.diag(e, 1))
+    xs = np.concatenate([[w[0] - 1], (w[:-1] + w[1:]) / 2, [w[-1] + 1]])
+    gl, gu, pivmin, abstol = gbe.tridiagonal_inputs(d, e)
+    e2 = e * e
+    out = np.full(xs.shape[0], -1, np.int64)
+    lib.count(d.ctypes.data, e2.ctypes.data, n, pivmin, xs.ctypes.data, xs.shape[0],
+              out.ctypes.data)  # fmt: skip
+    np.testing.assert_array_equal(out, np.arange(n + 1))
+
+
+def test_stage_count_and_shared_memory():
+    """The stage count is the last task's stage plus one; the widest band's shared memory fits
+    a block's default 48 KiB in double precision."""
+    for n, b in ((3, 2), (100, 7), (1000, 64)):
+        last = max(3 * s + gbe.stage_tasks(n, b, s) for s in range(n - 2))
+        assert gbe.stage_count(n, b) == last
+    assert gbe.stage_count(2, 2) == 0
+    assert gbe.shared_bytes(gbe.MAX_BAND, 8) <= 48 * 1024
