@@ -86,7 +86,9 @@ def test_array_api_names(grid, dtype, m, n, nb):
         want = np.linalg.vector_norm(a, ord=ord)
         got = np.linalg.vector_norm(A, ord=ord)
         assert np.dtype(type(got)) == want.dtype, ord
-        scale = want if ord not in (0, -np.inf) else 0
+        # ord=0 counts exactly; -inf is the least |a_ij|, whose complex abs rounds differently
+        # on the device (CuPy's hypot) than in NumPy
+        scale = want if ord != 0 else 0
         close(got, want, dtype, m * n, scale)
         close(
             np.linalg.vector_norm(X, ord=ord),
