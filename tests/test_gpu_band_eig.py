@@ -46,7 +46,7 @@ static void host_chase(T* ab, T* V, T* tau, long long n, int b, int nt, int orde
     blasmp_host_nt = nt;
     blasmp_host_reverse = reverse_threads;
     int G = nt / b > 0 ? nt / b : 1;
-    std::vector<T> smem(b * (b + 1) + 3 * b + G * b + 8);
+    std::vector<T> smem(b * (b + 1) + 3 * b + G * b + 16);
     long long sweeps = n - 2;
     if (order == 0) {
         for (long long s = 0; s < sweeps; ++s)

@@ -47,6 +47,7 @@ The kernels take the band in LAPACK's column-major lower band storage with ``2 b
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -78,14 +79,28 @@ template <typename T> __device__ __forceinline__ T blasmp_abs(T x) { return x < 
 
 // ---- phases: each thread touches its own elements; barriers between phases ----------------
 
+// loads in flight per thread: a batch of global loads is issued before any is used (one L2
+// latency per batch, not per element)
+#define BLASMP_BATCH 8
+
 // tile[i][j] = A[r0 + i, c0 + j] (i < m, j < p), E of a task (every element lies in the band)
 template <typename T>
 __device__ void ph_load_block(int tid, int nt, const T* ab, long long lda, long long r0,
                               long long c0, int m, int p, T* tile, int ld)
 {
-    for (int idx = tid; idx < m * p; idx += nt) {
-        int i = idx % m, j = idx / m;
-        tile[i * ld + j] = BLASMP_LOAD(&BLASMP_AB(r0 + i, c0 + j));
+    const int total = m * p;
+    for (int base = tid; base < total; base += nt * BLASMP_BATCH) {
+        T r[BLASMP_BATCH];
+#pragma unroll
+        for (int u = 0; u < BLASMP_BATCH; ++u) {
+            int idx = base + u * nt;
+            if (idx < total) r[u] = BLASMP_LOAD(&BLASMP_AB(r0 + idx % m, c0 + idx / m));
+        }
+#pragma unroll
+        for (int u = 0; u < BLASMP_BATCH; ++u) {
+            int idx = base + u * nt;
+            if (idx < total) tile[(idx % m) * ld + idx / m] = r[u];
+        }
     }
 }
 
@@ -104,10 +119,23 @@ template <typename T>
 __device__ void ph_load_sym(int tid, int nt, const T* ab, long long lda, long long r0, int m,
                             T* tile, int ld)
 {
-    for (int idx = tid; idx < m * m; idx += nt) {
-        int i = idx % m, j = idx / m;
-        int hi = i > j ? i : j, lo = i > j ? j : i;
-        tile[i * ld + j] = BLASMP_LOAD(&BLASMP_AB(r0 + hi, r0 + lo));
+    const int total = m * m;
+    for (int base = tid; base < total; base += nt * BLASMP_BATCH) {
+        T r[BLASMP_BATCH];
+#pragma unroll
+        for (int u = 0; u < BLASMP_BATCH; ++u) {
+            int idx = base + u * nt;
+            if (idx < total) {
+                int i = idx % m, j = idx / m;
+                int hi = i > j ? i : j, lo = i > j ? j : i;
+                r[u] = BLASMP_LOAD(&BLASMP_AB(r0 + hi, r0 + lo));
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < BLASMP_BATCH; ++u) {
+            int idx = base + u * nt;
+            if (idx < total) tile[(idx % m) * ld + idx / m] = r[u];
+        }
     }
 }
 
@@ -179,14 +207,31 @@ __device__ void ph_rank1(int tid, int nt, T* tile, int ld, int m, int j0, int p,
     }
 }
 
-// the reflector (LAPACK xlarfg) of the column tile[0:m][0]: sc[0] = tau, sc[1] = the scale of
-// v, sc[2] = beta; tile[0][0] := beta. One thread (m <= b numbers).
+// BLASMP_NSUM interleaved partial sums of a short dot product, in sc[8 + g], for one thread to
+// add in order (a chain of m / BLASMP_NSUM + BLASMP_NSUM additions, not m)
+#define BLASMP_NSUM 8
+
+// sc[8 + g] = sum over i = i0 + g, i0 + g + NSUM, ... < m of x[i * incx] * y[i * incy]
+template <typename T>
+__device__ void ph_partial_dot(int tid, int nt, int i0, int m, const T* x, int incx,
+                               const T* y, int incy, T* sc)
+{
+    for (int g = tid; g < BLASMP_NSUM; g += nt) {
+        T acc = 0;
+        for (int i = i0 + g; i < m; i += BLASMP_NSUM) acc += x[i * incx] * y[i * incy];
+        sc[8 + g] = acc;
+    }
+}
+
+// the reflector (LAPACK xlarfg) of the column tile[0:m][0], from ph_partial_dot's sum of
+// squares of tile[1:m][0]: sc[0] = tau, sc[1] = the scale of v, sc[2] = beta;
+// tile[0][0] := beta. One thread.
 template <typename T>
 __device__ void ph_reflector(int tid, T* tile, int ld, int m, T* sc)
 {
     if (tid != 0) return;
     T alpha = tile[0], ss = 0;
-    for (int i = 1; i < m; ++i) ss += tile[i * ld] * tile[i * ld];
+    for (int g = 0; g < BLASMP_NSUM; ++g) ss += sc[8 + g];
     if (ss == T(0)) {
         sc[0] = 0; sc[1] = 0; sc[2] = alpha;
         return;
@@ -213,13 +258,14 @@ __device__ void ph_vector(int tid, int nt, T* tile, int ld, int m, const T* sc, 
     }
 }
 
-// sc[4] = -tau / 2 * (w . v): the correction of the symmetric two-sided update. One thread.
+// sc[4] = -tau / 2 * (w . v), from ph_partial_dot's partial sums: the correction of the
+// symmetric two-sided update. One thread.
 template <typename T>
-__device__ void ph_alpha(int tid, int m, const T* w, const T* v, T* sc)
+__device__ void ph_alpha(int tid, T* sc)
 {
     if (tid != 0) return;
     T acc = 0;
-    for (int i = 0; i < m; ++i) acc += w[i] * v[i];
+    for (int g = 0; g < BLASMP_NSUM; ++g) acc += sc[8 + g];
     sc[4] = T(-0.5) * sc[0] * acc;
 }
 
@@ -248,7 +294,7 @@ __device__ void ph_sym_rank2_store(int tid, int nt, T* ab, long long lda, long l
 #define BLASMP_NT ((int)blockDim.x)
 #endif
 
-// shared memory: tile[b * (b + 1)] | v[b] | w[b] | vp[b] | part[G * b] | sc[8]
+// shared memory: tile[b * (b + 1)] | v[b] | w[b] | vp[b] | part[G * b] | sc[16]
 template <typename T>
 __device__ void blasmp_chase_task(T* ab, T* V, T* tau, long long n, int b, long long s,
                                   long long k, T* smem)
@@ -268,6 +314,7 @@ __device__ void blasmp_chase_task(T* ab, T* V, T* tau, long long n, int b, long 
     if (k == 0) {
         // the column s below its diagonal: tile[i][0] = A[s + 1 + i, s]
         BLASMP_PHASE(ph_load_block(tid, nt, ab, lda, r0, s, m, 1, tile, ld));
+        BLASMP_PHASE(ph_partial_dot(tid, nt, 1, m, tile, ld, tile, ld, sc));
         BLASMP_PHASE(ph_reflector(tid, tile, ld, m, sc));
         BLASMP_PHASE(ph_vector(tid, nt, tile, ld, m, sc, v));
         BLASMP_PHASE(ph_store_block(tid, nt, ab, lda, r0, s, m, 1, tile, ld));
@@ -280,6 +327,7 @@ __device__ void blasmp_chase_task(T* ab, T* V, T* tau, long long n, int b, long 
         BLASMP_PHASE(ph_sum_parts(tid, nt, part, b, G, 0, m, sc, 3, w));  // w = tau' E v'
         BLASMP_PHASE(ph_rank1(tid, nt, tile, ld, m, 0, b, w, vp));
         // H_k from E's first column, applied to the rest of E from the left
+        BLASMP_PHASE(ph_partial_dot(tid, nt, 1, m, tile, ld, tile, ld, sc));
         BLASMP_PHASE(ph_reflector(tid, tile, ld, m, sc));
         BLASMP_PHASE(ph_vector(tid, nt, tile, ld, m, sc, v));
         BLASMP_PHASE(ph_cols_dot(tid, nt, tile, ld, m, 1, b, v, part, b, G));
@@ -293,7 +341,8 @@ __device__ void blasmp_chase_task(T* ab, T* V, T* tau, long long n, int b, long 
     BLASMP_PHASE(ph_load_sym(tid, nt, ab, lda, r0, m, tile, ld));
     BLASMP_PHASE(ph_rows_dot(tid, nt, tile, ld, m, m, v, part, b, G));
     BLASMP_PHASE(ph_sum_parts(tid, nt, part, b, G, 0, m, sc, 0, w));
-    BLASMP_PHASE(ph_alpha(tid, m, w, v, sc));
+    BLASMP_PHASE(ph_partial_dot(tid, nt, 0, m, w, 1, v, 1, sc));
+    BLASMP_PHASE(ph_alpha(tid, sc));
     BLASMP_PHASE(ph_axpy(tid, nt, m, sc, 4, v, w));
     BLASMP_PHASE(ph_sym_rank2_store(tid, nt, ab, lda, r0, m, tile, ld, v, w));
 }
@@ -379,6 +428,10 @@ _NAMES = (*_CHASE.values(), "blasmp_tridiag_bisect", "blasmp_tridiag_count")
 
 _module: Any = None
 
+#: seconds of the last :func:`band_eigvals` call's chase and bisection (the stream waited for
+#: around each)
+LAST_TIMES: dict[str, float] = {}
+
 
 def _kernels() -> dict[str, Any]:
     """Compile (NVRTC, cached on disk by CuPy) and load the kernels once per process."""
@@ -407,9 +460,9 @@ def stage_tasks(n: int, b: int, s: int) -> int:
 
 def shared_bytes(b: int, itemsize: int, threads: int = THREADS) -> int:
     """The chase's shared memory per block: the tile, three vectors, the partial sums and
-    eight scalars."""
+    sixteen scalars."""
     g = max(1, threads // b)
-    return (b * (b + 1) + 3 * b + g * b + 8) * itemsize
+    return (b * (b + 1) + 3 * b + g * b + 16) * itemsize
 
 
 def tridiagonal_inputs(d: np.ndarray, e: np.ndarray) -> tuple[float, float, float, float]:
@@ -443,6 +496,7 @@ def band_eigvals(
     (the eigenvalues in ``(vl, vu]``). Returns a host float array of the band's dtype."""
     import cupy
 
+    LAST_TIMES.clear()
     dtype = np.dtype(band.dtype)
     if dtype not in _CHASE:
         raise TypeError(f"band_eigvals: real float32/float64 band needed, got {dtype}")
@@ -465,6 +519,8 @@ def band_eigvals(
     scale = 2.0 ** -np.frexp(anrm)[1]
     be = min(b, n - 1)
     kern = _kernels()
+    stream = cupy.cuda.get_current_stream()
+    t0 = time.perf_counter()
     if be >= 2:
         ab = cupy.zeros((n, 2 * be), dtype)
         ab[:, : be + 1] = cupy.asarray(np.ascontiguousarray(band[: be + 1].T) * dtype.type(scale))
@@ -486,6 +542,7 @@ def band_eigvals(
         e = cupy.asarray(band[1, : n - 1] * dtype.type(scale) if b >= 1 else np.zeros(n - 1))
         e = e.astype(np.float64)
     dh, eh = cupy.asnumpy(d), cupy.asnumpy(e)
+    t1 = time.perf_counter()
     gl, gu, pivmin, abstol = tridiagonal_inputs(dh, eh)
     e2 = e * e
     if subset_by_value is not None:
@@ -507,7 +564,10 @@ def band_eigvals(
             (d, e2, np.int64(n), np.float64(pivmin), np.float64(gl), np.float64(gu),
              np.float64(abstol), np.int64(first), np.int64(count), w),
         )  # fmt: skip
-    return (cupy.asnumpy(w) / scale).astype(dtype)
+    out = (cupy.asnumpy(w) / scale).astype(dtype)
+    stream.synchronize()
+    LAST_TIMES.update({"chase": t1 - t0, "bisection": time.perf_counter() - t1})
+    return out
 
 
 def _subset_size(n: int, by_index: tuple[int, int] | None) -> int:

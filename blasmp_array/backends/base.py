@@ -547,6 +547,11 @@ class Backend(abc.ABC):
         its block as the bandwidth)."""
         return None
 
+    def band_solve_times(self) -> dict[str, float]:
+        """Seconds per part of the last :meth:`eig_banded` where the backend times its parts
+        (the GPU's chase and bisection), else empty."""
+        return {}
+
     def eig_banded(
         self,
         band: np.ndarray,

@@ -1003,6 +1003,9 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
             w = _gpu_band_eig.band_eigvals(band, subset_by_index, subset_by_value)
         return w, None
 
+    def band_solve_times(self):  # type: ignore[override]
+        return dict(_gpu_band_eig.LAST_TIMES)
+
     def gesdd(self, a, full_matrices, compute_uv, driver="gesdd"):  # type: ignore[override]
         # cuSOLVER's gesvd through CuPy (cuSOLVER has no divide and conquer for the SVD):
         # the same result for either driver; on the compute stream, waited for

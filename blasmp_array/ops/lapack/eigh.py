@@ -443,6 +443,7 @@ def _two_stage(
     evals, z = be.eig_banded(red.band, vectors, idx, val)
     t1 = time.perf_counter()
     LAST_PROFILE["band solve"] = t1 - t0
+    LAST_PROFILE.update({f"  {k}": s for k, s in be.band_solve_times().items()})
     wv = from_host(np.asarray(evals, real), nb, grid, real)
     if not vectors:
         return wv, None
