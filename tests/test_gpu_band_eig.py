@@ -56,20 +56,20 @@ static void host_chase(T* ab, T* V, T* tau, long long n, int b, int nt, int orde
     }
     long long stages = 0;
     for (long long s = 0; s < sweeps; ++s) {
-        long long last = 3 * s + blasmp_sweep_tasks(n, b, s);
+        long long last = BLASMP_LAG * s + blasmp_sweep_tasks(n, b, s);
         if (last > stages) stages = last;
     }
     for (long long t = 0; t < stages; ++t) {
-        long long s_hi = t / 3 < sweeps - 1 ? t / 3 : sweeps - 1;
+        long long s_hi = t / BLASMP_LAG < sweeps - 1 ? t / BLASMP_LAG : sweeps - 1;
         std::vector<long long> ss;
         for (long long i = 0;; ++i) {
             long long s = s_hi - i;
-            if (s < 0 || t - 3 * s >= blasmp_sweep_tasks(n, b, s)) break;
+            if (s < 0 || t - BLASMP_LAG * s >= blasmp_sweep_tasks(n, b, s)) break;
             ss.push_back(s);
         }
         for (size_t q = 0; q < ss.size(); ++q) {
             long long s = order == 1 ? ss[q] : ss[ss.size() - 1 - q];
-            blasmp_chase_task<T>(ab, V, tau, n, b, s, t - 3 * s, smem.data());
+            blasmp_chase_task<T>(ab, V, tau, n, b, s, t - BLASMP_LAG * s, smem.data());
         }
     }
 }
@@ -242,7 +242,7 @@ def test_stage_count_and_shared_memory():
     """The stage count is the last task's stage plus one; the widest band's shared memory fits
     a block's default 48 KiB in double precision."""
     for n, b in ((3, 2), (100, 7), (1000, 64)):
-        last = max(3 * s + gbe.stage_tasks(n, b, s) for s in range(n - 2))
+        last = max(gbe.LAG * s + gbe.stage_tasks(n, b, s) for s in range(n - 2))
         assert gbe.stage_count(n, b) == last
     assert gbe.stage_count(2, 2) == 0
     assert gbe.shared_bytes(gbe.MAX_BAND, 8) <= 48 * 1024

@@ -14,11 +14,13 @@ band, ``b`` rows per task. With ``R_k = [s + 1 + k b, s + 1 + (k + 1) b)``:
   ``A[R_k, R_k] := H_k A[R_k, R_k] H_k``. The rest of ``E``'s fill is the next sweep's to
   annihilate, so the lower band holds ``2 b`` diagonals while the chase runs.
 
-Task ``(s, k)`` reads and writes rows and columns ``[s + 1 + (k - 1) b, s + 1 + (k + 1) b)``
-only, and sweep ``s + 1``'s task ``k'`` touches none of them when ``k >= k' + 3``. So at stage
-``t`` every sweep ``s`` with ``0 <= k = t - 3 s < K_s`` runs its task ``k`` at once
+Task ``(s, k)`` reads and writes elements of rows ``R_k`` only (``E`` and the lower triangle
+of ``A[R_k, R_k]``; task ``(s, 0)`` also column ``s``), so tasks whose row ranges are disjoint
+commute. Sweep ``s + 1``'s task ``k'`` has rows ``[s + 2 + k' b, s + 2 + (k' + 1) b)``, which
+meet sweep ``s``'s ``R_k`` only for ``k`` in ``{k', k' + 1}``. So at stage ``t`` every sweep
+``s`` with ``0 <= k = t - LAG s < K_s`` runs its task ``k`` at once, ``LAG = 2``
 (``K_s = ceil((n - 1 - s) / b)`` tasks), and the sequential order's result comes out after
-``max_s (3 s + K_s)`` stages. One persistent kernel runs them all: a cooperative launch, a
+``max_s (LAG s + K_s)`` stages, about ``2 n``. One persistent kernel runs them all: a cooperative launch, a
 thread block per task (looping when a stage has more tasks than blocks), ``grid.sync()``
 between stages (it orders the stages' global writes; loads go through ``__ldcg``, past the
 SM's L1). The reflector of task ``(s, k)`` passes to ``(s, k + 1)`` through row ``s`` of a
@@ -60,6 +62,9 @@ MAX_BAND = 64
 
 #: threads per block of the chase
 THREADS = 256
+
+#: stages between the starts of two consecutive sweeps of the chase
+LAG = 2
 
 #: threads per block of the bisection
 _BISECT_THREADS = 128
@@ -347,6 +352,9 @@ __device__ void blasmp_chase_task(T* ab, T* V, T* tau, long long n, int b, long 
     BLASMP_PHASE(ph_sym_rank2_store(tid, nt, ab, lda, r0, m, tile, ld, v, w));
 }
 
+// stages between the starts of two consecutive sweeps (module docstring)
+#define BLASMP_LAG @LAG@
+
 // the tasks of sweep s: k = 0 .. ceil((n - 1 - s) / b) - 1
 __device__ __forceinline__ long long blasmp_sweep_tasks(long long n, int b, long long s)
 {
@@ -363,11 +371,11 @@ __global__ void blasmp_band_chase(T* ab, T* V, T* tau, long long n, int b, long 
     T* smem = reinterpret_cast<T*>(blasmp_raw);
     cooperative_groups::grid_group grid = cooperative_groups::this_grid();
     for (long long t = 0; t < stages; ++t) {
-        long long s_hi = t / 3 < sweeps - 1 ? t / 3 : sweeps - 1;
+        long long s_hi = t / BLASMP_LAG < sweeps - 1 ? t / BLASMP_LAG : sweeps - 1;
         for (long long i = blockIdx.x;; i += gridDim.x) {
             long long s = s_hi - i;
             if (s < 0) break;
-            long long k = t - 3 * s;
+            long long k = t - BLASMP_LAG * s;
             if (k >= blasmp_sweep_tasks(n, b, s)) break;  // and for every smaller s
             blasmp_chase_task<T>(ab, V, tau, n, b, s, k, smem);
         }
@@ -422,6 +430,8 @@ __global__ void blasmp_tridiag_count(const double* d, const double* e2, long lon
 }
 """
 
+SOURCE = SOURCE.replace("@LAG@", str(LAG))
+
 _CHASE = {np.dtype(np.float64): "blasmp_band_chase<double>",
           np.dtype(np.float32): "blasmp_band_chase<float>"}  # fmt: skip
 _NAMES = (*_CHASE.values(), "blasmp_tridiag_bisect", "blasmp_tridiag_count")
@@ -446,11 +456,11 @@ def _kernels() -> dict[str, Any]:
 
 
 def stage_count(n: int, b: int) -> int:
-    """The chase's stages: ``max_s (3 s + K_s)`` over the sweeps ``s = 0 .. n - 3``."""
+    """The chase's stages: ``max_s (LAG s + K_s)`` over the sweeps ``s = 0 .. n - 3``."""
     if n < 3 or b < 2:
         return 0
     s = np.arange(n - 2)
-    return int((3 * s + (n - 1 - s + b - 1) // b).max())
+    return int((LAG * s + (n - 1 - s + b - 1) // b).max())
 
 
 def stage_tasks(n: int, b: int, s: int) -> int:
@@ -527,7 +537,7 @@ def band_eigvals(
         v = cupy.zeros((n, be), dtype)
         tau = cupy.zeros(n, dtype)
         sweeps, stages = n - 2, stage_count(n, be)
-        per_stage = -(-stage_tasks(n, be, 0) // 3) + 1  # the most tasks at one stage
+        per_stage = -(-stage_tasks(n, be, 0) // LAG) + 1  # the most tasks at one stage
         sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
         blocks = max(1, min(per_stage, sms))
         kern[_CHASE[dtype]](

@@ -6,7 +6,11 @@ routes -> the distributed operators and the backend's LAPACK:
 
 * one process (a ``1 x 1`` grid): one LAPACK ``xsyevd``/``xheevd`` (``xsyevr``/``xheevr`` for a
   subset) on the local matrix through :meth:`Backend.eigh_local` (cuSOLVER ``syevd`` through
-  CuPy on the GPU, a subset sliced from the full result);
+  CuPy on the GPU, a subset sliced from the full result); eigenvalues of a real matrix of order
+  ``n >= DEVICE_BAND_N`` on a backend that solves the band on the device (the GPU:
+  :meth:`Backend.band_eig_width`) by the two-stage method below instead, stage 1 on the local
+  matrix (:func:`ops.lapack._band_reduction.reduce_local`) and stages 2-3 in the device's
+  chase and bisection kernels (``backends/_gpu_band_eig.py``);
 * a grid of several processes: the two-stage method (SLATE ``heev``, LAPACK ``xsyevd_2stage``):
 
   1. *stage 1* (:mod:`ops.lapack._band_reduction`): the distributed reduction to Hermitian band form
@@ -128,7 +132,9 @@ def eigh(
         On a grid of several processes: the distributed two-stage method, or the matrix
         gathered to every process and one LAPACK (cuSOLVER) ``evd`` there; 'auto' gathers for
         eigenvectors, and for eigenvalues alone up to ``n <= GATHER_N`` (4096) (measured,
-        ``docs/eigh.md``). One process always makes one call.
+        ``docs/eigh.md``). On one process 'two-stage' runs the two-stage method there too,
+        and 'auto' does for eigenvalues of a real matrix from ``n >= DEVICE_BAND_N`` where the
+        backend solves the band on the device (the GPU); otherwise one LAPACK call.
 
     Returns
     -------
