@@ -20,8 +20,9 @@ commute. Sweep ``s + 1``'s task ``k'`` has rows ``[s + 2 + k' b, s + 2 + (k' + 1
 meet sweep ``s``'s ``R_k`` only for ``k`` in ``{k', k' + 1}``. So at stage ``t`` every sweep
 ``s`` with ``0 <= k = t - LAG s < K_s`` runs its task ``k`` at once, ``LAG = 2``
 (``K_s = ceil((n - 1 - s) / b)`` tasks), and the sequential order's result comes out after
-``max_s (LAG s + K_s)`` stages, about ``2 n``. One persistent kernel runs them all: a cooperative launch, a
-thread block per task (looping when a stage has more tasks than blocks), ``grid.sync()``
+``max_s (LAG s + K_s)`` stages, about ``2 n``. One persistent kernel runs them all: a
+cooperative launch, a thread block per task (looping when a stage has more tasks than blocks),
+``grid.sync()``
 between stages (it orders the stages' global writes; loads go through ``__ldcg``, past the
 SM's L1). The reflector of task ``(s, k)`` passes to ``(s, k + 1)`` through row ``s`` of a
 ``n x b`` global array.
