@@ -264,31 +264,22 @@ __device__ void ph_vector(int tid, int nt, T* tile, int ld, int m, const T* sc, 
     }
 }
 
-// sc[4] = -tau / 2 * (w . v), from ph_partial_dot's partial sums: the correction of the
-// symmetric two-sided update. One thread.
-template <typename T>
-__device__ void ph_alpha(int tid, T* sc)
-{
-    if (tid != 0) return;
-    T acc = 0;
-    for (int g = 0; g < BLASMP_NSUM; ++g) acc += sc[8 + g];
-    sc[4] = T(-0.5) * sc[0] * acc;
-}
-
-template <typename T>
-__device__ void ph_axpy(int tid, int nt, int m, const T* sc, int si, const T* v, T* w)
-{
-    for (int i = tid; i < m; i += nt) w[i] += sc[si] * v[i];
-}
-
-// A[r0 + i, r0 + j] := tile[i][j] - v[i] w[j] - w[i] v[j] for i >= j, stored into the band
+// A[r0 + i, r0 + j] := tile[i][j] - v[i] u[j] - u[i] v[j] for i >= j, stored into the band,
+// with u = w + alpha v and alpha = -tau / 2 (w . v) from ph_partial_dot's partial sums (every
+// thread adds them in the same order: the same alpha everywhere)
 template <typename T>
 __device__ void ph_sym_rank2_store(int tid, int nt, T* ab, long long lda, long long r0, int m,
-                                   const T* tile, int ld, const T* v, const T* w)
+                                   const T* tile, int ld, const T* v, const T* w, const T* sc)
 {
+    T acc = 0;
+    for (int g = 0; g < BLASMP_NSUM; ++g) acc += sc[8 + g];
+    const T alpha = T(-0.5) * sc[0] * acc;
     for (int idx = tid; idx < m * m; idx += nt) {
         int i = idx % m, j = idx / m;
-        if (i >= j) BLASMP_AB(r0 + i, r0 + j) = tile[i * ld + j] - v[i] * w[j] - w[i] * v[j];
+        if (i >= j) {
+            T ui = w[i] + alpha * v[i], uj = w[j] + alpha * v[j];
+            BLASMP_AB(r0 + i, r0 + j) = tile[i * ld + j] - v[i] * uj - ui * v[j];
+        }
     }
 }
 
@@ -323,7 +314,8 @@ __device__ void blasmp_chase_task(T* ab, T* V, T* tau, long long n, int b, long 
         BLASMP_PHASE(ph_partial_dot(tid, nt, 1, m, tile, ld, tile, ld, sc));
         BLASMP_PHASE(ph_reflector(tid, tile, ld, m, sc));
         BLASMP_PHASE(ph_vector(tid, nt, tile, ld, m, sc, v));
-        BLASMP_PHASE(ph_store_block(tid, nt, ab, lda, r0, s, m, 1, tile, ld));
+        BLASMP_PHASE((ph_store_block(tid, nt, ab, lda, r0, s, m, 1, tile, ld),
+                      ph_store_reflector(tid, nt, V, tau, s, b, m, v, sc)));
     } else {
         // E = A[R_k, R_{k-1}] (m x b) := E H_{k-1}
         long long c0 = r0 - b;
@@ -339,18 +331,16 @@ __device__ void blasmp_chase_task(T* ab, T* V, T* tau, long long n, int b, long 
         BLASMP_PHASE(ph_cols_dot(tid, nt, tile, ld, m, 1, b, v, part, b, G));
         BLASMP_PHASE(ph_sum_parts(tid, nt, part, b, G, 1, b, sc, 0, w));  // w = tau v^T E
         BLASMP_PHASE(ph_rank1(tid, nt, tile, ld, m, 1, b, v, w));
-        BLASMP_PHASE(ph_store_block(tid, nt, ab, lda, r0, c0, m, b, tile, ld));
+        BLASMP_PHASE((ph_store_block(tid, nt, ab, lda, r0, c0, m, b, tile, ld),
+                      ph_store_reflector(tid, nt, V, tau, s, b, m, v, sc)));
     }
-    BLASMP_PHASE(ph_store_reflector(tid, nt, V, tau, s, b, m, v, sc));
     // A[R_k, R_k] := H_k A[R_k, R_k] H_k  (LAPACK xsytd2: w = tau A v, w -= tau/2 (w.v) v,
     // A -= v w^T + w v^T)
     BLASMP_PHASE(ph_load_sym(tid, nt, ab, lda, r0, m, tile, ld));
     BLASMP_PHASE(ph_rows_dot(tid, nt, tile, ld, m, m, v, part, b, G));
     BLASMP_PHASE(ph_sum_parts(tid, nt, part, b, G, 0, m, sc, 0, w));
     BLASMP_PHASE(ph_partial_dot(tid, nt, 0, m, w, 1, v, 1, sc));
-    BLASMP_PHASE(ph_alpha(tid, sc));
-    BLASMP_PHASE(ph_axpy(tid, nt, m, sc, 4, v, w));
-    BLASMP_PHASE(ph_sym_rank2_store(tid, nt, ab, lda, r0, m, tile, ld, v, w));
+    BLASMP_PHASE(ph_sym_rank2_store(tid, nt, ab, lda, r0, m, tile, ld, v, w, sc));
 }
 
 // stages between the starts of two consecutive sweeps (module docstring)
