@@ -7,7 +7,7 @@ routes -> the distributed operators and the backend's LAPACK:
 * one process (a ``1 x 1`` grid): one LAPACK ``xsyevd``/``xheevd`` (``xsyevr``/``xheevr`` for a
   subset) on the local matrix through :meth:`Backend.eigh_local` (cuSOLVER ``syevd`` through
   CuPy on the GPU, a subset sliced from the full result); eigenvalues of a real matrix of order
-  ``n >= DEVICE_BAND_N`` on a backend that solves the band on the device (the GPU:
+  ``n >= DEVICE_BAND_N`` (when set) on a backend that solves the band on the device (the GPU:
   :meth:`Backend.band_eig_width`) by the two-stage method below instead, stage 1 on the local
   matrix (:func:`ops.lapack._band_reduction.reduce_local`) and stages 2-3 in the device's
   chase and bisection kernels (``backends/_gpu_band_eig.py``);
@@ -78,8 +78,9 @@ GATHER_N_VECTORS: int | None = None
 
 #: on one process whose backend solves the band on the device (the GPU's eigenvalues),
 #: ``method='auto'`` runs the two-stage method from this order up, one cuSOLVER ``syevd``
-#: below it (docs/eigh.md)
-DEVICE_BAND_N = 4096
+#: below it; None: never (``method='two-stage'`` asks for it). Off until its crossover with
+#: ``syevd`` is measured on the GPU node (docs/eigh.md)
+DEVICE_BAND_N: int | None = None
 
 _DRIVERS = ("ev", "evd", "evr", "evx", "gv", "gvd", "gvx")
 
@@ -355,7 +356,8 @@ def _solve(
         return w0, (zeros((0, 0), x.dtype, block=(nb, nb), grid=grid) if vectors else None)
     on_device = grid.backend.band_eig_width(x.dtype, vectors) is not None
     if grid.size == 1 and _LOCAL_ON_ONE_PROCESS:
-        if method == "two-stage" or (method == "auto" and on_device and n >= DEVICE_BAND_N):
+        by_size = DEVICE_BAND_N is not None and n >= DEVICE_BAND_N
+        if method == "two-stage" or (method == "auto" and on_device and by_size):
             return _two_stage(x, x is a, lower, vectors, idx, val)
         return _local(x, x._data, lower, vectors, idx, val, "local")
     limit = GATHER_N_VECTORS if vectors else GATHER_N
