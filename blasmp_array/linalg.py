@@ -71,6 +71,8 @@ __all__ = [  # noqa: F822
     "lstsq",
     "eigh",
     "eigvalsh",
+    "eig",
+    "eigvals",
     "svd",
     "svdvals",
 ]
@@ -98,4 +100,8 @@ def __getattr__(name: str) -> Any:
         from .ops.lapack import eigh as _eigh
 
         return getattr(_eigh, name)
+    if name in ("eig", "eigvals"):  # the nonsymmetric eigenproblem: ops/lapack/eig.py
+        from .ops.lapack import eig as _eig
+
+        return getattr(_eig, name)
     raise AttributeError(f"module 'blasmp_array.linalg' has no attribute {name!r}")

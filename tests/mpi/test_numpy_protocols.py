@@ -207,7 +207,6 @@ def test_unregistered_functions_raise_naming_them(grid):
     A = bm.ones((4, 4), block=2, grid=grid)
     for fn, name in (
         (lambda: np.kron(A, A), "kron"),
-        (lambda: np.linalg.eig(A), "eig"),
         (lambda: np.cumulative_sum(A, axis=0), "cumulative_sum"),
         (lambda: np.argwhere(A), "argwhere"),
     ):

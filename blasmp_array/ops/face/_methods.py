@@ -33,7 +33,7 @@ from ..engine import elementwise, row_panels, selection  # noqa: F401  (they reg
 from ..engine.elementwise import assign
 from ..engine.indexing import getitem, materialize_window, setitem
 from ..engine.redistribute import redistribute, transpose
-from ..lapack import cholesky, eigh, lu, qr, solves  # noqa: F401  (they register)
+from ..lapack import cholesky, eig, eigh, lu, qr, solves  # noqa: F401  (they register)
 from . import array_api, functions, products, reductions, scans, sorting, statistics  # noqa: F401
 from .products import replicated_operands
 
