@@ -171,6 +171,22 @@ def check_array(x: Any, name: str, op: str) -> BlockCyclicArray:
     return x
 
 
+def check_square_matrix(a: Any, op: str) -> BlockCyclicArray:
+    """``a`` as the square matrix of an eigenproblem (NumPy's ``LinAlgError`` for another
+    dimension or a non-square shape; ``TypeError`` for a dtype the library cannot hold)."""
+    a = check_array(a, "a", op)
+    if a.ndim != 2:
+        raise np.linalg.LinAlgError(
+            f"{op}: {a.ndim}-dimensional array given. Array must be at least two-dimensional"
+        )
+    if a.shape[0] != a.shape[1]:
+        raise np.linalg.LinAlgError(
+            f"{op}: Last 2 dimensions of the array must be square (a is {a.shape[0]}x{a.shape[1]})"
+        )
+    check_dtype(blas_dtype(a.dtype))
+    return a
+
+
 def check_output(c: Any, op: str) -> BlockCyclicArray | None:
     if c is None:
         return None

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from ..._dispatch import implements
-from ...array import BlockCyclicArray, blas_dtype, check_dtype
+from ...array import BlockCyclicArray, blas_dtype
 from ...creation import from_numpy, zeros
 from ...layout import BlockCyclicLayout
 from ..engine import _checks as ck
@@ -250,17 +250,7 @@ def _eigh_entry(
 
 
 def _check_a(a: Any, op: str) -> BlockCyclicArray:
-    a = ck.check_array(a, "a", op)
-    if a.ndim != 2:
-        raise np.linalg.LinAlgError(
-            f"{op}: {a.ndim}-dimensional array given. Array must be at least two-dimensional"
-        )
-    if a.shape[0] != a.shape[1]:
-        raise np.linalg.LinAlgError(
-            f"{op}: Last 2 dimensions of the array must be square (a is {a.shape[0]}x{a.shape[1]})"
-        )
-    check_dtype(blas_dtype(a.dtype))
-    return a
+    return ck.check_square_matrix(a, op)
 
 
 def _check_uplo_np(uplo: Any, op: str) -> str:
