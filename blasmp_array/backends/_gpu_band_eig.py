@@ -451,11 +451,12 @@ def stage_count(n: int, b: int) -> int:
     if n < 3 or b < 2:
         return 0
     s = np.arange(n - 2)
-    return int((LAG * s + (n - 1 - s + b - 1) // b).max())
+    return int((LAG * s + stage_tasks(n, b, s)).max())
 
 
-def stage_tasks(n: int, b: int, s: int) -> int:
-    """``K_s``, the tasks of sweep ``s``: ``ceil((n - 1 - s) / b)``."""
+def stage_tasks(n: int, b: int, s: Any) -> Any:
+    """``K_s``, the tasks of sweep ``s`` (an int or an array of them):
+    ``ceil((n - 1 - s) / b)``."""
     return -(-(n - 1 - s) // b)
 
 
@@ -518,23 +519,23 @@ def band_eigvals(
             dtype,
         )
     scale = 2.0 ** -np.frexp(anrm)[1]
-    be = min(b, n - 1)
+    bw = min(b, n - 1)
     kern = _kernels()
     stream = cupy.cuda.get_current_stream()
     t0 = time.perf_counter()
-    if be >= 2:
-        ab = cupy.zeros((n, 2 * be), dtype)
-        ab[:, : be + 1] = cupy.asarray(np.ascontiguousarray(band[: be + 1].T) * dtype.type(scale))
-        v = cupy.zeros((n, be), dtype)
+    if bw >= 2:
+        ab = cupy.zeros((n, 2 * bw), dtype)
+        ab[:, : bw + 1] = cupy.asarray(np.ascontiguousarray(band[: bw + 1].T) * dtype.type(scale))
+        v = cupy.zeros((n, bw), dtype)
         tau = cupy.zeros(n, dtype)
-        sweeps, stages = n - 2, stage_count(n, be)
-        per_stage = -(-stage_tasks(n, be, 0) // LAG) + 1  # the most tasks at one stage
+        sweeps, stages = n - 2, stage_count(n, bw)
+        per_stage = -(-stage_tasks(n, bw, 0) // LAG) + 1  # the most tasks at one stage
         sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
         blocks = max(1, min(per_stage, sms))
         kern[_CHASE[dtype]](
             (blocks,), (THREADS,),
-            (ab, v, tau, np.int64(n), np.int32(be), np.int64(sweeps), np.int64(stages)),
-            shared_mem=shared_bytes(be, dtype.itemsize),
+            (ab, v, tau, np.int64(n), np.int32(bw), np.int64(sweeps), np.int64(stages)),
+            shared_mem=shared_bytes(bw, dtype.itemsize),
         )  # fmt: skip
         d = ab[:, 0].astype(np.float64)
         e = ab[: n - 1, 1].astype(np.float64)

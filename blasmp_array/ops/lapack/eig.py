@@ -75,7 +75,7 @@ def eig(
         are all real, as SciPy's.
     """
     op = "eig"
-    a = _check(a, op)
+    a = ck.check_square_matrix(a, op)
     _refuse(b, left, homogeneous_eigvals, op)
     ck.check_flag(overwrite_a, "overwrite_a")
     ck.check_flag(overwrite_b, "overwrite_b")
@@ -102,7 +102,7 @@ def eigvals(
 @implements(np.linalg.eig)
 def _np_eig(a: Any) -> Any:
     """``np.linalg.eig(A)``: NumPy's ``EigResult(eigenvalues, eigenvectors)``."""
-    w, v = _solve(_check(a, "np.linalg.eig"), True, True, "np.linalg.eig")
+    w, v = _solve(ck.check_square_matrix(a, "np.linalg.eig"), True, True, "np.linalg.eig")
     try:
         from numpy.linalg._linalg import EigResult
 
@@ -114,11 +114,8 @@ def _np_eig(a: Any) -> Any:
 @implements(np.linalg.eigvals)
 def _np_eigvals(a: Any) -> BlockCyclicArray:
     """``np.linalg.eigvals(A)``: the eigenvalues as a distributed vector."""
-    return _solve(_check(a, "np.linalg.eigvals"), False, True, "np.linalg.eigvals")[0]
-
-
-def _check(a: Any, op: str) -> BlockCyclicArray:
-    return ck.check_square_matrix(a, op)
+    op = "np.linalg.eigvals"
+    return _solve(ck.check_square_matrix(a, op), False, True, op)[0]
 
 
 def _refuse(b: Any, left: Any, homogeneous: Any, op: str) -> None:

@@ -187,9 +187,8 @@ def eigvalsh(
 def _np_eigh(a: Any, UPLO: str = "L") -> Any:
     """``np.linalg.eigh(A, UPLO)``: NumPy's ``EighResult(eigenvalues, eigenvectors)``."""
     uplo = _check_uplo_np(UPLO, "np.linalg.eigh")
-    w, v = _solve(
-        _check_a(a, "np.linalg.eigh"), uplo == "L", True, None, None, True, "np.linalg.eigh"
-    )
+    op = "np.linalg.eigh"
+    w, v = _solve(ck.check_square_matrix(a, op), uplo == "L", True, None, None, True, op)
     try:
         from numpy.linalg._linalg import EighResult
 
@@ -202,7 +201,7 @@ def _np_eigh(a: Any, UPLO: str = "L") -> Any:
 def _np_eigvalsh(a: Any, UPLO: str = "L") -> BlockCyclicArray:
     """``np.linalg.eigvalsh(A, UPLO)``: the eigenvalues, ascending, as a distributed vector."""
     uplo = _check_uplo_np(UPLO, "np.linalg.eigvalsh")
-    a = _check_a(a, "np.linalg.eigvalsh")
+    a = ck.check_square_matrix(a, "np.linalg.eigvalsh")
     return _solve(a, uplo == "L", False, None, None, True, "np.linalg.eigvalsh")[0]  # type: ignore[no-any-return]
 
 
@@ -222,7 +221,7 @@ def _eigh_entry(
     method: Any,
     op: str,
 ) -> Any:
-    a = _check_a(a, op)
+    a = ck.check_square_matrix(a, op)
     if b is not None:
         raise NotImplementedError(
             f"{op}: b is given: the generalized eigenproblem a v = w b v is not implemented; "
@@ -247,10 +246,6 @@ def _eigh_entry(
     idx, val = _check_subsets(subset_by_index, subset_by_value, n, op)
     w, v = _solve(a, up == "L", vectors, idx, val, finite, op, method)
     return (w, v) if vectors else w
-
-
-def _check_a(a: Any, op: str) -> BlockCyclicArray:
-    return ck.check_square_matrix(a, op)
 
 
 def _check_uplo_np(uplo: Any, op: str) -> str:
@@ -344,8 +339,8 @@ def _solve(
     if n == 0:
         w0 = from_host(np.zeros(0, real), nb, grid)
         return w0, (zeros((0, 0), x.dtype, block=(nb, nb), grid=grid) if vectors else None)
-    on_device = grid.backend.band_eig_width(x.dtype, vectors) is not None
     if grid.size == 1 and _LOCAL_ON_ONE_PROCESS:
+        on_device = grid.backend.band_eig_width(x.dtype, vectors) is not None
         by_size = DEVICE_BAND_N is not None and n >= DEVICE_BAND_N
         if method == "two-stage" or (method == "auto" and on_device and by_size):
             return _two_stage(x, x is a, lower, vectors, idx, val)
