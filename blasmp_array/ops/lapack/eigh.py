@@ -7,7 +7,7 @@ routes -> the distributed operators and the backend's LAPACK:
 * one process (a ``1 x 1`` grid): one LAPACK ``xsyevd``/``xheevd`` (``xsyevr``/``xheevr`` for a
   subset) on the local matrix through :meth:`Backend.eigh_local` (cuSOLVER ``syevd`` through
   CuPy on the GPU, a subset sliced from the full result); eigenvalues of a real matrix of order
-  ``n >= DEVICE_BAND_N`` (when set) on a backend that solves the band on the device (the GPU:
+  ``n >= DEVICE_BAND_N`` on a backend that solves the band on the device (the GPU:
   :meth:`Backend.band_eig_width`) by the two-stage method below instead, stage 1 on the local
   matrix (:func:`ops.lapack._band_reduction.reduce_local`) and stages 2-3 in the device's
   chase and bisection kernels (``backends/_gpu_band_eig.py``);
@@ -78,9 +78,9 @@ GATHER_N_VECTORS: int | None = None
 
 #: on one process whose backend solves the band on the device (the GPU's eigenvalues),
 #: ``method='auto'`` runs the two-stage method from this order up, one cuSOLVER ``syevd``
-#: below it; None: never (``method='two-stage'`` asks for it). Off until its crossover with
-#: ``syevd`` is measured on the GPU node (docs/eigh.md)
-DEVICE_BAND_N: int | None = None
+#: below it; None: never (``method='two-stage'`` asks for it). The measured crossover with
+#: ``syevd`` on one H100 (docs/eigh.md: even at 8192, 2.2x faster at 16384, 2.5x slower at 4096)
+DEVICE_BAND_N: int | None = 8192
 
 _DRIVERS = ("ev", "evd", "evr", "evx", "gv", "gvd", "gvx")
 
