@@ -557,6 +557,28 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         to_npy = _dispatch.method("to_npy")  # io/_npy.py
         to_npy(self, path, overwrite=overwrite, progress=progress)
 
+    def ravel(self, order: str = "C") -> BlockCyclicArray:
+        """``A.ravel()``: the elements as a vector, a relabelling as :meth:`reshape` (a vector
+        itself, an ``n x 1`` or ``1 x n`` matrix its vector); any other matrix raises
+        ``ValueError``, since flattening it moves elements between processes. ``order`` is
+        NumPy's ('C', 'F', 'A', 'K'); for these shapes every order gives the same vector."""
+        if order not in ("C", "F", "A", "K"):
+            raise ValueError(f"ravel: order must be one of 'C', 'F', 'A', 'K', not {order!r}")
+        return self.reshape(-1)
+
+    def flatten(self, order: str = "C") -> BlockCyclicArray:
+        """``A.flatten()``: :meth:`ravel` as a new array (a copy, as NumPy's)."""
+        if order not in ("C", "F", "A", "K"):
+            raise ValueError(f"flatten: order must be one of 'C', 'F', 'A', 'K', not {order!r}")
+        return self.reshape(-1).copy()
+
+    def tolist(self) -> list[Any]:
+        """Refused: a nested list of every element would be an implicit gather."""
+        raise TypeError(
+            "a BlockCyclicArray is distributed and is not converted to a list implicitly; "
+            "call A.to_numpy().tolist() to gather it"
+        )
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise TypeError(
             "a BlockCyclicArray is distributed and is not converted to a NumPy array implicitly; "

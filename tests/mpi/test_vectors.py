@@ -179,8 +179,24 @@ def test_reshape_faces_and_transpose(grid):
     with pytest.raises(ValueError, match="ndim < 2"):
         _ = X.mT
     A = bm.from_numpy(np.arange(12.0).reshape(3, 4), block=2, grid=grid)
-    with pytest.raises(ValueError, match="relabelling"):
-        A.reshape(-1)
+    a = A.to_numpy()
+    for bad in (lambda: A.reshape(-1), lambda: A.ravel(), lambda: np.ravel(A), lambda: A.flatten()):
+        with pytest.raises(ValueError, match="relabelling") as e:
+            bad()
+        assert _same_everywhere(str(e.value))
+    # the relabellings through NumPy's names: ravel a view, flatten a copy
+    assert np.ravel(X) is X and X.ravel("F") is X and np.reshape(X, (1, 7)).shape == (1, 7)
+    col, row = A[:, 1:2], A[2:3, :]
+    for M, ref in ((col, a[:, 1:2]), (row, a[2:3, :])):
+        r, f = np.ravel(M), M.flatten()
+        assert r.ndim == 1 and f.ndim == 1 and not f.shares_storage(M)
+        np.testing.assert_array_equal(r.to_numpy(), ref.ravel())
+        np.testing.assert_array_equal(f.to_numpy(), ref.flatten())
+        assert np.reshape(M, -1).shape == ref.ravel().shape
+    with pytest.raises(ValueError, match="order"):
+        X.ravel("Q")
+    with pytest.raises(TypeError, match=r"to_numpy\(\)\.tolist"):
+        A.tolist()
 
 
 def test_copy_deepcopy_pickle(grid):

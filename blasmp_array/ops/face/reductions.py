@@ -667,6 +667,25 @@ def _transpose(a: Any, axes: Any = None) -> BlockCyclicArray:
     raise ValueError(f"np.transpose: axes {axes!r} do not permute the two axes of a matrix")
 
 
+@implements(np.reshape)
+def _reshape(a: Any, shape: Any = None, order: str = "C", **kwargs: Any) -> BlockCyclicArray:
+    """``np.reshape``: :meth:`BlockCyclicArray.reshape` (relabellings only)."""
+    if shape is None:  # NumPy 2.1 renamed newshape to shape
+        shape = kwargs.pop("newshape", None)
+    if kwargs or shape is None:
+        raise TypeError(f"np.reshape: unsupported arguments {sorted(kwargs) or ['shape']}")
+    if order not in ("C", "F", "A"):
+        raise ValueError(f"np.reshape: order must be 'C', 'F' or 'A', not {order!r}")
+    return _require(a, "np.reshape").reshape(shape)
+
+
+@implements(np.ravel)
+def _ravel(a: Any, order: str = "C") -> BlockCyclicArray:
+    """``np.ravel``: :meth:`BlockCyclicArray.ravel` (a vector, or an ``n x 1`` / ``1 x n``
+    matrix's vector)."""
+    return _require(a, "np.ravel").ravel(order)
+
+
 def _triangle(m: Any, k: Any, upper: bool) -> BlockCyclicArray:
     what = "np.triu" if upper else "np.tril"
     a = _require(m, what)
