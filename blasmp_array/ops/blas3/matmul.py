@@ -32,7 +32,7 @@ from ..engine.elementwise import aligned
 from ..engine.panels import compose_op
 from ..engine.redistribute import redistribute
 from .gemm import gemm
-from .matvec import matvec
+from .matvec import matvec, matvec_one_process
 from .syrk import rank_k
 
 __all__ = ["matmul", "dot_vectors", "conform_vector"]
@@ -56,6 +56,11 @@ def matmul(a: BlockCyclicArray, b: BlockCyclicArray) -> BlockCyclicArray:
     BlockCyclicArray or scalar
         The ``m x n`` product on ``a``'s grid (a vector, or a NumPy scalar, as above).
     """
+    if type(a) is BlockCyclicArray and type(b) is BlockCyclicArray and a._vector != b._vector:
+        # A @ x or x @ A on one process: the product and little else
+        fast = matvec_one_process(a, b, "N") if b._vector else matvec_one_process(b, a, "T")
+        if fast is not None:
+            return fast
     if not (isinstance(a, BlockCyclicArray) and isinstance(b, BlockCyclicArray)):
         for x, nm in ((a, "first"), (b, "second")):
             if not isinstance(x, BlockCyclicArray):

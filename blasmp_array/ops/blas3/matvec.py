@@ -39,7 +39,7 @@ from ..engine._vectors import from_host
 from ..engine._warmup import sample_matrix, warmup_kernels
 from ..engine.panels import compose_op
 
-__all__ = ["matvec"]
+__all__ = ["matvec", "matvec_one_process"]
 
 
 def matvec(a: BlockCyclicArray, x: BlockCyclicArray, trans: str) -> BlockCyclicArray | None:
@@ -62,6 +62,40 @@ def matvec(a: BlockCyclicArray, x: BlockCyclicArray, trans: str) -> BlockCyclicA
         return _local(a, x, op)
     return _distributed(a, x, op)
 
+
+def matvec_one_process(
+    a: BlockCyclicArray, x: BlockCyclicArray, trans: str
+) -> BlockCyclicArray | None:
+    """``op(a) @ x`` (``trans`` as :func:`matvec`'s: ``a @ x`` 'N', ``x @ a`` 'T') for a matrix
+    ``a`` and a stored vector ``x`` on one process, or None where
+    :func:`matvec` (or GEMM) must decide: :func:`matvec`'s conditions and :func:`_local`'s
+    product fused into one function, since at ``n = 256`` every Python call of the general
+    route costs a visible share of the ``gemv`` (docs/numpy.md, "Vectors")."""
+    g = a.grid
+    if (
+        g.size != 1
+        or x.grid is not g
+        or a._window is not None
+        or x._window is not None
+        or x._conjugated
+        or a._dtype is not x._dtype
+        or a._dtype not in _BLAS_DTYPES
+    ):
+        return None
+    op = _OP[a._transposed, a._conjugated, trans]
+    lay = a.layout
+    axis = 0 if op in ("N", "R") else 1
+    m, k = lay.shape[axis], lay.shape[1 - axis]
+    if k != x.layout.shape[0] or not m or not k:
+        return None  # matmul's shape error, or the empty products of _local
+    if op == "N":  # _matvec's dot inlined: its call costs 0.3 us of the 8 at n = 256
+        data = g.backend.xp.dot(a._data, x._data)
+    else:
+        data = _matvec(g.backend.xp, a._data, op, x._data)
+    return BlockCyclicArray._of(data, _column_layout(m, lay.block[axis]), g, vector=True)
+
+
+_BLAS_DTYPES = frozenset(BLAS_DTYPES)
 
 #: ``compose_op(op_of(a), trans)`` by ``(a._transposed, a._conjugated, trans)``
 _OP = {
@@ -129,17 +163,17 @@ def _column_layout(m: int, rb: int) -> BlockCyclicLayout:
     return BlockCyclicLayout((m, 1), (rb, 1), (1, 1))
 
 
-def _matvec(xp: Any, a: Any, op: str, x: Any, y: Any) -> None:
+def _matvec(xp: Any, a: Any, op: str, x: Any, y: Any = None) -> Any:
     """``y := op(a) @ x`` for vectors or ``n x 1`` columns ``x`` and ``y`` (``op`` 'N', 'T', 'C',
-    or 'R' the conjugate):
+    or 'R' the conjugate), returned; ``y`` None: a new array of ``x``'s dimensions:
     the array module's matrix-vector product, a BLAS ``gemv`` on the CPU (NumPy) and cuBLAS's
     on the GPU, the kernels of the reference ``a @ x``. The conjugations act on the vectors."""
     m = a.T if op in ("T", "C") else a
     if op in ("C", "R"):
-        xp.matmul(m, xp.conj(x), out=y)
-        xp.conj(y, out=y)
-    else:
-        xp.dot(m, x, out=y)  # NumPy's dot reaches gemv about 0.4 us sooner than its matmul
+        y = xp.matmul(m, xp.conj(x), out=y)
+        return xp.conj(y, out=y)
+    # NumPy's dot reaches gemv about 0.4 us sooner than its matmul, and sooner again without out=
+    return xp.dot(m, x) if y is None else xp.dot(m, x, out=y)
 
 
 @warmup_kernels
