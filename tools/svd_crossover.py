@@ -63,10 +63,10 @@ def main() -> None:
     eps = float(np.finfo(np.float64).eps)
     for n in args.n:
         a = bm.random.standard_normal((n, n), seed=0, grid=grid)
-        h = a.to_numpy()
+        h: Any = a.to_numpy()
         ref_a = xp.asarray(h)
         line = [f"n={n:6d}"]
-        s_ref = np.linalg.svd(h, compute_uv=False) if args.values else None
+        s_ref: Any = np.linalg.svd(h, compute_uv=False) if args.values else None
         for method in ("polar", "gather"):
             call = _call(a, method, not args.values)
             t, out = _timed(call, be.synchronize, args.repeat)
