@@ -541,6 +541,12 @@ class Backend(abc.ABC):
         Synchronous (call it after :meth:`synchronize`); ``a`` is not written."""
         raise NotImplementedError(f"{type(self).__name__} has no local eigh")
 
+    #: the order (the smaller dimension) from which ``svd(method='auto')`` of a matrix that is
+    #: not tall computes the SVD through the polar decomposition, where QDWH's GEMMs, QRs and
+    #: Choleskys beat the backend's one-call SVD; None: never (the CPU, whose LAPACK ``xgesdd``
+    #: does a third of the flops; ``docs/svd.md``)
+    polar_svd_n: int | None = None
+
     def band_eig_width(self, dtype: Any, vectors: bool) -> int | None:
         """The widest band whose :meth:`eig_banded` of ``dtype`` (with ``vectors``) runs on
         the device, or None where it runs on the host (the two-stage eigensolver then keeps

@@ -988,6 +988,10 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
             v = v[:, lo:hi] if v is not None else None
         return w, v
 
+    # cuSOLVER has no divide-and-conquer SVD: its gesvd is 3.7x slower than the polar route at
+    # n = 512 and 6.3x at 4096 on an H100 (docs/svd.md; smaller orders not measured)
+    polar_svd_n = 512
+
     def band_eig_width(self, dtype, vectors):  # type: ignore[override]
         # eigenvalues of a real band: the chase and bisection kernels (_gpu_band_eig)
         if vectors or np.dtype(dtype).kind != "f":

@@ -136,6 +136,30 @@ def test_svd_spectra(kind, method):
         run(a, nb, g, full=m == n, method=method, what=f"{kind} {m}x{n} {method}")
 
 
+@pytest.mark.parametrize("m,n,full", [(24, 24, True), (26, 20, False), (20, 26, False)])
+def test_auto_takes_the_polar_route_from_the_backends_order(monkeypatch, m, n, full):
+    """``method='auto'`` runs the polar route from ``Backend.polar_svd_n`` (the GPU's
+    crossover) for the factors it gives, and LAPACK's below it, for tall matrices and for
+    the full factors of a non-square one."""
+    g = square_grid()
+    calls = []
+    real = svd_mod.svd_polar
+    monkeypatch.setattr(svd_mod, "svd_polar", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(g.backend, "polar_svd_n", 16)
+    a = random_matrix(np.random.default_rng(m + n), (m, n), np.float64)
+    run(a, 5, g, full=full, method="auto", what=f"auto polar {m}x{n}")
+    assert g.comm.allreduce(len(calls)) == 2  # the factors and the values, once each
+    A = bm.from_numpy(a, block=5, grid=g)
+    for skip in (
+        lambda: svd(A[:, :11]),  # tall: the QR route
+        lambda: svd(A[:15, :15]),  # below polar_svd_n
+        lambda: svd(A, full_matrices=True) if m != n else None,  # the full factors
+    ):
+        calls.clear()
+        skip()
+        assert g.comm.allreduce(len(calls)) == 0
+
+
 def test_band_values_dense_route():
     """A band wider than JW_MAX_BAND: the band's values by LAPACK's dense SVD."""
     g = square_grid()

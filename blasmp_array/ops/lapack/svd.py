@@ -34,10 +34,11 @@ Routes, chosen from shapes and ``method`` only (the same on every rank):
   factors only. It trades about three times LAPACK's flops for BLAS3 ones: slower than
   ``xgesdd`` on a CPU, meant for the GPU, whose cuSOLVER has no divide-and-conquer SVD.
 
-``method='auto'``: the tall route for ``m >= TALL_RATIO n`` (its ``R`` gathered), the gather
-otherwise. With the second stage on one process in ``O(n^3)`` flops, the band reduction only
-adds work to the gather's (measured in ``docs/svd.md``); it is kept as the distributed first
-stage for a bulge-chasing second stage.
+``method='auto'``: the tall route for ``m >= TALL_RATIO n`` (its ``R`` gathered); the polar
+route from ``Backend.polar_svd_n`` up where the backend sets it (the GPU: 512) and the factors
+asked for are thin or square; the gather otherwise. With the second stage on one process in
+``O(n^3)`` flops, the band reduction only adds work to the gather's (measured in
+``docs/svd.md``); it is kept as the distributed first stage for a bulge-chasing second stage.
 
 Communication: the gathers and scatters of ``creation`` (``O(mn)`` elements through process
 0), the broadcast of ``S`` (``k`` values) and of the outcome of the LAPACK call
@@ -109,7 +110,8 @@ def svd(
         :mod:`blasmp_array.ops.lapack.svd`); 'polar': the SVD through the polar
         decomposition (QDWH, :mod:`blasmp_array.ops.lapack._polar`), on one process or on the
         matrix gathered to process 0, for the thin factors (``full_matrices=False``, or a
-        square ``a``) and the singular values alone.
+        square ``a``) and the singular values alone. 'auto' takes it on a backend that sets
+        ``polar_svd_n`` (the GPU, from order 512) for such calls on a matrix that is not tall.
 
     Returns
     -------
@@ -213,6 +215,8 @@ def _svd(a: BlockCyclicArray, full: bool, uv: bool, driver: str, meth: str) -> A
     m, n = a.shape
     if min(m, n) == 0:
         return _empty(a, full, uv)
+    if meth == "auto" and _polar_by_default(a, full, uv):
+        meth = "polar"
     if meth == "polar" and (full and uv and m != n):
         raise ValueError(
             "svd: method='polar' gives the thin factors; pass full_matrices=False (or use "
@@ -235,6 +239,18 @@ def _svd(a: BlockCyclicArray, full: bool, uv: bool, driver: str, meth: str) -> A
     if meth == "band":
         return _tall(a, full, uv, driver, meth)
     return _gathered(a, full, uv, driver)
+
+
+def _polar_by_default(a: BlockCyclicArray, full: bool, uv: bool) -> bool:
+    """Whether ``method='auto'`` takes the polar route: from the backend's
+    :attr:`Backend.polar_svd_n` up, for a matrix that is not tall (the QR route's) whose
+    factors the polar route gives (thin, or square)."""
+    n0 = a.backend.polar_svd_n
+    m, n = a.shape
+    k = min(m, n)
+    return (
+        n0 is not None and k >= n0 and max(m, n) < TALL_RATIO * k and not (full and uv and m != n)
+    )
 
 
 def _real(dtype: np.dtype) -> np.dtype:
