@@ -43,6 +43,15 @@ MPI_OPS = {
 }
 
 
+def _immutable(obj: Any) -> bool:
+    """Whether ``obj`` is a value no caller can change in place (None, a number, a string, a
+    NumPy scalar, or a tuple of these): one process's collectives may return it as it is,
+    where several processes return unpickled copies."""
+    if obj is None or isinstance(obj, bool | int | float | complex | str | bytes | np.generic):
+        return True
+    return type(obj) is tuple and all(_immutable(x) for x in obj)
+
+
 class HostCollectives:
     """``allreduce``, ``bcast`` and ``allgather`` of :class:`~.base.Backend` on ``self._pcomm``."""
 
@@ -64,12 +73,19 @@ class HostCollectives:
             out = np.empty_like(send)
             self._pcomm.Allreduce(send, out, op=mop)
             return out.reshape(value.shape)
+        if self._pcomm.Get_size() == 1 and _immutable(value):
+            return value
         return self._pcomm.allreduce(value, op=mop)
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
         return self._pcomm.bcast(obj, root=root)
 
     def allgather(self, obj: Any) -> list[Any]:
+        if self._pcomm.Get_size() == 1:  # what the pickled round trip gives, without it
+            if _immutable(obj):
+                return [obj]
+            if type(obj) is np.ndarray:
+                return [obj.copy()]
         return self._pcomm.allgather(obj)
 
     def run_on_root(self, fn: Callable[[], T], root: int = 0) -> T | None:

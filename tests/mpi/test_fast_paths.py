@@ -355,3 +355,70 @@ def test_self_product_of_two_equal_views_is_recognised(grid, dtype, monkeypatch)
     scale = np.abs(aw.T) @ np.abs(av)
     assert_within_bound(other, high(aw.conj().T) @ high(av), scale, 12, dtype, "gemm")
     assert len(calls) == 1
+
+
+# -- elementwise operands of one layout: one local call, none of the engine --------------------
+def test_same_layout_ufuncs_skip_the_engine_and_match_numpy(grid, monkeypatch):
+    """Arrays of one layout on one grid beside scalars combine with one local ufunc call per
+    rank (the engine is never entered), into fresh storage, with NumPy's values and dtypes;
+    views, broadcasts, bad result dtypes and integer powers still take the engine."""
+    from blasmp_array.ops.engine import elementwise as ew
+
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((9, 7)), rng.standard_normal((9, 7))
+    i = rng.integers(-5, 5, (9, 7)).astype(np.int32)
+    x, y = rng.standard_normal(11), rng.standard_normal(11)
+    A, B, K = (bm.from_numpy(v, block=(2, 3), grid=grid) for v in (a, b, i))
+    X, Y = (bm.from_numpy(v, block=3, grid=grid) for v in (x, y))
+    entered = []
+    real = ew.elementwise
+    monkeypatch.setattr(ew, "elementwise", lambda *p, **k: entered.append(1) or real(*p, **k))
+    for got, want in (
+        (A + B, a + b),
+        (A * 2.0, a * 2.0),
+        (3 - A, 3 - a),
+        (K / 2, i / 2),
+        (K + 1, i + 1),
+        (K * np.float32(1.5), i * np.float32(1.5)),
+        (A > B, a > b),
+        (np.logical_and(A, K), np.logical_and(a, i)),
+        (np.sqrt(np.abs(A)), np.sqrt(np.abs(a))),
+        (X * Y, x * y),
+        (np.maximum(X, 0.0), np.maximum(x, 0.0)),
+        (A**2, a**2),
+    ):
+        assert isinstance(got, bm.BlockCyclicArray) and got.shape == want.shape
+        assert got.dtype == want.dtype, (got.dtype, want.dtype)
+        np.testing.assert_array_equal(got.to_numpy(), want)
+    assert not entered
+    S = A + B
+    assert not S.shares_storage(A) and not S.shares_storage(B)
+    C = bm.from_numpy(b, block=(3, 2), grid=grid)  # another layout: redistributed
+    for engine in (lambda: A.T + B.T, lambda: A + X[:7], lambda: K**2):
+        entered.clear()
+        engine()
+        assert entered
+    entered.clear()
+    with pytest.warns(bm.RedistributionWarning):
+        np.testing.assert_array_equal((A + C).to_numpy(), a + b)
+    assert entered
+    entered.clear()
+    with pytest.raises(TypeError, match="float16"):
+        np.sqrt(A > 0)  # NumPy gives float16 for bool, which arrays do not hold
+    with pytest.raises(ValueError, match="negative integer powers"):
+        K**-1
+
+
+def test_one_process_allgather_returns_copies():
+    """One process's allgather skips the pickled round trip but still hands back copies of
+    arrays (a caller may write into what it gathered)."""
+    be = bm.ProcessGrid(1, 1, comm=MPI.COMM_SELF).backend if BACKEND == "cpu" else None
+    if be is None:
+        pytest.skip("a 1x1 grid on COMM_SELF: CPU backend")
+    v = np.arange(4.0)
+    (got,) = be.allgather(v)
+    got[0] = 9.0
+    assert v[0] == 0.0
+    part = (1.5, 2)
+    assert be.allgather(part) == [part] and be.allreduce(3.0) == 3.0
+    assert be.allgather([1, 2]) == [[1, 2]]

@@ -88,12 +88,15 @@ def matvec_one_process(
     m, k = lay.shape[axis], lay.shape[1 - axis]
     if k != x.layout.shape[0] or not m or not k:
         return None  # matmul's shape error, or the empty products of _local
-    if op == "N":  # _matvec's dot inlined: its call costs 0.3 us of the 8 at n = 256
-        data = g.backend.xp.dot(a._data, x._data)
+    be = g.backend
+    if be.xp is not np:  # a device's local matrices live in its symmetric heap (be.empty)
+        data = _matvec(be.xp, a._data, op, x._data, be.empty((m, 1), a._dtype))
+    elif op == "N":  # _matvec's dot inlined: its call costs 0.3 us of the 8 at n = 256
+        data = np.dot(a._data, x._data)
     elif op == "T":
-        data = g.backend.xp.dot(a._data.T, x._data)
+        data = np.dot(a._data.T, x._data)
     else:
-        data = _matvec(g.backend.xp, a._data, op, x._data)
+        data = _matvec(np, a._data, op, x._data)
     return BlockCyclicArray._of(data, _column_layout(m, lay.block[axis]), g, vector=True)
 
 
@@ -167,7 +170,8 @@ def _column_layout(m: int, rb: int) -> BlockCyclicLayout:
 
 def _matvec(xp: Any, a: Any, op: str, x: Any, y: Any = None) -> Any:
     """``y := op(a) @ x`` for vectors or ``n x 1`` columns ``x`` and ``y`` (``op`` 'N', 'T', 'C',
-    or 'R' the conjugate), returned; ``y`` None: a new array of ``x``'s dimensions:
+    or 'R' the conjugate), returned; ``y`` None: a new array of ``x``'s dimensions (host
+    memory only: a device's local matrices come from the backend's symmetric heap):
     the array module's matrix-vector product, a BLAS ``gemv`` on the CPU (NumPy) and cuBLAS's
     on the GPU, the kernels of the reference ``a @ x``. The conjugations act on the vectors."""
     m = a.T if op in ("T", "C") else a

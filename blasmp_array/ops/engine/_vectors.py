@@ -39,8 +39,8 @@ def from_host(v: Any, b: int, grid: ProcessGrid, dtype: Any = None) -> BlockCycl
     out = new_vector(v.shape[0], b, grid, v.dtype if dtype is None else dtype)
     data = out._data
     if data.size:
-        rows = out.layout.local_rows(grid.myrow)
-        data[:, 0] = grid.backend.asarray(v[rows].astype(data.dtype, copy=False))
+        mine = v if grid.size == 1 else v[out.layout.local_rows(grid.myrow)]
+        data[:, 0] = grid.backend.asarray(mine.astype(data.dtype, copy=False))
     return out
 
 

@@ -248,6 +248,10 @@ def apply_ufunc(
 ) -> Any:
     """``ufunc(*inputs)`` elementwise on BlockCyclicArrays, scalars and replicated ndarrays,
     broadcasting as NumPy (see module doc)."""
+    if out is None and dtype is None and not kwargs:
+        fast = _same_layout_ufunc(ufunc, inputs)
+        if fast is not None:
+            return fast
     what = f"np.{ufunc.__name__}"
     if kwargs:
         raise TypeError(f"{what} on BlockCyclicArrays does not support {sorted(kwargs)}")
@@ -283,6 +287,55 @@ def apply_ufunc(
             xp_ufunc(*args, out=result)
 
     return elementwise(what, ops, res_dt, kernel, target=target, transposable=True)
+
+
+#: ``ufunc.resolve_dtypes`` of the argument dtypes (weak Python scalar types included), cached
+_RESOLVED: dict[tuple[Any, ...], Any] = {}
+
+_SCALARS = (int, float, complex, np.generic)
+
+
+def _same_layout_ufunc(ufunc: np.ufunc, inputs: tuple[Any, ...]) -> BlockCyclicArray | None:
+    """``ufunc(*inputs)`` when every array operand is stored (no view), all in one layout on
+    one grid, beside scalars: one local call per rank, nothing to check across ranks or move,
+    so none of :func:`elementwise`'s machinery (a call on small arrays felt its 20 us); None
+    where that machinery is needed, or to let it raise its errors. The decision reads only
+    global attributes, so every rank takes the same route."""
+    first = None
+    for x in inputs:
+        if type(x) is BlockCyclicArray:
+            if x._window is not None or x._transposed or x._conjugated:
+                return None
+            if first is None:
+                first = x
+            elif x.grid is not first.grid or x._vector != first._vector or x.layout != first.layout:
+                return None
+        elif not isinstance(x, _SCALARS) or isinstance(x, np.ndarray):
+            return None
+    if first is None:
+        return None
+    dts = tuple(x._dtype if type(x) is BlockCyclicArray else _weak_dtype(x) for x in inputs)
+    key = (ufunc, *dts)
+    res_dt = _RESOLVED.get(key)
+    if res_dt is None:
+        try:
+            res_dt = _RESOLVED[key] = ufunc.resolve_dtypes((*dts, None))[-1]
+        except (TypeError, OverflowError):
+            return None
+    if res_dt not in _RESULT_DTYPES or (ufunc is np.power and res_dt.kind in "iu"):
+        return None  # elementwise raises (the dtype) or checks the exponent on every rank
+    args = [x._data if type(x) is BlockCyclicArray else x for x in inputs]
+    if ufunc in _LOGICAL:
+        args = [_truth(a) for a in args]
+    be = first.grid.backend
+    if be.xp is np:
+        data = ufunc(*args)
+    else:  # a device's local matrices live in its symmetric heap
+        data = be.empty(first._data.shape, res_dt)
+        getattr(be.xp, ufunc.__name__)(*args, out=data)
+    if data.dtype != res_dt:  # a weak scalar NumPy resolved otherwise than resolve_dtypes
+        data = data.astype(res_dt)
+    return BlockCyclicArray._of(data, first.layout, first.grid, vector=first._vector)
 
 
 #: the ufuncs that read their operands as truth values

@@ -16,6 +16,7 @@ return BlockCyclicArrays in the argument's layout.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -119,6 +120,11 @@ def _reduce(
         if not valid:
             return res_dt.type(identity)
         return res_dt.type(functools.reduce(combine, valid))
+    if g.size == 1:  # the one part is the whole result, in order (no index maps)
+        p = parts[0]
+        if p is None:
+            return np.full(a.shape[1 - axis], identity, dtype=res_dt)
+        return np.asarray(p, dtype=res_dt)
     out = np.empty(a.shape[1 - axis], dtype=res_dt)
     if axis == 0:  # column results, combined down each process column
         groups = [
@@ -557,11 +563,24 @@ def _vector_norms(s: BlockCyclicArray, axis: int | None, ord: Any) -> Any:
         return np.asarray(total) ** (1.0 / p)
 
 
+#: an unscaled sum of squares at or above this is exact enough: the squares that underflowed
+#: (below ``tiny`` each) change it by less than ``eps^2`` per element
+_SSQ_SAFE = float(np.finfo(np.float64).tiny / np.finfo(np.float64).eps ** 2)
+
+
 def _frobenius(s: BlockCyclicArray) -> float:
     backend, xp = s.backend, s.backend.xp
     part = None
     local = _local_part(s)[0]
-    if local.size:
+    if local.size and local.dtype in (np.float64, np.complex128):
+        # BLAS's dot of the elements: no temporaries (each a page-faulting allocation for a
+        # large local matrix); LAPACK's scaling below only where the squares overflow or
+        # underflow
+        flat = local.ravel()
+        ssq = float(xp.vdot(flat, flat).real)
+        if _SSQ_SAFE <= ssq < np.inf:
+            part = (1.0, ssq)
+    if local.size and part is None:
         mag = xp.abs(local).astype(np.float64, copy=False)
         scale = float(xp.max(mag))
         ssq = 0.0
@@ -572,12 +591,14 @@ def _frobenius(s: BlockCyclicArray) -> float:
     valid = [p for p in backend.allgather(part) if p is not None]
     if not valid:
         return 0.0
-    scales = np.array([p[0] for p in valid])
-    big = np.max(scales)  # NaN or inf propagate here
-    if not np.isfinite(big) or big == 0:
-        return float(big)
+    scales = [float(p[0]) for p in valid]
+    if any(math.isnan(sc) for sc in scales):
+        return math.nan
+    big = max(scales)
+    if math.isinf(big) or big == 0:
+        return big
     total = sum(ssq * (sc / big) ** 2 for sc, ssq in valid if sc > 0)
-    return float(big * np.sqrt(total))
+    return float(big * math.sqrt(total))
 
 
 def _abs_sums(s: BlockCyclicArray, axis: int) -> np.ndarray:
