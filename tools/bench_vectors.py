@@ -1,6 +1,7 @@
-"""Time the everyday vector calls -- ``A @ x``, ``x @ A``, ``x @ y``, ``np.linalg.solve(A, b)``
-with a vector ``b`` -- beside the one-process library on the same data in the same run (NumPy
-on the CPU backend, CuPy on the GPU backend), and print each median and the speed ratio.
+"""Time the everyday small calls -- ``A @ x``, ``x @ A``, ``x @ y``, ``np.linalg.solve(A, b)``
+with a vector ``b``, element-wise operators, sums and norms -- beside the one-process library
+on the same data in the same run (NumPy on the CPU backend, CuPy on the GPU backend), and
+print each median and the speed ratio.
 
 Usage (from the repository root)::
 
@@ -97,6 +98,14 @@ def main() -> None:
         "x @ A": lambda: X @ A,
         "x @ y": lambda: X @ X,
         "solve(A, b)": lambda: np.linalg.solve(A, X),
+        "x + y": lambda: X + X,
+        "A + B": lambda: A + A,
+        "A * 2": lambda: A * 2.0,
+        "A > 0": lambda: A > 0,
+        "np.sum(A)": lambda: np.sum(A),
+        "A.sum(0)": lambda: A.sum(axis=0),
+        "norm(x)": lambda: np.linalg.norm(X),
+        "norm(A)": lambda: np.linalg.norm(A),
     }
     refs: dict[str, Any] = dict.fromkeys(ours)
     ref_sync: Callable[[], None] = lambda: None  # noqa: E731
@@ -115,6 +124,14 @@ def main() -> None:
             "x @ A": lambda: cx @ ca,
             "x @ y": lambda: cx @ cx,
             "solve(A, b)": lambda: xp.linalg.solve(ca, cx),
+            "x + y": lambda: cx + cx,
+            "A + B": lambda: ca + ca,
+            "A * 2": lambda: ca * 2.0,
+            "A > 0": lambda: ca > 0,
+            "np.sum(A)": lambda: xp.sum(ca),
+            "A.sum(0)": lambda: ca.sum(axis=0),
+            "norm(x)": lambda: xp.linalg.norm(cx),
+            "norm(A)": lambda: xp.linalg.norm(ca),
         }
     results = {
         k: _interleaved(f, ours_sync, refs[k], ref_sync, args.repeats, comm)
