@@ -18,6 +18,7 @@ after a warm-up of both.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -73,6 +74,24 @@ def _interleaved(
     return statistics.median(t_ours), statistics.median(t_ref) if t_ref else float("nan")
 
 
+#: each call as ``f(A, x, xp)``: ours with ``xp = numpy`` (its functions dispatch to ours), the
+#: reference with the one-process library's arrays and module
+CALLS: dict[str, Callable[[Any, Any, Any], Any]] = {
+    "A @ x": lambda A, x, xp: A @ x,
+    "x @ A": lambda A, x, xp: x @ A,
+    "x @ y": lambda A, x, xp: x @ x,
+    "solve(A, b)": lambda A, x, xp: xp.linalg.solve(A, x),
+    "x + y": lambda A, x, xp: x + x,
+    "A + B": lambda A, x, xp: A + A,
+    "A * 2": lambda A, x, xp: A * 2.0,
+    "A > 0": lambda A, x, xp: A > 0,
+    "np.sum(A)": lambda A, x, xp: xp.sum(A),
+    "A.sum(0)": lambda A, x, xp: A.sum(axis=0),
+    "norm(x)": lambda A, x, xp: xp.linalg.norm(x),
+    "norm(A)": lambda A, x, xp: xp.linalg.norm(A),
+}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=256)
@@ -93,20 +112,7 @@ def main() -> None:
     def ours_sync() -> None:
         backend.synchronize()
 
-    ours = {
-        "A @ x": lambda: A @ X,
-        "x @ A": lambda: X @ A,
-        "x @ y": lambda: X @ X,
-        "solve(A, b)": lambda: np.linalg.solve(A, X),
-        "x + y": lambda: X + X,
-        "A + B": lambda: A + A,
-        "A * 2": lambda: A * 2.0,
-        "A > 0": lambda: A > 0,
-        "np.sum(A)": lambda: np.sum(A),
-        "A.sum(0)": lambda: A.sum(axis=0),
-        "norm(x)": lambda: np.linalg.norm(X),
-        "norm(A)": lambda: np.linalg.norm(A),
-    }
+    ours = {k: functools.partial(f, A, X, np) for k, f in CALLS.items()}
     refs: dict[str, Any] = dict.fromkeys(ours)
     ref_sync: Callable[[], None] = lambda: None  # noqa: E731
     lib = "cupy" if backend.name == "gpu" else "numpy"
@@ -119,20 +125,7 @@ def main() -> None:
             ref_sync = cupy.cuda.Device().synchronize
         else:
             ca, cx, xp = a, x, np
-        refs = {
-            "A @ x": lambda: ca @ cx,
-            "x @ A": lambda: cx @ ca,
-            "x @ y": lambda: cx @ cx,
-            "solve(A, b)": lambda: xp.linalg.solve(ca, cx),
-            "x + y": lambda: cx + cx,
-            "A + B": lambda: ca + ca,
-            "A * 2": lambda: ca * 2.0,
-            "A > 0": lambda: ca > 0,
-            "np.sum(A)": lambda: xp.sum(ca),
-            "A.sum(0)": lambda: ca.sum(axis=0),
-            "norm(x)": lambda: xp.linalg.norm(cx),
-            "norm(A)": lambda: xp.linalg.norm(ca),
-        }
+        refs = {k: functools.partial(f, ca, cx, xp) for k, f in CALLS.items()}
     results = {
         k: _interleaved(f, ours_sync, refs[k], ref_sync, args.repeats, comm)
         for k, f in ours.items()
