@@ -14,8 +14,10 @@ matrix ``p?hseqr``), and its users gather for eigenvectors too -- so at the size
 holds, one LAPACK call with the node's cores is the fast route, as in ``eigh``'s gathered route
 (``docs/eigh.md``).
 
-NumPy's results: real eigenvalues and eigenvectors for real input whose eigenvalues are all
-real, complex ones otherwise; SciPy's: complex eigenvalues always. Every process gets the same
+NumPy's results: the dtypes of the installed NumPy's own ``eig`` on the gathered matrix (up to
+NumPy 2.4 real eigenvalues and eigenvectors for real input whose eigenvalues are all real,
+complex ones otherwise; NumPy 2.5 returned complex ones for real input with a real spectrum
+too, measured on the GPU node); SciPy's: complex eigenvalues always. Every process gets the same
 dtype and the same bytes (process 0 computes, the others receive).
 """
 
