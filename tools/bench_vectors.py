@@ -28,6 +28,7 @@ import numpy as np
 from mpi4py import MPI
 
 import blasmp_array as bm
+from blasmp_array.bench.small_calls import CALLS
 
 #: the length of one timed sample (``inner`` calls of a fast operation)
 SAMPLE_SECONDS = 2e-3
@@ -72,24 +73,6 @@ def _interleaved(
             ref_sync()
             t_ref.append((time.perf_counter() - t0) / inner)
     return statistics.median(t_ours), statistics.median(t_ref) if t_ref else float("nan")
-
-
-#: each call as ``f(A, x, xp)``: ours with ``xp = numpy`` (its functions dispatch to ours), the
-#: reference with the one-process library's arrays and module
-CALLS: dict[str, Callable[[Any, Any, Any], Any]] = {
-    "A @ x": lambda A, x, xp: A @ x,
-    "x @ A": lambda A, x, xp: x @ A,
-    "x @ y": lambda A, x, xp: x @ x,
-    "solve(A, b)": lambda A, x, xp: xp.linalg.solve(A, x),
-    "x + y": lambda A, x, xp: x + x,
-    "A + B": lambda A, x, xp: A + A,
-    "A * 2": lambda A, x, xp: A * 2.0,
-    "A > 0": lambda A, x, xp: A > 0,
-    "np.sum(A)": lambda A, x, xp: xp.sum(A),
-    "A.sum(0)": lambda A, x, xp: A.sum(axis=0),
-    "norm(x)": lambda A, x, xp: xp.linalg.norm(x),
-    "norm(A)": lambda A, x, xp: xp.linalg.norm(A),
-}
 
 
 def main() -> None:
