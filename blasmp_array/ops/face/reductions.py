@@ -109,12 +109,15 @@ def _reduce(
     if reduced == 0 and identity is None and (axis is None or a.shape[1 - axis] > 0):
         raise ValueError(f"{what}: zero-size array to reduction operation which has no identity")
     backend, g = a.backend, a.grid
-    res_dt = np.asarray(local_fn(np.zeros((1, 1), a.dtype), axis)).dtype
     local, rows_of, cols_of = _local_part(a)
     part = None
     if local.size:
         part = backend.asnumpy(local_fn(local, axis))
     parts = backend.allgather(part)  # every rank combines the same list in rank order
+    # the result dtype: the first part's (the same list on every rank), else a probe's
+    first = next((p for p in parts if p is not None), None)
+    probe = local_fn(np.zeros((1, 1), a.dtype), axis) if first is None else first
+    res_dt = np.asarray(probe).dtype
     if axis is None:
         valid = [p for p in parts if p is not None]
         if not valid:
