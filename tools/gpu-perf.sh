@@ -49,8 +49,11 @@
 #                method='polar', checked), 1 rank, against CuPy
 #   spectral4    the same calls on 4 ranks (2x2, MPS; checked at n=$NSMALL), without CuPy (compare
 #                with spectral1; the host checks of n=$N would take minutes)
+#   eigroutes4   tools/profile_eigh.py on 4 ranks (2x2, MPS), eigvalsh at n=$N, block 64: the gathered
+#                route (the root's one-process device two-stage) against the distributed two-stage
+#                (which of the two 'auto' should take above GATHER_N on the GPU; docs/eigh.md)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
-#           prof1 puts4 lupanel1 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 qr1 spectral1 spectral4
+#           prof1 puts4 lupanel1 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 qr1 spectral1 spectral4 eigroutes4
 #           (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
@@ -130,6 +133,12 @@ for p in "${phases[@]}"; do
                --m 1048576 --n 256 --config 0:0 16384:0 65536:0 0:64 16384:64 16384:32 --repeat "$repeat" \
                > "$out/perf-qrtall1.log" 2>&1
              summary+=("qrtall1 (np=1: tools/cholqr_sweep.py --m 1048576 --n 256): rc=$?") ;;
+    eigroutes4) for m in gathered two-stage; do
+                  BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 4 python3 tools/profile_eigh.py \
+                    --n "$n" --block 64 --grid 2x2 --op eigvalsh --method "$m" --repeat 3 > "$out/perf-eigroutes4-$m.log" 2>&1
+                  summary+=("eigroutes4 (np=4: tools/profile_eigh.py --n $n --op eigvalsh --method $m): rc=$?")
+                done
+                cat "$out"/perf-eigroutes4-*.log > "$out/perf-eigroutes4.log" ;;
     proflu4) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 4 python3 tools/profile_lu.py \
                --n "$n" --block "$block4" --grid 2x2 > "$out/perf-proflu4.log" 2>&1
              summary+=("proflu4 (np=4: tools/profile_lu.py --n $n --block $block4): rc=$?") ;;
@@ -163,7 +172,7 @@ for p in "${phases[@]}"; do
                bench spectral4svd 4 svd --n 8192 --grid 2x2 --repeat 3 ;;
     door1) door door1 1 ;;
     door4) door door4 4 --grid 2x2 ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 tracest4 tracechol4 tracelu4 door1 door4 qr1 spectral1 spectral4)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 tracest4 tracechol4 tracelu4 door1 door4 qr1 spectral1 spectral4 eigroutes4)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"

@@ -185,6 +185,15 @@ def test_eigvalsh_band_solved_on_the_device(grid, monkeypatch, dtype, kind):
     byv = gathered(bm.linalg.eigvalsh(A, subset_by_value=(vl, vu), method="two-stage"))
     assert byv.shape == inside.shape
     assert_eig(a, byv, None, "eigvalsh by value", ref_offset=int(inside[0]))
+    if grid.size > 1:  # gathered: the root runs the one-process route on its device
+        AU = bm.from_numpy(poison(a, "lower"), block=(nb, nb), grid=grid)
+        for lower, M in ((True, A), (False, AU)):
+            wg = gathered(bm.linalg.eigvalsh(M, lower=lower, method="gathered"))
+            on_root = grid.comm.bcast("band solve" in eigh_mod.LAST_PROFILE, root=0)
+            assert on_root, "the root did not solve a band"
+            assert_eig(a, wg, None, f"eigvalsh gathered, lower={lower}")
+        sub = gathered(bm.linalg.eigvalsh(A, subset_by_index=(5, 20), method="gathered"))
+        assert_eig(a, sub, None, "eigvalsh gathered by index", ref_offset=5)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex64])

@@ -172,11 +172,23 @@ def reduce_to_band(w: BlockCyclicArray, keep: bool) -> Reduction:
 def reduce_local(w: BlockCyclicArray) -> Reduction:
     """:func:`reduce_to_band` of a real ``w`` held by one process, keeping no reflectors: the
     local steps of the module docstring. Its ``times`` as :func:`reduce_to_band`'s."""
-    n, nb = w.shape[0], int(w.block[0])
-    be = w.backend
-    xp, st, a = be.xp, be.compute, w._data
-    dt = a.dtype
+    nb = int(w.block[0])
     t0 = time.perf_counter()
+    reduce_local_array(w.backend, w._data, nb)
+    t1 = time.perf_counter()
+    band = gather_band(w, nb)
+    t2 = time.perf_counter()
+    return Reduction(band, [], {"stage 1": t1 - t0, "band gather": t2 - t1})
+
+
+def reduce_local_array(be: Any, a: Any, nb: int) -> None:
+    """The local steps of :func:`reduce_local` on the backend's ``n x n`` array ``a`` (C-ordered,
+    real, the symmetric matrix in its lower triangle; overwritten by the band and zeros below
+    it): no communication, so one process may run it alone (the gathered route's root).
+    Returns when the device has finished."""
+    n = a.shape[0]
+    xp, st = be.xp, be.compute
+    dt = a.dtype
     top = max(n - nb, 0)  # the most trailing rows of a step
     flat = {k: xp.empty(top * nb, dt) for k in ("p", "v", "x", "x2", "y")}
     small = {k: xp.empty(nb * nb, dt) for k in ("g", "t", "z", "s")}
@@ -204,10 +216,18 @@ def reduce_local(w: BlockCyclicArray) -> Reduction:
         be.gemm(-0.5, v, sm, 1, y, "N", "N", st)  # Y
         be.syr2k(-1, v, y, 1, c, "L", "N", st)  # C -= V Y^T + Y V^T
     be.synchronize()
-    t1 = time.perf_counter()
-    band = gather_band(w, nb)
-    t2 = time.perf_counter()
-    return Reduction(band, [], {"stage 1": t1 - t0, "band gather": t2 - t1})
+
+
+def local_band(be: Any, a: Any, b: int) -> np.ndarray:
+    """LAPACK's lower band storage ``band[d, j] = a[j + d, j]`` (``0 <= d <= b``) of the
+    backend's ``n x n`` array ``a`` held whole by this process, as a host array: its ``b + 1``
+    diagonals, no communication."""
+    n = a.shape[0]
+    xp = be.xp
+    band = xp.zeros((b + 1, n), a.dtype)
+    for d in range(min(b, n - 1) + 1):
+        band[d, : n - d] = xp.diagonal(a, -d)
+    return np.asarray(be.asnumpy(band))
 
 
 def _panel_out(xp: Any, a: Any, row0: int, k0: int, p: Any, tau: Any, v: Any) -> None:

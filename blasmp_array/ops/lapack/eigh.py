@@ -340,9 +340,8 @@ def _solve(
         w0 = from_host(np.zeros(0, real), nb, grid)
         return w0, (zeros((0, 0), x.dtype, block=(nb, nb), grid=grid) if vectors else None)
     if grid.size == 1 and _LOCAL_ON_ONE_PROCESS:
-        on_device = grid.backend.band_eig_width(x.dtype, vectors) is not None
-        by_size = DEVICE_BAND_N is not None and n >= DEVICE_BAND_N
-        if method == "two-stage" or (method == "auto" and on_device and by_size):
+        by_default = method == "auto" and not vectors and _band_on_device(x.backend, x.dtype, n)
+        if method == "two-stage" or by_default:
             return _two_stage(x, x is a, lower, vectors, idx, val)
         return _local(x, x._data, lower, vectors, idx, val, "local")
     limit = GATHER_N_VECTORS if vectors else GATHER_N
@@ -368,6 +367,9 @@ def _gathered(
     t1 = time.perf_counter()
 
     def solve() -> tuple[np.ndarray, np.ndarray | None]:
+        assert full is not None  # process 0 holds the gathered matrix
+        if not vectors and _band_on_device(be, full.dtype, full.shape[0]):
+            return _local_two_stage_values(be, full, lower, idx, val), None
         wl, vl = be.eigh_local(be.asarray(full), lower, vectors, idx, val)
         return be.asnumpy(wl), (None if vl is None else be.asnumpy(vl))
 
@@ -410,6 +412,36 @@ def _local(
     be.synchronize()
     LAST_PROFILE[stage] = time.perf_counter() - t0
     return wv, out
+
+
+def _band_on_device(be: Any, dtype: Any, n: int) -> bool:
+    """Whether one process's eigenvalues of order ``n`` come from the two-stage method with
+    the band solved on the device (from :data:`DEVICE_BAND_N`, where the backend can)."""
+    by_size = DEVICE_BAND_N is not None and n >= DEVICE_BAND_N
+    return by_size and be.band_eig_width(dtype, False) is not None
+
+
+def _local_two_stage_values(
+    be: Any,
+    full: np.ndarray,
+    lower: bool,
+    idx: tuple[int, int] | None,
+    val: tuple[float, float] | None,
+) -> np.ndarray:
+    """The eigenvalues of the real symmetric host matrix ``full`` (its ``lower`` triangle) by
+    the one-process two-stage method on this process's device, without communication (the
+    gathered route's root): stage 1 on the device copy, its band's diagonals, the band solve."""
+    width = be.band_eig_width(full.dtype, False)
+    a = be.asarray(np.ascontiguousarray(full if lower else full.T))
+    t0 = time.perf_counter()
+    br.reduce_local_array(be, a, width)
+    t1 = time.perf_counter()
+    band = br.local_band(be, a, width)
+    t2 = time.perf_counter()
+    w, _ = be.eig_banded(band, False, idx, val)
+    LAST_PROFILE.update({"stage 1": t1 - t0, "band gather": t2 - t1})
+    LAST_PROFILE["band solve"] = time.perf_counter() - t2
+    return np.asarray(be.asnumpy(w))
 
 
 def _two_stage(
