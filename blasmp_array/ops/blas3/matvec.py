@@ -48,6 +48,8 @@ def matvec(a: BlockCyclicArray, x: BlockCyclicArray, trans: str) -> BlockCyclicA
     integer dtypes, ``x`` on another grid. Collective; the decision reads only the arguments'
     global attributes, so it is the same on every rank."""
     g = a.grid
+    if g.size == 1:
+        return matvec_one_process(a, x, trans)
     if (
         a._window is not None
         or a._dtype != x._dtype
@@ -55,49 +57,33 @@ def matvec(a: BlockCyclicArray, x: BlockCyclicArray, trans: str) -> BlockCyclicA
         or not (x.grid is g or x.grid.same_as(g))
     ):
         return None
-    op = _OP[a._transposed, a._conjugated, trans]  # 'N', 'T', 'C' or 'R' over a's storage
-    if g.size == 1:
-        if x._window is not None or x._transposed or x._conjugated:
-            return None
-        return _local(a, x, op)
-    return _distributed(a, x, op)
+    return _distributed(a, x, _OP[a._transposed, a._conjugated, trans])
 
 
 def matvec_one_process(
     a: BlockCyclicArray, x: BlockCyclicArray, trans: str
 ) -> BlockCyclicArray | None:
-    """``op(a) @ x`` (``trans`` as :func:`matvec`'s: ``a @ x`` 'N', ``x @ a`` 'T') for a matrix
-    ``a`` and a stored vector ``x`` on one process, or None where
-    :func:`matvec` (or GEMM) must decide: :func:`matvec`'s conditions and :func:`_local`'s
-    product fused into one function, since at ``n = 256`` every Python call of the general
-    route costs a visible share of the ``gemv`` (docs/numpy.md, "Vectors")."""
+    """:func:`matvec` on one process (``trans``: ``a @ x`` 'N', ``x @ a`` 'T'), or None where
+    GEMM's general path is needed (also for a vector ``x`` that is a view): its checks and
+    :func:`_local`'s product and nothing else, since at ``n = 256`` every Python call of the
+    general route costs a visible share of the ``gemv`` (docs/numpy.md, "Vectors"). ``matmul``
+    calls it before its own checks; it returns None where the shapes do not conform."""
     g = a.grid
     if (
         g.size != 1
-        or x.grid is not g
+        or (x.grid is not g and not x.grid.same_as(g))
         or a._window is not None
         or x._window is not None
+        or x._transposed
         or x._conjugated
-        or a._dtype is not x._dtype
+        or (a._dtype is not x._dtype and a._dtype != x._dtype)
         or a._dtype not in _BLAS_DTYPES
     ):
         return None
-    op = _OP[a._transposed, a._conjugated, trans]
-    lay = a.layout
-    axis = 0 if op in ("N", "R") else 1
-    m, k = lay.shape[axis], lay.shape[1 - axis]
-    if k != x.layout.shape[0] or not m or not k:
-        return None  # matmul's shape error, or the empty products of _local
-    be = g.backend
-    if be.xp is not np:  # a device's local matrices live in its symmetric heap (be.empty)
-        data = _matvec(be.xp, a._data, op, x._data, be.empty((m, 1), a._dtype))
-    elif op == "N":  # _matvec's dot inlined: its call costs 0.3 us of the 8 at n = 256
-        data = np.dot(a._data, x._data)
-    elif op == "T":
-        data = np.dot(a._data.T, x._data)
-    else:
-        data = _matvec(np, a._data, op, x._data)
-    return BlockCyclicArray._of(data, _column_layout(m, lay.block[axis]), g, vector=True)
+    op = _OP[a._transposed, a._conjugated, trans]  # 'N', 'T', 'C' or 'R' over a's storage
+    if a.layout.shape[1 if op in ("N", "R") else 0] != x.layout.shape[0]:
+        return None  # matmul's shape error
+    return _local(a, x, op)
 
 
 _BLAS_DTYPES = frozenset(BLAS_DTYPES)
@@ -113,18 +99,22 @@ _OP = {
 
 def _local(a: BlockCyclicArray, x: BlockCyclicArray, op: str) -> BlockCyclicArray:
     """One process: one local product, as CuPy's and NumPy's ``a @ x`` (step 2 of the module
-    docstring). At ``n = 256`` GEMM's checks cost several times the product, so this path makes
-    none beyond :func:`matvec`'s."""
+    docstring), into a fresh result (NumPy's own, on the host: ``np.dot`` without ``out=``
+    reaches ``gemv`` sooner; the backend's symmetric heap on a device)."""
     lay, g = a.layout, a.grid
     axis = 0 if op in ("N", "R") else 1  # the axis of a's storage that op(a)'s rows run along
-    m = lay.shape[axis]
+    m, k = lay.shape[axis], lay.shape[1 - axis]
     be = g.backend
-    data = be.empty((m, 1), a._dtype)
-    if m:
-        if lay.shape[1 - axis] == 0:
+    if not m or not k or be.xp is not np:
+        data = be.empty((m, 1), a._dtype)
+        if m and not k:
             data[...] = 0
-        else:
+        elif m:
             _matvec(be.xp, a._data, op, x._data, data)
+    elif op in ("N", "T"):  # _matvec's dot inlined: its call costs 0.3 us of the 8 at n = 256
+        data = np.dot(a._data if op == "N" else a._data.T, x._data)
+    else:
+        data = _matvec(np, a._data, op, x._data)
     return BlockCyclicArray._of(data, _column_layout(m, lay.block[axis]), g, vector=True)
 
 
