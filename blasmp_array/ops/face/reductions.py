@@ -114,20 +114,17 @@ def _reduce(
     if local.size:
         part = backend.asnumpy(local_fn(local, axis))
     parts = backend.allgather(part)  # every rank combines the same list in rank order
+    valid = [p for p in parts if p is not None]
     # the result dtype: the first part's (the same list on every rank), else a probe's
-    first = next((p for p in parts if p is not None), None)
-    probe = local_fn(np.zeros((1, 1), a.dtype), axis) if first is None else first
-    res_dt = np.asarray(probe).dtype
+    res_dt = np.asarray(valid[0] if valid else local_fn(np.zeros((1, 1), a.dtype), axis)).dtype
     if axis is None:
-        valid = [p for p in parts if p is not None]
         if not valid:
             return res_dt.type(identity)
         return res_dt.type(functools.reduce(combine, valid))
     if g.size == 1:  # the one part is the whole result, in order (no index maps)
-        p = parts[0]
-        if p is None:
+        if not valid:
             return np.full(a.shape[1 - axis], identity, dtype=res_dt)
-        return np.asarray(p, dtype=res_dt)
+        return np.asarray(valid[0], dtype=res_dt)
     out = np.empty(a.shape[1 - axis], dtype=res_dt)
     if axis == 0:  # column results, combined down each process column
         groups = [
