@@ -73,8 +73,9 @@ def eig(
         The ``n`` eigenvalues, a complex 1-D distributed vector, in LAPACK's order.
     vr : BlockCyclicArray
         ``n x n``, column ``i`` the eigenvector of ``w[i]`` (only with ``right``), in square
-        blocks of ``a``'s row block on ``a``'s grid; real for real input whose eigenvalues
-        are all real, as SciPy's.
+        blocks of ``a``'s row block on ``a``'s grid; in the dtype the installed NumPy's
+        ``eig`` gives them (real for real input whose eigenvalues are all real up to NumPy
+        2.4, as SciPy's).
     """
     op = "eig"
     a = ck.check_square_matrix(a, op)
