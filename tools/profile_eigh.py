@@ -17,6 +17,7 @@ import statistics
 import time
 
 import blasmp_array as bm
+from blasmp_array.bench.compare import _time
 from blasmp_array.ops.lapack import eigh as eigh_mod
 
 
@@ -81,15 +82,11 @@ def _reference(full, w, op, repeat):
         xp, sync, name = np, (lambda: None), "numpy"
     d = xp.asarray(full)
     ref = xp.linalg.eigvalsh if op == "eigvalsh" else xp.linalg.eigh
-    ref(d)
+    r = ref(d)  # the warm-up, whose eigenvalues are checked
     sync()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        r = ref(d)
-        sync()
-        times.append(time.perf_counter() - t0)
-    wr = np.asarray(xp.asnumpy(r if op == "eigvalsh" else r[0]) if name == "cupy" else r)
+    times = _time(lambda: ref(d), 0, repeat, sync)
+    wr = r if op == "eigvalsh" else r[0]
+    wr = np.asarray(xp.asnumpy(wr) if name == "cupy" else wr)
     n = full.shape[0]
     anorm = float(np.abs(full).sum(axis=0).max())
     err = float(np.abs(w - wr).max()) / (n * np.finfo(full.dtype).eps * anorm)

@@ -20,24 +20,19 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from typing import Any
 
 import numpy as np
 
 import blasmp_array as bm
+from blasmp_array.bench.compare import _time
 
 
 def _timed(fn: Any, sync: Any, repeat: int) -> tuple[float, Any]:
-    out = fn()  # warm-up
+    """The median of ``repeat`` timed calls of ``fn``, and the result of its warm-up call."""
+    out = fn()
     sync()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+    return statistics.median(_time(fn, 0, repeat, sync)), out
 
 
 def _call(a: Any, method: str, uv: bool) -> Any:
