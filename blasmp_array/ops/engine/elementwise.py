@@ -276,7 +276,7 @@ def apply_ufunc(
         _check_integer_power(ops, what)
 
     def kernel(xp: Any, result: Any, *args: Any) -> None:
-        xp_ufunc = getattr(xp, ufunc.__name__)
+        xp_ufunc = _xp_ufunc(xp, ufunc, args, res_dt)
         if ufunc in _LOGICAL:
             # a complex value is true when non-zero (NumPy's rule); CuPy's logical ufuncs have
             # no complex loops, so complex operands become that truth value first
@@ -332,10 +332,25 @@ def _same_layout_ufunc(ufunc: np.ufunc, inputs: tuple[Any, ...]) -> BlockCyclicA
         data = ufunc(*args)
     else:  # a device's local matrices live in its symmetric heap
         data = be.empty(first._data.shape, res_dt)
-        getattr(be.xp, ufunc.__name__)(*args, out=data)
+        _xp_ufunc(be.xp, ufunc, args, res_dt)(*args, out=data)
     if data.dtype != res_dt:  # a weak scalar NumPy resolved otherwise than resolve_dtypes
         data = data.astype(res_dt)
     return BlockCyclicArray._of(data, first.layout, first.grid, vector=first._vector)
+
+
+def _xp_ufunc(xp: Any, ufunc: np.ufunc, args: Any, res_dt: np.dtype) -> Any:
+    """The array module's ufunc of ``ufunc``'s name; ``x ** 2`` as ``square(x)`` on a device:
+    CUDA's ``pow(x, 2.0)`` may differ from ``x * x`` in the last bit, NumPy's does not."""
+    if (
+        xp is not np
+        and ufunc is np.power
+        and isinstance(args[1], int | float | np.integer | np.floating)
+        and not isinstance(args[1], bool)
+        and args[1] == 2
+        and getattr(args[0], "dtype", None) == res_dt
+    ):
+        return lambda base, _exponent, **kwargs: xp.square(base, **kwargs)
+    return getattr(xp, ufunc.__name__)
 
 
 #: the ufuncs that read their operands as truth values
