@@ -547,6 +547,12 @@ class Backend(abc.ABC):
     #: does a third of the flops; ``docs/svd.md``)
     polar_svd_n: int | None = None
 
+    #: whether ``eigvalsh(method='auto')`` on several processes gathers the matrix at every
+    #: order (the root's one-process route) rather than only up to ``eigh.GATHER_N``: the GPU,
+    #: whose root runs the device two-stage method (4 ranks on one H100, n = 16384: 1.73 s
+    #: gathered against more than 40 s distributed; ``docs/eigh.md``)
+    eigvalsh_always_gathered: bool = False
+
     def band_eig_width(self, dtype: Any, vectors: bool) -> int | None:
         """The widest band whose :meth:`eig_banded` of ``dtype`` (with ``vectors``) runs on
         the device, or None where it runs on the host (the two-stage eigensolver then keeps

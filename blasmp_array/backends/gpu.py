@@ -991,6 +991,7 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
     # cuSOLVER has no divide-and-conquer SVD: its gesvd is 3.7x slower than the polar route at
     # n = 512 and 6.3x at 4096 on an H100 (docs/svd.md; smaller orders not measured)
     polar_svd_n = 512
+    eigvalsh_always_gathered = True
 
     def band_eig_width(self, dtype, vectors):  # type: ignore[override]
         # eigenvalues of a real band: the chase and bisection kernels (_gpu_band_eig)

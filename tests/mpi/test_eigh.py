@@ -196,6 +196,26 @@ def test_eigvalsh_band_solved_on_the_device(grid, monkeypatch, dtype, kind):
         assert_eig(a, sub, None, "eigvalsh gathered by index", ref_offset=5)
 
 
+@pytest.mark.parametrize("always", [False, True])
+def test_auto_eigvalsh_route_above_gather_n(grid, monkeypatch, always):
+    """Above ``GATHER_N``, eigenvalues alone take the distributed two-stage route on several
+    processes, or the gathered one where the backend says ``eigvalsh_always_gathered`` (the
+    GPU); eigenvectors are gathered either way. Every process takes the same route."""
+    if grid.size == 1:
+        pytest.skip("one process runs its own route")
+    monkeypatch.setattr(eigh_mod, "GATHER_N", 8)
+    monkeypatch.setattr(type(grid.backend), "eigvalsh_always_gathered", always)
+    n = 29
+    a = hermitian("random", n, np.float64, seed=n)
+    A = bm.from_numpy(a, block=(4, 4), grid=grid)
+    w = gathered(np.linalg.eigvalsh(A))
+    routes = grid.comm.allgather("gather" in eigh_mod.LAST_PROFILE)
+    assert routes == [always] * grid.size, routes
+    assert_eig(a, w, None, f"eigvalsh auto, always_gathered={always}")
+    np.linalg.eigh(A)
+    assert all(grid.comm.allgather("gather" in eigh_mod.LAST_PROFILE))
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.complex64])
 def test_numpy_gathered(grid, dtype):
     """np.linalg.eigh/eigvalsh (the automatic route: small matrices are gathered), UPLO."""

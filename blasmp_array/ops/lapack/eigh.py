@@ -27,7 +27,8 @@ routes -> the distributed operators and the backend's LAPACK:
 
   ``eigvalsh`` (``eigvals_only``) keeps no reflectors and computes no ``Z``;
 * a grid of several processes, gathered (``method='gathered'``, and ``'auto'`` with
-  eigenvectors, and without them up to ``GATHER_N``): the matrix gathered to every process
+  eigenvectors, and without them up to ``GATHER_N`` or, on the GPU, at every order): the matrix
+  gathered to every process
   (``to_numpy``), the one-process call there, each process keeping its part of the
   eigenvectors. Measured faster than the two-stage route on the CPU wherever tried, since the
   two-stage route's band solve is replicated (``docs/eigh.md``).
@@ -70,9 +71,10 @@ _LOCAL_ON_ONE_PROCESS = True
 _METHODS = ("auto", "two-stage", "gathered")
 
 #: on a grid of several processes, ``method='auto'`` computes eigenvalues alone on the gathered
-#: matrix up to this order, by the two-stage method above it; eigenvectors always on the
-#: gathered matrix (``GATHER_N_VECTORS`` None: no limit) while the two-stage method solves its
-#: band redundantly on every process (docs/eigh.md: the measurements behind both)
+#: matrix up to this order, by the two-stage method above it (at every order where
+#: ``Backend.eigvalsh_always_gathered``: the GPU); eigenvectors always on the gathered matrix
+#: (``GATHER_N_VECTORS`` None: no limit) while the two-stage method solves its band redundantly
+#: on every process (docs/eigh.md: the measurements behind both)
 GATHER_N = 4096
 GATHER_N_VECTORS: int | None = None
 
@@ -132,10 +134,11 @@ def eigh(
     method : {'auto', 'two-stage', 'gathered'}
         On a grid of several processes: the distributed two-stage method, or the matrix
         gathered to every process and one LAPACK (cuSOLVER) ``evd`` there; 'auto' gathers for
-        eigenvectors, and for eigenvalues alone up to ``n <= GATHER_N`` (4096) (measured,
-        ``docs/eigh.md``). On one process 'two-stage' runs the two-stage method there too,
-        and 'auto' does for eigenvalues of a real matrix from ``n >= DEVICE_BAND_N`` where the
-        backend solves the band on the device (the GPU); otherwise one LAPACK call.
+        eigenvectors, and for eigenvalues alone up to ``n <= GATHER_N`` (4096; at every order on
+        the GPU) (measured, ``docs/eigh.md``). On one process 'two-stage' runs the two-stage
+        method there too, and 'auto' does for eigenvalues of a real matrix from
+        ``n >= DEVICE_BAND_N`` where the backend solves the band on the device (the GPU);
+        otherwise one LAPACK call.
 
     Returns
     -------
@@ -148,7 +151,8 @@ def eigh(
     -----
     One process: LAPACK's ``4/3 n^3`` flops for the tridiagonal reduction, plus about
     ``2 n^3`` for the eigenvectors. Several processes, by default: the same on the matrix
-    gathered to every process (eigenvalues alone of ``n > GATHER_N``: the two-stage method).
+    gathered to every process (eigenvalues alone of ``n > GATHER_N`` on the CPU: the two-stage
+    method).
     The two-stage method: ``4/3 n^3`` flops in the distributed band reduction and ``2 n^2 k``
     in the back-transform; its band solve (``O(n^2 nb)``, plus ``O(n^3)`` for the band's
     eigenvectors) runs redundantly on every process, on the host. See ``docs/eigh.md``.
@@ -345,7 +349,11 @@ def _solve(
             return _two_stage(x, x is a, lower, vectors, idx, val)
         return _local(x, x._data, lower, vectors, idx, val, "local")
     limit = GATHER_N_VECTORS if vectors else GATHER_N
-    if method == "gathered" or (method == "auto" and (limit is None or n <= limit)):
+    if vectors or not x.backend.eigvalsh_always_gathered:
+        gather = limit is None or n <= limit
+    else:
+        gather = True
+    if method == "gathered" or (method == "auto" and gather):
         return _gathered(x, lower, vectors, idx, val)
     return _two_stage(x, x is a, lower, vectors, idx, val)
 
