@@ -411,6 +411,29 @@ def test_onesided_transposes_of_non_square(grid, shape, block, dtype, conjugate)
     assert_holds(A, a)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("src_block, dst_block", [(2, 8), (8, 2), ((2, 3), (6, 9)), (3, 6)])
+def test_strided_messages(grid, monkeypatch, dtype, src_block, dst_block):
+    """Where one block divides the other, every message (and the self-message) is one strided
+    view: packed and unpacked in one copy each, conjugating transposes included, and every
+    element lands where it belongs."""
+    real = rd._blocks
+    views = []
+    monkeypatch.setattr(rd, "_blocks", lambda *a: views.append(1) or real(*a))
+    rd._PLANS.clear()
+    a = random_matrix((53, 47), dtype, seed=5)
+    A = build(a, grid, src_block)
+    assert_holds(A.redistribute(block=dst_block), a, grid=grid, block=dst_block)
+    assert_holds(rd.transpose(A, conjugate=True), a.conj().T, grid=grid)
+    if grid.size > 1:  # (one process's block change is no move)
+        assert COMM.allreduce(len(views)) > 0
+    # the rectangles' strides: equal runs at equal distances, else None
+    assert rd._stride(((0, 4), (8, 4), (16, 4))) == 8
+    assert rd._stride(((3, 5),)) == 5
+    assert rd._stride(((0, 4), (8, 4), (16, 3))) is None
+    assert rd._stride(((0, 4), (8, 4), (17, 4))) is None
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.complex64])
 def test_repeated_redistributions_are_bit_identical(dtype):
     """A race (a slot reused while still read, a signal counted twice) shows up as a result

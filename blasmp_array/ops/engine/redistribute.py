@@ -587,20 +587,24 @@ def _rank_table(layout: BlockCyclicLayout, rank_of: RankOf) -> RankTable:
 @dataclass(frozen=True)
 class _Axis:
     """Ascending local positions along one axis, as ``runs`` ``(start, length)`` of contiguous
-    positions, and (only where index arrays are used) an ``xp`` index or slice."""
+    positions, (only where index arrays are used) an ``xp`` index or slice, and (where the runs
+    are equally long and equally spaced) their ``stride``."""
 
     runs: tuple[tuple[int, int], ...]
     n: int
     index: Any = None
+    stride: int | None = None
 
 
 @dataclass(frozen=True)
 class _Rect:
-    """The rectangle ``rows x cols`` of a local matrix; ``loops``: copy it run by run."""
+    """The rectangle ``rows x cols`` of a local matrix; ``loops``: copy it run by run;
+    ``strided``: copy it as one 4-D strided view (both axes regular, see :func:`_stride`)."""
 
     rows: _Axis
     cols: _Axis
     loops: bool
+    strided: bool = False
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -626,9 +630,33 @@ def _runs(positions: np.ndarray) -> tuple[tuple[int, int], ...]:
     return tuple(zip(starts.tolist(), lengths.tolist(), strict=True))
 
 
+def _stride(runs: tuple[tuple[int, int], ...]) -> int | None:
+    """The common distance of the starts of equally long ``runs`` (a single run: its length),
+    or None where the lengths or the distances differ. The runs of a block-cyclic layout's
+    positions in another's are regular wherever one block size divides the other (say 256 into
+    1024): the message is then one strided view of ``count x length`` rows by as many columns."""
+    if not runs:
+        return None
+    length = runs[0][1]
+    if len(runs) == 1:
+        return length
+    step = runs[1][0] - runs[0][0]
+    for (a, la), (b, _) in zip(runs, runs[1:], strict=False):
+        if la != length or b - a != step:
+            return None
+    return step if runs[-1][1] == length else None
+
+
 def _rect(rows: np.ndarray, cols: np.ndarray, xp: Any, indexed: bool | None = None) -> _Rect:
+    """The rectangle ``rows x cols``: one strided view where both axes are regular and it has
+    several runs (chosen when ``indexed`` is None), else run by run up to
+    :data:`MAX_RECTANGLES` rectangles, else through index arrays."""
     rr, cr = _runs(rows), _runs(cols)
     if indexed is None:
+        sr, sc = _stride(rr), _stride(cr)
+        if len(rr) * len(cr) > 1 and sr is not None and sc is not None:
+            return _Rect(_Axis(rr, int(rows.size), stride=sr), _Axis(cr, int(cols.size), stride=sc),
+                         False, True)  # fmt: skip
         indexed = len(rr) * len(cr) > MAX_RECTANGLES
     if not indexed:
         return _Rect(_Axis(rr, int(rows.size)), _Axis(cr, int(cols.size)), True)
@@ -663,6 +691,10 @@ def _local_copy(
 ) -> _LocalCopy:
     src, dst = _rect(src_rows, src_cols, xp, False), _rect(dst_rows, dst_cols, xp, False)
     rows, cols = _align(src.rows, dst.rows), _align(src.cols, dst.cols)
+    if len(rows) * len(cols) > 1:
+        s, d = _rect(src_rows, src_cols, xp), _rect(dst_rows, dst_cols, xp)
+        if s.strided and d.strided:  # two strided views through one packed temporary
+            return _LocalCopy(s, d, None)
     if len(rows) * len(cols) <= MAX_RECTANGLES:
         pieces = tuple((sr, sc, dr, dc, nr, nc) for sr, dr, nr in rows for sc, dc, nc in cols)
         return _LocalCopy(src, dst, pieces)
@@ -815,7 +847,15 @@ def _build_plan(
 def _gather(xp: Any, a: Any, r: _Rect, out: Any, conjugate: bool = False) -> None:
     """``out[...] = a[r]``, conjugated when asked (``out`` C-contiguous of ``r.shape``); the
     rectangles of a transposed ``a`` go through the BLAS's ``?omatcopy`` on the host."""
-    if not r.loops:
+    if r.strided and (xp is not np or a.strides[1] == a.itemsize):
+        # (a transposed host matrix takes the loop below: ?omatcopy per rectangle)
+        view, packed = _blocks(xp, a, r), out.reshape(_blocks_shape(r))
+        if conjugate:
+            xp.conjugate(view, out=packed)
+        else:
+            packed[...] = view
+        return
+    if not r.loops and not r.strided:
         out[...] = _take(a, r.rows.index, r.cols.index, xp)
         if conjugate:
             xp.conjugate(out, out=out)
@@ -829,8 +869,24 @@ def _gather(xp: Any, a: Any, r: _Rect, out: Any, conjugate: bool = False) -> Non
         i += nr
 
 
+def _blocks_shape(r: _Rect) -> tuple[int, int, int, int]:
+    return (len(r.rows.runs), r.rows.runs[0][1], len(r.cols.runs), r.cols.runs[0][1])
+
+
+def _blocks(xp: Any, a: Any, r: _Rect) -> Any:
+    """The strided rectangle ``r`` of ``a`` as a 4-D view ``(row runs, run length, column runs,
+    run length)``, whose row-major order is the packed message's."""
+    (r0, _), (c0, _) = r.rows.runs[0], r.cols.runs[0]
+    s0, s1 = a.strides
+    strides = (r.rows.stride * s0, s0, r.cols.stride * s1, s1)  # type: ignore[operator]
+    return xp.lib.stride_tricks.as_strided(a[r0:, c0:], _blocks_shape(r), strides)
+
+
 def _scatter(xp: Any, a: Any, r: _Rect, values: Any) -> None:
     """``a[r] = values``."""
+    if r.strided:
+        _blocks(xp, a, r)[...] = values.reshape(_blocks_shape(r))
+        return
     if not r.loops:
         _put(a, r.rows.index, r.cols.index, values, xp)
         return
@@ -860,6 +916,11 @@ class _Kernels:
     def local(self, msg: engine.Message) -> None:
         lc: _LocalCopy = msg.pack
         xp, src, dst = self.xp, self.src, self.dst
+        if lc.pieces is None and lc.src.strided:
+            tmp = xp.empty(lc.src.shape, src.dtype)
+            _gather(xp, src, lc.src, tmp, self.conj)
+            _scatter(xp, dst, lc.dst, tmp)
+            return
         if lc.pieces is None:
             tmp = _take(src, lc.src.rows.index, lc.src.cols.index, xp)
             _put(dst, lc.dst.rows.index, lc.dst.cols.index, xp.conj(tmp) if self.conj else tmp, xp)
@@ -876,14 +937,14 @@ def _warm_redistribute(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     dt = np.dtype(dtype)
     a = xp.zeros((6, 6), dt)
     flat = xp.zeros(36, dt)
-    picks = [np.arange(6), np.arange(1, 4), np.array([0, 2, 5])]
+    picks = [np.arange(6), np.arange(1, 4), np.array([0, 2, 5]), np.array([0, 1, 3, 4])]
     conjs = (False, True) if dt.kind == "c" else (False,)
     for src in (a, a.T):
         for conj in conjs:
             k = _Kernels(src, a, conj, xp)
             for rows in picks:
                 for cols in picks:
-                    for indexed in (False, True):
+                    for indexed in (False, True, None):  # None: strided where regular
                         r = _rect(rows, cols, xp, indexed)
                         size = rows.size * cols.size
                         msg = engine.Message(0, (0,), 0, size, pack=r, unpack=r)
