@@ -25,6 +25,8 @@
 #   defaults1/defaults4  tools/defaults_table.py on 1 / 4 ranks (MPS), n=$N: A @ B, np.linalg.cholesky,
 #                lu_factor, np.linalg.solve, np.linalg.inv and A.T @ A with every argument at its default
 #                (the working block of the factorisations included); CuPy's times come from chol1/lu1big
+#   blocks4      tools/factor_block_sweep.py on 4 ranks (2x2, MPS), n=$N, blocks 256-2048: the factorisations'
+#                working block (docs/defaults.md: the GPU row of its TABLE)
 #   qrpanel1     tools/geqrf_panel_sweep.py at n=$NSMALL and $N: the one-rank QR's look-ahead (panel
 #                width, or the library's one geqrf) and how its Q is formed, against cupy.linalg.qr
 #   qrtall1      tools/cholqr_sweep.py, 1048576 x 256: the tall-skinny QR's kernels alone (SYRK or
@@ -53,7 +55,7 @@
 #                route (the root's one-process device two-stage) against the distributed two-stage
 #                (which of the two 'auto' should take above GATHER_N on the GPU; docs/eigh.md)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
-#           prof1 puts4 lupanel1 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 qr1 spectral1 spectral4 eigroutes4
+#           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 qr1 spectral1 spectral4 eigroutes4
 #           (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
@@ -126,6 +128,9 @@ for p in "${phases[@]}"; do
         BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh "$r" python3 tools/defaults_table.py \
           --n "$n" --repeat "$repeat" --calls matmul,cholesky,lu_factor,solve,inv,ata > "$out/perf-$p.log" 2>&1
         summary+=("$p (np=$r: tools/defaults_table.py --n $n): rc=$?") ;;
+    blocks4) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 4 python3 tools/factor_block_sweep.py \
+               --n "$n" --blocks 256 512 1024 2048 --repeat "$repeat" > "$out/perf-blocks4.log" 2>&1
+             summary+=("blocks4 (np=4: tools/factor_block_sweep.py --n $n): rc=$?") ;;
     qrpanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/geqrf_panel_sweep.py \
                 --n "$nsmall" "$n" --panel 512 1024 2048 0 --q-block 0 1024 --repeat "$repeat" > "$out/perf-qrpanel1.log" 2>&1
               summary+=("qrpanel1 (np=1: tools/geqrf_panel_sweep.py --n $nsmall $n): rc=$?") ;;
@@ -172,7 +177,7 @@ for p in "${phases[@]}"; do
                bench spectral4svd 4 svd --n 8192 --grid 2x2 --repeat 3 ;;
     door1) door door1 1 ;;
     door4) door door4 4 --grid 2x2 ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 tracest4 tracechol4 tracelu4 door1 door4 qr1 spectral1 spectral4 eigroutes4)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 tracest4 tracechol4 tracelu4 door1 door4 qr1 spectral1 spectral4 eigroutes4)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"
