@@ -87,6 +87,10 @@ class CPUEvent(Event):
         return self._flag.wait(timeout)
 
 
+#: Copied bytes that one random element's draw and transform cost about as much time as (the
+#: host copier splits work of at least ``MIN_SPLIT_BYTES`` per thread; ``random_fill``)
+RANDOM_COST = 16
+
 #: The event of a point every stream has already passed (events are never cleared).
 _REACHED = CPUEvent()
 _REACHED.set()
@@ -586,10 +590,20 @@ class CPUBackend(HostCollectives, HostMessages, Backend):
         high: float = 1.0,
         local_rows: tuple[int, int] | None = None,
     ) -> None:
-        """NumPy's Philox on the host thread (``blasmp_array._philox.fill_local``)."""
+        """NumPy's Philox (``blasmp_array._philox.fill_local``) on this process's host threads
+        (:attr:`host_copier`: its share of the node's cores), each filling a range of rows: the
+        values depend on the global positions only, so the split changes no value."""
         r0, r1 = (0, out.shape[0]) if local_rows is None else local_rows
         rows = layout.local_rows(coords[0])[r0:r1]
-        fill_local(out[r0:r1], rows, layout.local_cols(coords[1]), key, dist, low, high)
+        cols = layout.local_cols(coords[1])
+        dst = out[r0:r1]
+
+        def fill(a: int, b: int) -> None:
+            fill_local(dst[a:b], rows[a:b], cols, key, dist, low, high)
+
+        # a drawn and transformed element costs about RANDOM_COST copied bytes (splitting
+        # pays from a few hundred thousand elements, as for a copy of MIN_SPLIT_BYTES)
+        self.host_copier.run(fill, 0, rows.size, RANDOM_COST * cols.size * out.itemsize)
 
     def geqrf(self, a, tau, info, stream):  # type: ignore[override]
         assert isinstance(stream, CPUStream)

@@ -85,6 +85,23 @@ def test_same_matrix_on_every_grid_and_block(grid, comm, dist):
         np.testing.assert_array_equal(b.to_numpy(), a)
 
 
+@pytest.mark.parametrize("dist", ["normal", "uniform"])
+def test_host_threads_give_the_same_matrix(grid, monkeypatch, dist):
+    """The CPU backend fills its rows on its host threads: any split gives the documented
+    matrix, bit for bit."""
+    if grid.backend.name != "cpu":
+        pytest.skip("the host threads' split is the CPU backend's")
+    from blasmp_array.backends import _staging
+
+    shape = (2 * SEED_TILE + 41, SEED_TILE + 9)
+    ref = _reference(dist, shape, 77, np.complex128)
+    monkeypatch.setattr(_staging, "MIN_SPLIT_BYTES", 1)
+    for threads in (1, 3, 7):
+        monkeypatch.setattr(grid.backend, "_host_copier", _staging.HostCopier(threads))
+        a = _make(dist, shape, np.complex128, seed=77, block=(37, 64), grid=grid)
+        _assert_documented(a.to_numpy(), ref, dist, grid, f"{threads} threads")
+
+
 def test_leading_submatrix_is_the_smaller_matrix(grid):
     """Values depend on the seed and the position only, not on the shape."""
     big = bm.random.standard_normal((SEED_TILE + 50, 2 * SEED_TILE + 7), seed=5, grid=grid)
