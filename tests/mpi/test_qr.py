@@ -305,10 +305,16 @@ def test_one_process_qr_uses_the_lookahead_where_streams_are_concurrent(grid, dt
     monkeypatch.setattr(be, "concurrent_streams", True)
     monkeypatch.setattr(_qr_local, "PANEL", 4)
     monkeypatch.setattr(_qr_local, "LOOKAHEAD_MIN", 9)
-    calls = []
+    monkeypatch.setattr(_qr_local, "Q_BLOCK", 4)
+    monkeypatch.delenv("BLASMP_QR_LOCAL_Q_BLOCK", raising=False)
+    calls, blocked = [], []
     real = _qr_local.geqrf_lookahead
     monkeypatch.setattr(
         _qr_local, "geqrf_lookahead", lambda *a, **k: (calls.append(1), real(*a, **k))[1]
+    )
+    real_q = _householder._blocked_q
+    monkeypatch.setattr(
+        _householder, "_blocked_q", lambda *a: (blocked.append(a[-1]), real_q(*a))[1]
     )
     for m, n in ((23, 17), (8, 8)):
         a = random_matrix(np.random.default_rng(m), (m, n), dtype)
@@ -328,6 +334,7 @@ def test_one_process_qr_uses_the_lookahead_where_streams_are_concurrent(grid, dt
     err = np.abs(x.to_numpy() - ref).max() / np.abs(ref).max()
     assert err < 1e3 * eps(dtype) * np.linalg.cond(a), f"lstsq through the look-ahead QR: {err:.3g}"
     assert len(calls) == (3 if grid.size == 1 else 0)
+    assert blocked == ([4] if grid.size == 1 else [])  # Q of the 23 x 17 matrix, not of 8 x 8
 
 
 def test_numpy_qr():

@@ -443,7 +443,7 @@ def form_q(f: Factorization, ncols: int) -> BlockCyclicArray:
         begin_pipeline(be, w.dtype)
         xp, comp = be.xp, be.compute
         tau = f.taus[0]
-        width = _local_q_block()
+        width = _local_q_block(be, min(f.local.shape))
         if width:
             _blocked_q(be, f.local, tau, out._data, width)
             be.synchronize()
@@ -467,11 +467,16 @@ def form_q(f: Factorization, ncols: int) -> BlockCyclicArray:
     return q
 
 
-def _local_q_block() -> int:
-    """Reflectors per block of :func:`_blocked_q` (``$BLASMP_QR_LOCAL_Q_BLOCK``); 0 (the
-    default): the library's ``orgqr``."""
+def _local_q_block(be: Backend, k: int) -> int:
+    """Reflectors per block of :func:`_blocked_q` for ``k`` reflectors:
+    ``$BLASMP_QR_LOCAL_Q_BLOCK`` where set, else ``_qr_local.Q_BLOCK`` where the streams run
+    concurrently (a GPU) and ``k >= _qr_local.LOOKAHEAD_MIN``; 0: the library's ``orgqr``."""
     text = os.environ.get("BLASMP_QR_LOCAL_Q_BLOCK", "").strip()
-    return int(text) if text.isdigit() else 0
+    if text.isdigit():
+        return int(text)
+    if be.concurrent_streams and k >= _qr_local.LOOKAHEAD_MIN:
+        return _qr_local.Q_BLOCK
+    return 0
 
 
 def _blocked_q(be: Backend, fa: Any, tau: Any, q: Any, width: int) -> None:
@@ -479,8 +484,8 @@ def _blocked_q(be: Backend, fa: Any, tau: Any, q: Any, width: int) -> None:
     column-major factored ``fa`` (one process), in blocks of ``width`` reflectors applied to
     the identity from the last block on, each as ``I - V T V^H`` with GEMMs of depth ``width``
     (LAPACK's ``xorgqr`` with a block as wide as one likes; the library's block is fixed).
-    A variant of the one-process ``orgqr`` switched on by ``$BLASMP_QR_LOCAL_Q_BLOCK`` for
-    measuring it against the library's on the GPU node; not measured there yet."""
+    The one-process ``orgqr`` of large matrices on a GPU (:func:`_local_q_block`): the
+    library's runs at its own fixed block."""
     xp, comp = be.xp, be.compute
     m = q.shape[0]
     p = int(tau.shape[0])

@@ -47,15 +47,23 @@ from . import _lookahead
 from ._lu_local import panel_edges
 from ._reflectors import apply_block, t_factor, unit_lower
 
-__all__ = ["geqrf_lookahead", "PANEL", "LOOKAHEAD_MIN"]
+__all__ = ["geqrf_lookahead", "PANEL", "LOOKAHEAD_MIN", "Q_BLOCK"]
 
-#: Panel width of :func:`geqrf_lookahead` (columns per step).
-PANEL = 1024
+#: Panel width of :func:`geqrf_lookahead` (columns per step): 512 and 1024 within 2% of each
+#: other on one H100 at n = 16384, 2048 8% slower (``tools/geqrf_panel_sweep.py``, docs/qr.md).
+PANEL = 512
 
-#: The one-process QR uses :func:`geqrf_lookahead` from this ``min(m, n)`` on. Not measured on
-#: a GPU yet (``tools/geqrf_panel_sweep.py``, docs/qr.md): until it is, every size takes the
-#: library's one ``geqrf``.
-LOOKAHEAD_MIN = 1 << 62
+#: The one-process QR uses :func:`geqrf_lookahead`, and forms ``Q`` in blocks of
+#: :data:`Q_BLOCK` reflectors, from this ``min(m, n)`` on, where the streams run concurrently
+#: (one GPU). On one H100: at n = 16384 ``np.linalg.qr`` 0.449 s against 0.512 s for the
+#: library's ``geqrf`` and ``orgqr`` (``cupy.linalg.qr`` 0.505 s); at n = 4096 the library's
+#: calls are the faster (0.0336 against 0.0387 s). 8192 is not measured.
+LOOKAHEAD_MIN = 16384
+
+#: Reflectors per block of the one-process ``Q`` formed as GEMMs
+#: (``_householder._blocked_q``) from :data:`LOOKAHEAD_MIN` on; ``$BLASMP_QR_LOCAL_Q_BLOCK``
+#: overrides it at every size (0: the library's ``orgqr``).
+Q_BLOCK = 1024
 
 
 def geqrf_lookahead(be: Backend, a: Any, nb: int = 0) -> tuple[Any, Any]:
