@@ -421,7 +421,7 @@ def test_strided_messages(grid, monkeypatch, dtype, src_block, dst_block):
     views = []
     monkeypatch.setattr(rd, "_blocks", lambda *a: views.append(1) or real(*a))
     rd._PLANS.clear()
-    a = random_matrix((53, 47), dtype, seed=5)
+    a = random_matrix((131, 127), dtype, seed=5)  # several blocks per process, 6 ranks too
     A = build(a, grid, src_block)
     assert_holds(A.redistribute(block=dst_block), a, grid=grid, block=dst_block)
     assert_holds(rd.transpose(A, conjugate=True), a.conj().T, grid=grid)
