@@ -256,43 +256,6 @@ def test_householder_pipeline_on_one_process(grid, dtype, monkeypatch):
         run_case(grid, dtype, 11, 19, 3, mode, "householder")
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
-def test_householder_working_block(grid, dtype, monkeypatch):
-    """On several CPU processes QR factors in a smaller block while a process column would hold
-    fewer than ``QR_BLOCK_COLUMNS`` block columns (``_factor_block.qr_block``); ``Q`` and ``R``
-    come back in the caller's block, meeting the testers' bounds, and ``qr_multiply`` and
-    ``lstsq`` (which keep their own layouts) are unchanged."""
-    from blasmp_array.ops.engine import _factor_block as fb
-
-    monkeypatch.setattr(fb, "QR_MIN_BLOCK", 2)
-    blocks = []
-    real = _householder.factor
-    monkeypatch.setattr(
-        _householder, "factor", lambda w, **k: (blocks.append(w.block), real(w, **k))[1]
-    )
-    a = random_matrix(np.random.default_rng(41), (40, 37), dtype)
-    A = bm.from_numpy(a, block=(8, 8), grid=grid)
-    Q, R = np.linalg.qr(A)
-    assert Q.block == (8, 8) and R.block == (8, 8)
-    assert_qr(a, Q.to_numpy(), R.to_numpy(), "np.linalg.qr at a working block")
-    pc = grid.shape[1]
-    want = 8
-    while want // 2 >= 2 and -(-37 // (want * pc)) < fb.QR_BLOCK_COLUMNS:
-        want //= 2
-    if grid.size == 1:
-        assert fb.qr_block(A) is None  # one process: LAPACK's one call
-    else:
-        assert blocks == [(want, want)], blocks
-        assert fb.qr_block(A) == (want if want != 8 else None)
-    R2 = bm.linalg.qr(A, mode="r")[0]  # SciPy's: the full 40 x 37 R
-    assert R2.block == (8, 8)
-    np.testing.assert_allclose(
-        np.abs(R2.to_numpy()[:37]), np.abs(R.to_numpy()), atol=THRESH * 40 * eps(dtype) * 10
-    )
-    monkeypatch.setattr(fb, "enabled", False)
-    assert fb.qr_block(A) is None
-
-
 # -- one process: the blocked QR with the panel on the comm stream (ops/lapack/_qr_local.py) -------
 # (m, n, panel): square, tall, wide, ragged, one panel, one-column panels
 LOCAL = [(37, 37, 5), (41, 23, 6), (23, 41, 6), (12, 12, 16), (9, 30, 4), (30, 9, 4), (7, 5, 1)]

@@ -29,9 +29,6 @@ from ...array import BlockCyclicArray
 from .redistribute import redistribute
 
 __all__ = [
-    "QR_BLOCK_COLUMNS",
-    "QR_MIN_BLOCK",
-    "qr_block",
     "TABLE",
     "MIN_BLOCKS_PER_PROCESS",
     "MIN_BLOCK",
@@ -79,32 +76,6 @@ def working_block(
     if chosen <= current or chosen > cap:
         return current
     return chosen
-
-
-#: Householder QR on several CPU processes works in a block that gives every process column at
-#: least this many block columns (halving the caller's block, not below :data:`QR_MIN_BLOCK`):
-#: with few block columns the process holding the last ones updates more of the trailing
-#: matrix at every step (``docs/qr.md``)
-QR_BLOCK_COLUMNS = 8
-QR_MIN_BLOCK = 128
-
-
-def qr_block(w: BlockCyclicArray) -> int | None:
-    """The working block of the Householder QR of the stored ``w`` (square blocks, source
-    process ``(0, 0)``), or None to factor it in its own block: on the CPU backend and a grid
-    of several processes, the caller's block halved while a process column holds fewer than
-    :data:`QR_BLOCK_COLUMNS` block columns of the ``min(m, n)`` factored ones. Pure: the same
-    on every rank."""
-    if not enabled or w.backend.name != "cpu" or w.grid.size == 1 or not plain(w):
-        return None
-    nb = int(w.block[0])
-    if w.block[1] != nb:
-        return None
-    k, pc = min(w.shape), w.grid.shape[1]
-    b = nb
-    while b // 2 >= QR_MIN_BLOCK and -(-k // (b * pc)) < QR_BLOCK_COLUMNS:
-        b //= 2
-    return None if b == nb else b
 
 
 def block_for(w: BlockCyclicArray, factorisation: str) -> int | None:

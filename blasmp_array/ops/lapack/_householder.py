@@ -102,9 +102,6 @@ class Factorization:
     #: one process: the column-major factored matrix (``geqrf``'s output; ``taus[0]`` its
     #: scalars), and no ``T``
     local: Any = None
-    #: the square block of the caller's matrix where ``w`` was moved to a working block
-    #: (``_factor_block.qr_block``): the results go back to it
-    home_block: int | None = None
 
     @property
     def nb(self) -> int:

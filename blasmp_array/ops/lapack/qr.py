@@ -41,7 +41,6 @@ from ...layout import BlockCyclicLayout
 from ..blas3.gemm import gemm
 from ..blas3.trsm import trsm
 from ..engine import _checks as ck
-from ..engine import _factor_block as fb
 from ..engine.redistribute import redistribute
 from . import _householder as hh
 from ._cholqr import cholesky_qr
@@ -455,24 +454,17 @@ def _cholqr_wanted(a: BlockCyclicArray, method: str, complete: bool) -> bool:
 
 
 def _factorization(
-    a: BlockCyclicArray,
-    method: str,
-    complete: bool,
-    overwrite: bool,
-    want_q: bool = True,
-    reblock: bool = False,
+    a: BlockCyclicArray, method: str, complete: bool, overwrite: bool, want_q: bool = True
 ) -> tuple[hh.Factorization | None, BlockCyclicArray | None, BlockCyclicArray]:
     """``(f, Q, R)``: CholeskyQR's explicit ``Q`` (None unless ``want_q``; ``f`` None) or
     Householder QR's factorisation ``f`` (``Q`` None: :func:`hh.apply_q` and :func:`hh.form_q`
-    use ``f``). ``R`` is economic (``min(m, n) x n``). ``reblock``: Householder QR may work
-    in the block of ``_factor_block.qr_block`` (``f.home_block`` then names the block that
-    the caller's results go back to)."""
+    use ``f``). ``R`` is economic (``min(m, n) x n``)."""
     m, n = a.shape
     if _cholqr_wanted(a, method, complete):
         done = cholesky_qr(a, want_q=want_q)
         if done is not None:  # else the fallback: Householder QR
             return None, done[0], done[1]
-    f = _householder(a, overwrite, "qr", reblock)
+    f = _householder(a, overwrite, "qr")
     return f, None, hh.r_factor(f, min(m, n))
 
 
@@ -485,35 +477,22 @@ def _factor(
     if k == 0:
         empty = zeros((m, m if complete else k), a.dtype, block=a.block, grid=a.grid)
         return (empty if want_q else None), zeros((k, n), a.dtype, block=a.block, grid=a.grid)
-    f, q, r = _factorization(a, method, complete, overwrite, want_q, reblock=True)
+    f, q, r = _factorization(a, method, complete, overwrite, want_q)
     if f is not None and want_q:
         q = hh.form_q(f, m if complete else k)
-    if f is not None and f.home_block is not None:  # back from the working block
-        hb = f.home_block
-        r = fb.to_block(r, hb, hb)
-        q = None if q is None else fb.to_block(q, hb, hb)
     return q, r
 
 
-def _householder(
-    a: BlockCyclicArray, overwrite: bool, op: str, reblock: bool = False
-) -> hh.Factorization:
+def _householder(a: BlockCyclicArray, overwrite: bool, op: str) -> hh.Factorization:
     """Householder QR of ``a``, stored with square blocks and source process ``(0, 0)`` first
     (a window view copied, a lazy view materialised, other blocks or a shifted source moved);
-    in ``a``'s storage only with ``overwrite`` and a stored ``a`` that needs none of that.
-    ``reblock``: in the working block of ``_factor_block.qr_block`` where it names one (a copy;
-    ``home_block`` of the result is then ``a``'s square block)."""
+    in ``a``'s storage only with ``overwrite`` and a stored ``a`` that needs none of that."""
     w = a.copy() if a.is_window else a.resolve()
     mb = w.block[0]
     if w.block[1] != mb:
         w = ck.move(w, w.grid, (mb, mb), "a", op, f"a has non-square blocks {w.block}")
     if w.layout.src != (0, 0):
         w = redistribute(w)
-    nb = fb.qr_block(w) if reblock else None
-    if nb is not None:
-        f = hh.factor(fb.to_block(w, nb, nb), overwrite=True)
-        f.home_block = mb
-        return f
     return hh.factor(w, overwrite=w is not a or (overwrite and not a.is_view))
 
 
