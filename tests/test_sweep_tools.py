@@ -21,6 +21,7 @@ SMALL = {
     "geqrf_panel_sweep.py": {"--n": ["96"], "--repeat": ["1"]},
     "cholqr_sweep.py": {"--m": ["4096"], "--n": ["16"], "--repeat": ["1"]},
     "defaults_table.py": {"--n": ["128"], "--repeat": ["1"]},
+    "factor_block_sweep.py": {"--n": ["128"], "--repeat": ["1"]},
 }
 
 
@@ -49,7 +50,11 @@ def small(tool: str, args: list[str]) -> list[str]:
             continue  # replaced
         if a.startswith("$"):
             raise AssertionError(f"{tool}: unexpected shell value {a} for {option}")
-        if option in ("--config", "--panel", "--q-block") and a.isdigit() and int(a) > 0:
+        if (
+            option in ("--config", "--panel", "--q-block", "--blocks")
+            and a.isdigit()
+            and int(a) > 0
+        ):
             a = str(min(int(a) // 32, 48) or 8)  # several panels of a 96 x 96 matrix
         elif option == "--config" and ":" in a:
             a = ":".join(str(min(int(x), 1024) // 64) if int(x) else "0" for x in a.split(":"))
