@@ -647,19 +647,28 @@ def _stride(runs: tuple[tuple[int, int], ...]) -> int | None:
     return step if runs[-1][1] == length else None
 
 
+def _strided(r: _Rect) -> _Rect | None:
+    """``r`` as one strided view, where it has several runs and both axes are regular."""
+    rr, cr = r.rows.runs, r.cols.runs
+    sr, sc = _stride(rr), _stride(cr)
+    if len(rr) * len(cr) < 2 or sr is None or sc is None:
+        return None
+    return _Rect(_Axis(rr, r.rows.n, stride=sr), _Axis(cr, r.cols.n, stride=sc), False, True)
+
+
 def _rect(rows: np.ndarray, cols: np.ndarray, xp: Any, indexed: bool | None = None) -> _Rect:
     """The rectangle ``rows x cols``: one strided view where both axes are regular and it has
     several runs (chosen when ``indexed`` is None), else run by run up to
     :data:`MAX_RECTANGLES` rectangles, else through index arrays."""
     rr, cr = _runs(rows), _runs(cols)
+    by_runs = _Rect(_Axis(rr, int(rows.size)), _Axis(cr, int(cols.size)), True)
     if indexed is None:
-        sr, sc = _stride(rr), _stride(cr)
-        if len(rr) * len(cr) > 1 and sr is not None and sc is not None:
-            return _Rect(_Axis(rr, int(rows.size), stride=sr), _Axis(cr, int(cols.size), stride=sc),
-                         False, True)  # fmt: skip
+        strided = _strided(by_runs)
+        if strided is not None:
+            return strided
         indexed = len(rr) * len(cr) > MAX_RECTANGLES
     if not indexed:
-        return _Rect(_Axis(rr, int(rows.size)), _Axis(cr, int(cols.size)), True)
+        return by_runs
     return _Rect(
         _Axis(rr, int(rows.size), engine.positions_index(rows, xp)),
         _Axis(cr, int(cols.size), engine.positions_index(cols, xp)),
@@ -690,11 +699,10 @@ def _local_copy(
     src_rows: np.ndarray, src_cols: np.ndarray, dst_rows: np.ndarray, dst_cols: np.ndarray, xp: Any
 ) -> _LocalCopy:
     src, dst = _rect(src_rows, src_cols, xp, False), _rect(dst_rows, dst_cols, xp, False)
+    s, d = _strided(src), _strided(dst)
+    if s is not None and d is not None:  # two strided views through one packed temporary
+        return _LocalCopy(s, d, None)
     rows, cols = _align(src.rows, dst.rows), _align(src.cols, dst.cols)
-    if len(rows) * len(cols) > 1:
-        s, d = _rect(src_rows, src_cols, xp), _rect(dst_rows, dst_cols, xp)
-        if s.strided and d.strided:  # two strided views through one packed temporary
-            return _LocalCopy(s, d, None)
     if len(rows) * len(cols) <= MAX_RECTANGLES:
         pieces = tuple((sr, sc, dr, dc, nr, nc) for sr, dr, nr in rows for sc, dc, nc in cols)
         return _LocalCopy(src, dst, pieces)

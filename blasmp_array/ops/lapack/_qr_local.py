@@ -50,7 +50,8 @@ from ._reflectors import apply_block, t_factor, unit_lower
 __all__ = ["geqrf_lookahead", "PANEL", "LOOKAHEAD_MIN", "Q_BLOCK"]
 
 #: Panel width of :func:`geqrf_lookahead` (columns per step): 512 and 1024 within 2% of each
-#: other on one H100 at n = 16384, 2048 8% slower (``tools/geqrf_panel_sweep.py``, docs/qr.md).
+#: other on one H100 at n = 16384, 2048 6-10% slower than 512 (``tools/geqrf_panel_sweep.py``,
+#: docs/qr.md).
 PANEL = 512
 
 #: The one-process QR uses :func:`geqrf_lookahead`, and forms ``Q`` in blocks of

@@ -349,10 +349,8 @@ def _solve(
             return _two_stage(x, x is a, lower, vectors, idx, val)
         return _local(x, x._data, lower, vectors, idx, val, "local")
     limit = GATHER_N_VECTORS if vectors else GATHER_N
-    if vectors or not x.backend.eigvalsh_always_gathered:
-        gather = limit is None or n <= limit
-    else:
-        gather = True
+    always = not vectors and x.backend.eigvalsh_always_gathered
+    gather = always or limit is None or n <= limit
     if method == "gathered" or (method == "auto" and gather):
         return _gathered(x, lower, vectors, idx, val)
     return _two_stage(x, x is a, lower, vectors, idx, val)
