@@ -7,18 +7,24 @@ Usage (from the repository root)::
 
     OMP_NUM_THREADS=1 BLASMP_BACKEND=cpu python tools/bench_vectors.py --n 256
     BLASMP_BACKEND=gpu tools/node-run.sh 1 python3 tools/bench_vectors.py --n 16384
-    BLASMP_BACKEND=gpu tools/node-run.sh 4 python3 tools/bench_vectors.py --n 16384
+    BLASMP_BACKEND=gpu tools/node-run.sh 4 python3 tools/bench_vectors.py --n 16384 \
+        --ops "A @ x" --profile "A @ x"
 
 ``speed`` is the reference's median over ours (> 1: we are faster). The reference runs on
 rank 0 alone (on several ranks it is the one-process time the distributed call is compared
 with); the two sides are timed alternately, every call followed by a device synchronisation,
-after a warm-up of both.
+after a warm-up of both. ``--ops`` keeps some of the calls; ``--profile OP`` then runs ``OP``
+``--profile-calls`` times under :mod:`cProfile` on every rank (a device synchronisation after
+each call) and rank 0 prints its functions by internal time: where the host's time of the call
+goes (its collectives, copies and allocations).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import functools
+import pstats
 import statistics
 import time
 from collections.abc import Callable
@@ -81,6 +87,10 @@ def main() -> None:
     p.add_argument("--block", type=int, default=256)
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--dtype", default="float64")
+    p.add_argument("--ops", nargs="+", default=list(CALLS), choices=list(CALLS))
+    p.add_argument("--profile", choices=list(CALLS))
+    p.add_argument("--profile-calls", type=int, default=200)
+    p.add_argument("--top", type=int, default=25)
     args = p.parse_args()
     comm = MPI.COMM_WORLD
     grid = bm.ProcessGrid()
@@ -95,7 +105,7 @@ def main() -> None:
     def ours_sync() -> None:
         backend.synchronize()
 
-    ours = {k: functools.partial(f, A, X, np) for k, f in CALLS.items()}
+    ours = {k: functools.partial(CALLS[k], A, X, np) for k in args.ops}
     refs: dict[str, Any] = dict.fromkeys(ours)
     ref_sync: Callable[[], None] = lambda: None  # noqa: E731
     lib = "cupy" if backend.name == "gpu" else "numpy"
@@ -108,7 +118,7 @@ def main() -> None:
             ref_sync = cupy.cuda.Device().synchronize
         else:
             ca, cx, xp = a, x, np
-        refs = {k: functools.partial(f, ca, cx, xp) for k, f in CALLS.items()}
+        refs = {k: functools.partial(CALLS[k], ca, cx, xp) for k in args.ops}
     results = {
         k: _interleaved(f, ours_sync, refs[k], ref_sync, args.repeats, comm)
         for k, f in ours.items()
@@ -123,6 +133,32 @@ def main() -> None:
                 f"  {k:12s} ours {got * 1e3:10.4g} ms   {lib} (1 process) "
                 f"{ref * 1e3:10.4g} ms   speed {ref / got:.2f}x"
             )
+    if args.profile:
+        _profile(functools.partial(CALLS[args.profile], A, X, np), ours_sync, args, comm)
+
+
+def _profile(call: Callable[[], Any], sync: Callable[[], None], args: Any, comm: Any) -> None:
+    """``call`` under cProfile (each call followed by ``sync``); rank 0 prints its profile."""
+    for _ in range(5):
+        call()
+    sync()
+    comm.Barrier()
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(args.profile_calls):
+        call()
+        sync()
+    prof.disable()
+    per_call = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX) / args.profile_calls
+    if comm.rank == 0:
+        print(
+            f"profile of {args.profile!r}, rank 0, {args.profile_calls} calls"
+            f" ({per_call * 1e3:.4g} ms per call under the profiler, max over ranks)"
+        )
+        stats = pstats.Stats(prof)
+        stats.sort_stats("tottime").print_stats(args.top)
+        stats.sort_stats("cumulative").print_stats(args.top)
 
 
 if __name__ == "__main__":

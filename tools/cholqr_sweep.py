@@ -1,14 +1,16 @@
 """Profile and tune the tall-skinny QR (CholeskyQR2 on whole rows, ops.lapack._cholqr): one rank.
 
-Usage: python tools/cholqr_sweep.py [--m 1048576] [--n 256] [--config 0:0 16384:0 0:64 16384:64]
+Usage: python tools/cholqr_sweep.py [--m 1048576] [--n 256] [--config 0:0 16384:32 16384:inv]
                                      [--repeat 5]
 
 First the kernels of one pass alone, each timed on the device (median, min, max): the Gram
 matrix by one SYRK and by the batched GEMM of row chunks (``GRAM_ROWS``), the copy of ``X``, the
 Cholesky of the ``n x n`` Gram matrix, and the copy followed by the solve ``X R^{-1}`` by one
-TRSM and split into halves with GEMMs (``TRSM_LEAF``): the per-kernel profile of the call. Then
-``np.linalg.qr(A)`` (the reduced ``Q`` and ``R``, ``4 m n^2`` flops) for each configuration
-``GRAM_ROWS:TRSM_LEAF`` (``0``: the SYRK, the one TRSM), against the library's own QR
+TRSM, split into halves with GEMMs (``TRSM_LEAF``) and as one GEMM by the explicit ``R^{-1}``
+(``INVERSE``): the per-kernel profile of the call. Then ``np.linalg.qr(A)`` (the reduced ``Q``
+and ``R``, ``4 m n^2`` flops) for each configuration ``GRAM_ROWS:SOLVE`` (``GRAM_ROWS`` 0: the
+SYRK; ``SOLVE`` 0: one TRSM, a number: the split's leaf, ``inv``: the GEMM by ``R^{-1}``),
+against the library's own QR
 (``cupy.linalg.qr`` / ``numpy.linalg.qr``: ``geqrf`` and ``orgqr``) in the same run. Backend from
 $BLASMP_BACKEND. A tuning tool, not a benchmark (the bench's ``qr_tall`` row is).
 """
@@ -30,7 +32,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--m", type=int, default=1048576)
     ap.add_argument("--n", type=int, default=256)
-    ap.add_argument("--config", nargs="+", default=["0:0", "16384:0", "0:64", "16384:64"])
+    ap.add_argument("--config", nargs="+", default=["0:0", "16384:32", "16384:inv"])
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     m, n = args.m, args.n
@@ -46,19 +48,21 @@ def main() -> None:
         f"{xp.__name__}.linalg.qr {m}x{n}: {ref[0] * 1e3:.2f} ms [{ref[1] * 1e3:.2f}, "
         f"{ref[2] * 1e3:.2f}] {flops / ref[0] / 1e12:.2f} TFLOP/s"
     )
-    default = (_cholqr.GRAM_ROWS, _cholqr.TRSM_LEAF)
+    default = (_cholqr.GRAM_ROWS, _cholqr.TRSM_LEAF, _cholqr.INVERSE)
     try:
         for config in args.config:
-            rows, leaf = (int(x) for x in config.split(":"))
-            _cholqr.GRAM_ROWS, _cholqr.TRSM_LEAF = rows, leaf
+            rows, solve = config.split(":")
+            inverse = solve == "inv"
+            leaf = 0 if inverse else int(solve)
+            _cholqr.GRAM_ROWS, _cholqr.TRSM_LEAF, _cholqr.INVERSE = int(rows), leaf, inverse
             t = timed(lambda: np.linalg.qr(A), sync, args.repeat)
             print(
-                f"np.linalg.qr GRAM_ROWS={rows} TRSM_LEAF={leaf}: {t[0] * 1e3:.2f} ms"
+                f"np.linalg.qr GRAM_ROWS={rows} SOLVE={solve}: {t[0] * 1e3:.2f} ms"
                 f" [{t[1] * 1e3:.2f}, {t[2] * 1e3:.2f}] {flops / t[0] / 1e12:.2f} TFLOP/s,"
                 f" {ref[0] / t[0]:.2f}x the library"
             )
     finally:
-        _cholqr.GRAM_ROWS, _cholqr.TRSM_LEAF = default
+        _cholqr.GRAM_ROWS, _cholqr.TRSM_LEAF, _cholqr.INVERSE = default
 
 
 def kernels(be: Any, a: Any, args: argparse.Namespace) -> None:
@@ -102,6 +106,12 @@ def kernels(be: Any, a: Any, args: argparse.Namespace) -> None:
                 _cholqr._solve_upper_right(be, r, q, leaf)
 
             show(f"copy X, then X R^-1 ({how})", solve, m * n * n, 4 * size)
+    show(
+        "X R^-1 by one GEMM with R^-1 (a trsm of I)",
+        lambda: _cholqr._multiply_by_inverse(be, r, a, q),
+        m * n * n,
+        2 * size,
+    )
 
 
 def _copy(out: Any, src: Any) -> None:

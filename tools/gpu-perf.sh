@@ -45,6 +45,9 @@
 #                the rows may be split over calls with DOOR_ROWS and one $OUT)
 #   door4        the same on 4 ranks (2x2, MPS); its summary also compares it with door1's run
 #                ($OUT/perf-door1.json, when there: run door1 first, in the same $OUT)
+#   vectors1/vectors4  tools/bench_vectors.py on 1 / 4 ranks (2x2, MPS), n=$N: the small calls (A @ x,
+#                solve with a vector, element-wise, sums, norms) against CuPy's, then rank 0's host
+#                profile of A @ x (docs/numpy.md, "Vectors")
 #   qr1          QR (n=$N, block 1024), tall-skinny QR (1048576 x 256) and least squares
 #                (32768 x 4096, one right-hand side) on 1 rank against CuPy
 #   spectral1    eigh and eigvalsh at n=$NSMALL (checked) and $N, svd at n=8192 (LAPACK's route and
@@ -55,7 +58,7 @@
 #                route (the root's one-process device two-stage) against the distributed two-stage
 #                (which of the two 'auto' should take above GATHER_N on the GPU; docs/eigh.md)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
-#           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 qr1 spectral1 spectral4 eigroutes4
+#           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 vectors1 vectors4 qr1 spectral1 spectral4 eigroutes4
 #           (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
@@ -134,8 +137,12 @@ for p in "${phases[@]}"; do
     qrpanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/geqrf_panel_sweep.py \
                 --n "$nsmall" "$n" --panel 512 1024 2048 0 --q-block 0 1024 --repeat "$repeat" > "$out/perf-qrpanel1.log" 2>&1
               summary+=("qrpanel1 (np=1: tools/geqrf_panel_sweep.py --n $nsmall $n): rc=$?") ;;
+    vectors1|vectors4) np_=${phase#vectors}
+             BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh "$np_" python3 tools/bench_vectors.py \
+               --n "$n" --profile "A @ x" > "$out/perf-$phase.log" 2>&1
+             summary+=("$phase (np=$np_: tools/bench_vectors.py --n $n --profile 'A @ x'): rc=$?") ;;
     qrtall1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/cholqr_sweep.py \
-               --m 1048576 --n 256 --config 0:0 16384:0 65536:0 0:64 16384:64 16384:32 --repeat "$repeat" \
+               --m 1048576 --n 256 --config 0:0 16384:32 0:inv 4096:inv 16384:inv --repeat "$repeat" \
                > "$out/perf-qrtall1.log" 2>&1
              summary+=("qrtall1 (np=1: tools/cholqr_sweep.py --m 1048576 --n 256): rc=$?") ;;
     eigroutes4) for m in gathered two-stage; do

@@ -553,6 +553,13 @@ class Backend(abc.ABC):
     #: gathered against more than 40 s distributed; ``docs/eigh.md``)
     eigvalsh_always_gathered: bool = False
 
+    #: whether the tall-skinny QR's passes on whole rows run as GEMMs (``ops.lapack._cholqr``):
+    #: the Gram matrix as a batched GEMM of row chunks and ``X R^{-1}`` as ``X`` times the
+    #: explicit ``R^{-1}``: the GPU, whose SYRK and TRSM with a 256-column operand run far
+    #: below its GEMM rate (one H100, 1048576 x 256: ``docs/qr.md``); the CPU's BLAS runs its
+    #: SYRK and TRSM near the GEMM rate, and the inverse would double the flops
+    cholqr_gemms: bool = False
+
     def band_eig_width(self, dtype: Any, vectors: bool) -> int | None:
         """The widest band whose :meth:`eig_banded` of ``dtype`` (with ``vectors``) runs on
         the device, or None where it runs on the host (the two-stage eigensolver then keeps

@@ -992,6 +992,7 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
     # n = 512 and 6.3x at 4096 on an H100 (docs/svd.md; smaller orders not measured)
     polar_svd_n = 512
     eigvalsh_always_gathered = True
+    cholqr_gemms = True
 
     def band_eig_width(self, dtype, vectors):  # type: ignore[override]
         # eigenvalues of a real band: the chase and bisection kernels (_gpu_band_eig)

@@ -173,32 +173,52 @@ def test_condition_ladder(grid, dtype):
     ladder(grid, dtype)
 
 
+@pytest.mark.parametrize("solve", ["split", "inverse"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
-def test_condition_ladder_with_chunked_gram_and_split_solve(grid, dtype, monkeypatch):
-    """The whole-rows passes with the Gram matrix as a batched GEMM of row chunks (real
-    dtypes; complex ones keep the HERK) and ``X R^{-1}`` split into halves with GEMMs down to
-    leaves of 2 (``_cholqr.GRAM_ROWS``/``TRSM_LEAF``, the GPU's candidates): the same ladder,
-    the same bounds. On the grids of one process column, where those passes run."""
+def test_condition_ladder_with_gemm_passes(grid, dtype, solve, monkeypatch):
+    """The whole-rows passes as GEMMs (the GPU's ``Backend.cholqr_gemms``): the Gram matrix as
+    a batched GEMM of row chunks (real dtypes; complex ones keep the HERK) and ``X R^{-1}``
+    split into halves with GEMMs down to leaves of 2, or as one GEMM by the explicit
+    ``R^{-1}``: the same ladder, the same bounds. On the grids of one process column, where
+    those passes run."""
     monkeypatch.setattr(_cholqr, "GRAM_ROWS", 7)  # 96 rows: ragged chunks, per rank too
     monkeypatch.setattr(_cholqr, "TRSM_LEAF", 2)
-    calls = []
-    real = _cholqr._chunked_gram
-    monkeypatch.setattr(_cholqr, "_chunked_gram", lambda *a: (calls.append(1), real(*a))[1])
+    monkeypatch.setattr(_cholqr, "INVERSE", solve == "inverse")
+    calls: dict[str, int] = {"gram": 0, "inverse": 0}
+
+    def counted(name, fn):
+        return lambda *a: (calls.__setitem__(name, calls[name] + 1), fn(*a))[1]
+
+    monkeypatch.setattr(_cholqr, "_chunked_gram", counted("gram", _cholqr._chunked_gram))
+    monkeypatch.setattr(
+        _cholqr, "_multiply_by_inverse", counted("inverse", _cholqr._multiply_by_inverse)
+    )
     ladder(grid, dtype)
     whole_rows = grid.npcol == 1
-    assert bool(calls) == (whole_rows and np.dtype(dtype).kind != "c")
-    # the split solve alone: q r = x to within the substitution's backward error
+    assert bool(calls["gram"]) == (whole_rows and np.dtype(dtype).kind != "c")
+    assert bool(calls["inverse"]) == (whole_rows and solve == "inverse")
+    # the solve alone: q r = x to within the substitution's backward error
     be = grid.backend
     rng = np.random.default_rng(grid.rank)
     r = np.triu(random_matrix(rng, (11, 11), dtype)) + 4 * np.eye(11, dtype=dtype)
+    r_poisoned = r + np.tril(np.full((11, 11), np.nan, dtype), -1)  # the lower triangle unread
     x = random_matrix(rng, (9, 11), dtype)
-    q = be.asarray(x.copy())
-    _cholqr._solve_upper_right(be, be.asarray(r), q, 2)
+    if solve == "split":
+        q = be.asarray(x.copy())
+        _cholqr._solve_upper_right(be, be.asarray(r_poisoned), q, 2)
+    else:
+        q = be.asarray(np.full_like(x, np.nan))
+        _cholqr._multiply_by_inverse(be, be.asarray(r_poisoned), be.asarray(x), q)
     be.synchronize()
     q = be.asnumpy(q)
     resid = np.abs(high(q) @ high(r) - high(x)).max()
-    bound = THRESH * 11 * eps(dtype) * (np.abs(q) @ np.abs(r)).max()
-    assert resid <= bound, f"split solve: |q r - x| = {resid:.3g} > {bound:.3g}"
+    # the inverse's residual |r r^-1 - I| <= c u |r| |r^-1|, carried through x r^-1 r
+    scale = (np.abs(q) @ np.abs(r)).max()
+    if solve == "inverse":
+        inv = np.linalg.inv(r.astype(np.complex128))
+        scale = max(scale, (np.abs(x) @ np.abs(inv) @ np.abs(r)).max())
+    bound = THRESH * 11 * eps(dtype) * scale
+    assert resid <= bound, f"{solve} solve: |q r - x| = {resid:.3g} > {bound:.3g}"
 
 
 @pytest.mark.full_sweep

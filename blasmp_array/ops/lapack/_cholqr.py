@@ -70,15 +70,29 @@ _WHOLE_ROWS = True
 
 #: rows per GEMM of the local Gram matrix on whole rows (:func:`_local_gram`): ``X^H X`` as the
 #: sum of the chunks' ``X_i^H X_i``, one batched GEMM (real dtypes; 0: one SYRK/HERK of all
-#: rows). A cuBLAS SYRK of a 1048576 x 256 matrix has a 256 x 256 output to spread over the
-#: GPU; the batch gives it ``m / GRAM_ROWS`` times more. Not measured on a GPU yet
-#: (``tools/cholqr_sweep.py``): off until it is.
-GRAM_ROWS = 0
+#: rows; None: :data:`GEMM_GRAM_ROWS` where the backend asks for GEMMs,
+#: ``Backend.cholqr_gemms``, else 0). A cuBLAS SYRK of a 1048576 x 256 matrix has a 256 x 256
+#: output to spread over the GPU; the batch gives it ``m / GRAM_ROWS`` times more.
+GRAM_ROWS: int | None = None
 
-#: the local ``X R^{-1}`` on whole rows (:func:`_solve_upper_right`) is split into halves of
-#: ``R`` with a GEMM between them down to triangles of this order (0: one TRSM), which turns
-#: all but the leaves' flops into GEMMs as ``_lu_local.solve_unit_lower`` does for LU. Not
-#: measured on a GPU yet (``tools/cholqr_sweep.py``): off until it is.
+#: the chunk of the batched Gram GEMM where the backend asks for GEMMs (one H100,
+#: 1048576 x 256: 5.1 ms against the SYRK's 6.8; 4096- and 65536-row chunks 5.1 and 5.6;
+#: docs/qr.md)
+GEMM_GRAM_ROWS = 16384
+
+#: the local ``X R^{-1}`` on whole rows (:func:`_solve_upper_right`) as ``X`` times the
+#: explicit ``R^{-1}`` (a TRSM of the identity, ``n^3 / 3`` flops, then one GEMM of ``2 m n^2``
+#: into a new array): True, False (a TRSM, or the split below), None (the backend's
+#: ``cholqr_gemms``). Twice the flops of the TRSM at the GEMM's rate; ``R^{-1}`` from a left
+#: TRSM of the identity has the residual ``|R R^{-1} - I| <= c u |R| |R^{-1}|``, so
+#: ``X R^{-1} = Q (R R^{-1})`` departs from ``Q`` as the TRSM's solution does (about
+#: ``kappa(R) u``), inside the ``kappa(X)^2 u`` the Gram matrix already costs the pass.
+INVERSE: bool | None = None
+
+#: without :data:`INVERSE`, ``X R^{-1}`` is split into halves of ``R`` with a GEMM between
+#: them down to triangles of this order (0: one TRSM), which turns all but the leaves' flops
+#: into GEMMs as ``_lu_local.solve_unit_lower`` does for LU (one H100, 1048576 x 256: 17 ms
+#: with leaves of 32 against the TRSM's 25; the GEMM by the inverse 3 ms; docs/qr.md).
 TRSM_LEAF = 0
 
 #: the largest departure ``||Q_1^H Q_1 - I||_F`` of the first pass that CholeskyQR2 accepts
@@ -281,6 +295,12 @@ def _local_pass(
         return None
     if not want_q:
         return None, g
+    if q_by_inverse(be):
+        # a GEMM cannot write its operand: a new array when asked to overwrite ``xl``
+        q = out if out is not None and out is not xl else xp.empty_like(xl)
+        if q.shape[0]:
+            _multiply_by_inverse(be, g, xl, q)
+        return q, g
     q = out if out is not None else xp.empty_like(xl)
     if q is not xl:
         be.launch(be.compute, assign, q, xl)
@@ -293,11 +313,23 @@ def _local_gram(be: Backend, x: Any, out: Any) -> None:
     """``out`` := the upper triangle of ``x^H x`` (zeros below), on the compute stream: one
     SYRK/HERK, or with :data:`GRAM_ROWS` (real dtypes, more than one chunk) the batched GEMM
     of the chunks' Gram matrices, summed in chunk order."""
-    m = x.shape[0]
-    if GRAM_ROWS <= 0 or m < 2 * GRAM_ROWS or x.dtype.kind == "c":
+    m, rows = x.shape[0], gram_rows(be)
+    if rows <= 0 or m < 2 * rows or x.dtype.kind == "c":
         be.syrk(1, x, 0, out, "U", "C", be.compute)
         return
-    be.launch(be.compute, _chunked_gram, be.xp, out, x, GRAM_ROWS)
+    be.launch(be.compute, _chunked_gram, be.xp, out, x, rows)
+
+
+def gram_rows(be: Backend) -> int:
+    """The rows per chunk of the local Gram GEMM (0: one SYRK/HERK), :data:`GRAM_ROWS`."""
+    if GRAM_ROWS is not None:
+        return GRAM_ROWS
+    return GEMM_GRAM_ROWS if be.cholqr_gemms else 0
+
+
+def q_by_inverse(be: Backend) -> bool:
+    """Whether the local passes form ``X R^{-1}`` by a GEMM with ``R^{-1}``, :data:`INVERSE`."""
+    return be.cholqr_gemms if INVERSE is None else INVERSE
 
 
 def _chunked_gram(xp: Any, out: Any, x: Any, rows: int) -> None:
@@ -325,6 +357,24 @@ def _solve_upper_right(be: Backend, r: Any, q: Any, leaf: int) -> None:
     _solve_upper_right(be, r[:h, :h], q[:, :h], leaf)
     be.gemm(-1, q[:, :h], r[:h, h:], 1, q[:, h:], "N", "N", be.compute)
     _solve_upper_right(be, r[h:, h:], q[:, h:], leaf)
+
+
+def _multiply_by_inverse(be: Backend, r: Any, x: Any, q: Any) -> None:
+    """``q := x r^{-1}`` (compute stream) for the upper triangular ``r`` (its strict lower
+    triangle ignored): ``r^{-1}`` by a left TRSM of the identity (upper triangular, zeros
+    below exactly), then one GEMM; ``q`` must not overlap ``x``."""
+    xp = be.xp
+    n = r.shape[0]
+    inv = xp.empty((n, n), r.dtype)
+    be.launch(be.compute, _identity, xp, inv)
+    be.trsm(1, r, inv, "L", "U", "N", "N", be.compute)
+    be.gemm(1, x, inv, 0, q, "N", "N", be.compute)
+
+
+def _identity(xp: Any, out: Any) -> None:
+    out[...] = 0
+    i = xp.arange(out.shape[0])
+    out[i, i] = 1
 
 
 def _local_product(be: Backend, r2: Any, r1: Any) -> Any:
@@ -355,6 +405,7 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     """The one-process-column path's helpers: the diagonal shift, copies, rows of ``R``."""
     g = xp.eye(4, dtype=dtype)
     _shift_diagonal(xp, g, 0.5)
+    _identity(xp, xp.empty((3, 3), dtype))
     out = xp.empty((2, 4), dtype)
     assign(out, g[:2])
     take_rows(out, g, slice(1, 3))
