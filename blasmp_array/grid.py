@@ -107,6 +107,9 @@ class ProcessGrid:
         Arrays on a freed grid can still be used by the operators (they do not use these
         communicators), but ``row_comm``/``col_comm`` become ``MPI.COMM_NULL``.
         """
+        column = self.__dict__.pop("_one_column", None)
+        if column is not None:
+            column.free()
         for name in ("row_comm", "col_comm"):
             sub = getattr(self, name)
             if sub != MPI.COMM_NULL:
@@ -136,6 +139,19 @@ class ProcessGrid:
     def coords_of(self, rank: int) -> tuple[int, int]:
         """Grid coordinates of ``rank``."""
         return divmod(rank, self.npcol)
+
+    def one_column(self) -> ProcessGrid:
+        """The ``size x 1`` grid of the same processes, in the same order, on the same backend:
+        ``self`` when it has one process column, else a grid made once (collective the first
+        time) and kept with this one. The operators whose processes work best on whole rows
+        (the tall-skinny QR) move their operand to it."""
+        if self.npcol == 1:
+            return self
+        column = self.__dict__.get("_one_column")
+        if column is None:
+            column = ProcessGrid(self.size, 1, comm=self.comm, backend=self.backend.name)
+            self.__dict__["_one_column"] = column
+        return column
 
     def same_as(self, other: ProcessGrid) -> bool:
         """True when both grids place the same processes identically on the same backend."""

@@ -50,6 +50,8 @@
 #                profile of A @ x (docs/numpy.md, "Vectors")
 #   qr1          QR (n=$N, block 1024), tall-skinny QR (1048576 x 256) and least squares
 #                (32768 x 4096, one right-hand side) on 1 rank against CuPy
+#   qr4          the same calls on 4 ranks (2x2, MPS; the tall-skinny QR also on 4x1, whose
+#                processes hold whole rows), without CuPy (compare with qr1)
 #   spectral1    eigh and eigvalsh at n=$NSMALL (checked) and $N, svd at n=8192 (LAPACK's route and
 #                method='polar', checked), 1 rank, against CuPy
 #   spectral4    the same calls on 4 ranks (2x2, MPS; checked at n=$NSMALL), without CuPy (compare
@@ -58,7 +60,7 @@
 #                route (the root's one-process device two-stage) against the distributed two-stage
 #                (which of the two 'auto' should take above GATHER_N on the GPU; docs/eigh.md)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
-#           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 vectors1 vectors4 qr1 spectral1 spectral4 eigroutes4
+#           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 vectors1 vectors4 qr1 qr4 spectral1 spectral4 eigroutes4
 #           (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
@@ -175,6 +177,10 @@ for p in "${phases[@]}"; do
     qr1) bench qr1 1 qr --n "$n" --block 1024 --repeat "$repeat" --compare --baselines "$baselines"
          bench qr1tall 1 qr_tall --m 1048576 --n 256 --repeat "$repeat" --compare --baselines "$baselines"
          bench qr1lstsq 1 lstsq --m 32768 --n 4096 --k 1 --repeat "$repeat" --compare --baselines "$baselines" ;;
+    qr4) bench qr4 4 qr --n "$n" --block 1024 --grid 2x2 --repeat "$repeat"
+         bench qr4tall 4 qr_tall --m 1048576 --n 256 --grid 2x2 --repeat "$repeat"
+         bench qr4tallcol 4 qr_tall --m 1048576 --n 256 --grid 4x1 --repeat "$repeat"
+         bench qr4lstsq 4 lstsq --m 32768 --n 4096 --k 1 --grid 2x2 --repeat "$repeat" ;;
     spectral1) bench spectral1small 1 eigh,eigvalsh --n "$nsmall" --repeat 3 --check --profile --compare --baselines "$baselines"
                bench spectral1 1 eigh,eigvalsh --n "$n" --repeat 3 --compare --baselines "$baselines"
                bench spectral1svd 1 svd --n 8192 --repeat 3 --compare --baselines "$baselines"

@@ -161,6 +161,9 @@ def ladder(grid, dtype):
         assert done is not None, f"kappa={kappa:g}: CholeskyQR broke down"
         q, r, method = done
         assert method in expect, f"kappa={kappa:g}: {method} ran, {expect} expected"
+        # Q and R on A's grid (not the one-column grid the passes ran on), in A's blocks
+        assert q.grid is grid and r.grid is grid
+        assert q.block == (nb, nb) and r.block == (nb, nb)
         assert_qr(a, q.to_numpy(), r.to_numpy(), f"{method} kappa={kappa:g}")
         # the public call, and Householder QR at the top rung, meet the same bounds
         for meth in ("auto", "householder") if kappa == _ladder(dtype)[-1][0] else ("auto",):
@@ -179,8 +182,8 @@ def test_condition_ladder_with_gemm_passes(grid, dtype, solve, monkeypatch):
     """The whole-rows passes as GEMMs (the GPU's ``Backend.cholqr_gemms``): the Gram matrix as
     a batched GEMM of row chunks (real dtypes; complex ones keep the HERK) and ``X R^{-1}``
     split into halves with GEMMs down to leaves of 2, or as one GEMM by the explicit
-    ``R^{-1}``: the same ladder, the same bounds. On the grids of one process column, where
-    those passes run."""
+    ``R^{-1}``: the same ladder, the same bounds. The passes run on whole rows on every grid
+    (the others' matrices moved to their one-column grid), but for the lazy transposes."""
     monkeypatch.setattr(_cholqr, "GRAM_ROWS", 7)  # 96 rows: ragged chunks, per rank too
     monkeypatch.setattr(_cholqr, "TRSM_LEAF", 2)
     monkeypatch.setattr(_cholqr, "INVERSE", solve == "inverse")
@@ -194,9 +197,8 @@ def test_condition_ladder_with_gemm_passes(grid, dtype, solve, monkeypatch):
         _cholqr, "_multiply_by_inverse", counted("inverse", _cholqr._multiply_by_inverse)
     )
     ladder(grid, dtype)
-    whole_rows = grid.npcol == 1
-    assert bool(calls["gram"]) == (whole_rows and np.dtype(dtype).kind != "c")
-    assert bool(calls["inverse"]) == (whole_rows and solve == "inverse")
+    assert bool(calls["gram"]) == (np.dtype(dtype).kind != "c")
+    assert bool(calls["inverse"]) == (solve == "inverse")
     # the solve alone: q r = x to within the substitution's backward error
     be = grid.backend
     rng = np.random.default_rng(grid.rank)
@@ -228,8 +230,9 @@ def test_condition_ladder_full(grid, dtype):
 
 
 def test_cholqr_through_the_operators(grid, monkeypatch):
-    """A grid of one process column runs the passes on whole local rows; the distributed
-    SYRK/Cholesky/TRSM passes (what the other grids run) meet the same bounds there too."""
+    """The passes run on whole local rows (a grid of several process columns moves the matrix
+    to its one-column grid); the distributed SYRK/Cholesky/TRSM passes (what a lazy
+    transpose runs) meet the same bounds on every grid too."""
     monkeypatch.setattr(_cholqr, "_WHOLE_ROWS", False)
     for kappa in (1e2, 1e12):
         a = conditioned(64, 9, kappa, np.complex128, seed=5)

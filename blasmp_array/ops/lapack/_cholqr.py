@@ -31,13 +31,18 @@ pass must start from a well-conditioned matrix to end orthonormal), returns ``No
 caller falls back to Householder QR, which always completes.
 ``||X||_F^2`` is the trace of ``G``: no extra pass over ``X``.
 
-Where the grid has one process column (``P x 1``, and one process), every process holds whole
-rows, and a pass needs no distributed operator: each process forms the Gram matrix of its rows
+Every process holds whole rows on a grid of one process column (``P x 1``, and one process),
+and a pass there needs no distributed operator: each process forms the Gram matrix of its rows
 (one local HERK), the ``n x n`` partial sums travel to every process and are added in rank
 order (one exchange, :func:`ops.engine._messages.exchange`: the same bits everywhere), and every
 process factors the sum and solves its rows (local potrf and TRSM): the textbook CholeskyQR2,
-one reduction per pass. ``R`` is replicated, then stored block-cyclically. Other grids run the
-passes through the distributed SYRK, Cholesky and TRSM.
+one reduction per pass. ``R`` is replicated, then stored block-cyclically. A matrix on a grid
+of several process columns is moved to the ``P Q x 1`` grid of the same processes
+(:meth:`ProcessGrid.one_column`), factored there, and ``Q`` and ``R`` are moved back: two
+redistributions of ``m x n`` against the distributed SYRK, Cholesky and TRSM, whose panels of
+a matrix of few block columns keep most process columns idle (the default 1 x 2 grid of two
+CPU processes, 200000 x 64: docs/qr.md). With ``_WHOLE_ROWS`` off (the tests) those operators
+run the passes on the grid as it is.
 
 Flops: ``4 m n^2 + 2 n^3 / 3`` (two passes), ``6 m n^2 + n^3`` with the fallback (both plus the
 ``n^3 / 3`` of each ``R`` product); ``mode='r'`` skips the last TRSM.
@@ -60,6 +65,7 @@ from ..engine._exchange import positions_index
 from ..engine._messages import exchange, sum_stack
 from ..engine._triangle import local_diagonal
 from ..engine._warmup import begin_pipeline, warmup_kernels
+from ..engine.redistribute import redistribute
 from .cholesky import cholesky
 
 __all__ = ["cholesky_qr", "DELTA_MAX"]
@@ -109,8 +115,10 @@ def cholesky_qr(
     ``want_q``), ``method`` 'cholqr2' or 'shifted cholqr3'; ``None`` when both break down
     (see the module docstring). ``x`` is read, never written (a window view in place).
     Collective."""
-    if _WHOLE_ROWS and x.grid.npcol == 1 and not (x._transposed or x._conjugated):
-        return _whole_rows(x, want_q)
+    if _WHOLE_ROWS and not (x._transposed or x._conjugated):
+        if x.grid.npcol == 1:
+            return _whole_rows(x, want_q)
+        return _on_one_column(x, want_q)
     m, n = x.shape
     g = syrk(x, trans="C", lower=False)  # the upper triangle of x^H x, n x n
     norm2 = _trace(g)
@@ -204,6 +212,21 @@ def _departure(g: BlockCyclicArray) -> float:
 
 
 # -- one process column: whole rows on every process ----------------------------------------
+def _on_one_column(
+    x: BlockCyclicArray, want_q: bool
+) -> tuple[BlockCyclicArray | None, BlockCyclicArray, str] | None:
+    """:func:`_whole_rows` of ``x`` moved to its grid's one-column grid; ``Q`` and ``R`` moved
+    back to ``x``'s grid and blocks (see the module docstring)."""
+    grid, (mb, nb) = x.grid, x.block
+    stored = x.copy() if x.is_window else x
+    done = _whole_rows(redistribute(stored, grid=grid.one_column()), want_q)
+    if done is None:
+        return None
+    q, r, method = done
+    back_q = None if q is None else redistribute(q, grid=grid, block=(mb, nb))
+    return back_q, redistribute(r, grid=grid, block=(nb, nb)), method
+
+
 def _whole_rows(
     x: BlockCyclicArray, want_q: bool
 ) -> tuple[BlockCyclicArray | None, BlockCyclicArray, str] | None:
