@@ -223,6 +223,31 @@ def test_condition_ladder_with_gemm_passes(grid, dtype, solve, monkeypatch):
     assert resid <= bound, f"{solve} solve: |q r - x| = {resid:.3g} > {bound:.3g}"
 
 
+@pytest.mark.skipif(
+    os.environ.get("BLASMP_BACKEND") != "gpu",
+    reason="the GPU's streams: a size at which a pass's kernels outlive the host's next steps",
+)
+@pytest.mark.parametrize("shape", [(16384, 1024), (131072, 256)])
+def test_tall_qr_at_device_size(grid, shape):
+    """CholeskyQR2 with the backend's default passes at a size where each pass's GEMMs run
+    long enough for the host to allocate the next Gram matrix meanwhile (CuPy's pool hands a
+    temporary the host dropped to the next allocation of the host's stream, which does not
+    wait for the compute stream): CholeskyQR2 ran, and ``Q R = A`` and ``Q^T Q = I`` to the
+    testers' bounds (in float64 on the host: the extended-precision check of the small cases
+    would take minutes here)."""
+    m, n = shape
+    A = bm.random.standard_normal((m, n), seed=7, grid=grid)
+    a = A.to_numpy()
+    done = _cholqr.cholesky_qr(A)
+    assert done is not None and done[2] == "cholqr2", f"{shape}: {done and done[2]} ran"
+    q, r = done[0].to_numpy(), done[1].to_numpy()
+    assert np.all(np.isfinite(q)) and np.all(np.tril(r, -1) == 0)
+    e = eps(np.float64)
+    resid = np.abs(a - q @ r).sum(axis=0).max() / (np.abs(a).sum(axis=0).max() * m * e)
+    orth = np.abs(np.eye(n) - q.T @ q).sum(axis=0).max() / (m * e)
+    assert resid < THRESH and orth < THRESH, f"{shape}: ratios {resid:.3g}, {orth:.3g}"
+
+
 @pytest.mark.full_sweep
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])
 def test_condition_ladder_full(grid, dtype):

@@ -77,14 +77,21 @@ _WHOLE_ROWS = True
 #: rows per GEMM of the local Gram matrix on whole rows (:func:`_local_gram`): ``X^H X`` as the
 #: sum of the chunks' ``X_i^H X_i``, one batched GEMM (real dtypes; 0: one SYRK/HERK of all
 #: rows; None: :data:`GEMM_GRAM_ROWS` where the backend asks for GEMMs,
-#: ``Backend.cholqr_gemms``, else 0). A cuBLAS SYRK of a 1048576 x 256 matrix has a 256 x 256
-#: output to spread over the GPU; the batch gives it ``m / GRAM_ROWS`` times more.
+#: ``Backend.cholqr_gemms``, and ``n <= GEMM_GRAM_MAX_N``, else 0). A cuBLAS SYRK of a
+#: 1048576 x 256 matrix has a 256 x 256 output to spread over the GPU; the batch gives it
+#: ``m / GRAM_ROWS`` times more.
 GRAM_ROWS: int | None = None
 
 #: the chunk of the batched Gram GEMM where the backend asks for GEMMs (one H100,
 #: 1048576 x 256: 5.1 ms against the SYRK's 6.8; 4096- and 65536-row chunks 5.1 and 5.6;
 #: docs/qr.md)
 GEMM_GRAM_ROWS = 16384
+
+#: the widest matrix whose Gram matrix is the batched GEMM by default: from 512 columns the
+#: SYRK has work enough and the GEMM's doubled flops lose (one H100, whole calls with the
+#: inverse: 262144 x 512 12.8 ms with the SYRK, 14.7 with the GEMMs; 131072 x 1024 21.4
+#: and 25.0; 32768 x 4096 75.1 and 95.5; docs/qr.md)
+GEMM_GRAM_MAX_N = 256
 
 #: the local ``X R^{-1}`` on whole rows (:func:`_solve_upper_right`) as ``X`` times the
 #: explicit ``R^{-1}`` (a TRSM of the identity, ``n^3 / 3`` flops, then one GEMM of ``2 m n^2``
@@ -239,21 +246,30 @@ def _whole_rows(
     m, n = stored.shape
     begin_pipeline(be, stored.dtype)
     xl = stored._data
+    inverse = q_by_inverse(be)
+
+    def result_rows() -> Any:
+        # Q's storage, allocated as every result is (the symmetric heap on the GPU)
+        return new_array(stored.layout, grid, stored.dtype)._data
+
     g = _gram(be, grid, xl, n)
     norm2 = float(be.allreduce(float(xp.sum(xp.diagonal(g).real)), op="max"))
-    first = _local_pass(be, xl, g.copy(), 0.0, True)
+    # the TRSM solves the last pass in place: its Q is the first pass's; the GEMM by the
+    # inverse writes each pass into a new array: the last pass's is the result
+    first = _local_pass(be, xl, g.copy(), 0.0, True, out=None if inverse else result_rows())
     result = None
     if first is not None:
         q1, r1 = first
         g2 = _gram(be, grid, q1, n)
         if _local_departure(be, g2) <= DELTA_MAX:
-            second = _local_pass(be, q1, g2, 0.0, want_q, out=q1)
+            out = result_rows() if inverse and want_q else q1
+            second = _local_pass(be, q1, g2, 0.0, want_q, out=out)
             if second is not None:
                 result = second[0], _local_product(be, second[1], r1), "cholqr2"
     if result is None and np.isfinite(norm2):
         u = float(np.finfo(stored.dtype).eps) / 2
         shift = 11.0 * (m * n + n * (n + 1)) * u * norm2
-        done = _local_pass(be, xl, g, shift, True)
+        done = _local_pass(be, xl, g, shift, True, out=None if inverse else result_rows())
         if done is not None:
             q, r = done
             for last in (False, True):
@@ -261,7 +277,8 @@ def _whole_rows(
                 if last and _local_departure(be, gram) > DELTA_MAX:
                     done = None
                     break
-                step = _local_pass(be, q, gram, 0.0, want_q or not last, out=q)
+                out = result_rows() if inverse and last and want_q else q
+                step = _local_pass(be, q, gram, 0.0, want_q or not last, out=out)
                 if step is None:
                     done = None
                     break
@@ -336,18 +353,19 @@ def _local_gram(be: Backend, x: Any, out: Any) -> None:
     """``out`` := the upper triangle of ``x^H x`` (zeros below), on the compute stream: one
     SYRK/HERK, or with :data:`GRAM_ROWS` (real dtypes, more than one chunk) the batched GEMM
     of the chunks' Gram matrices, summed in chunk order."""
-    m, rows = x.shape[0], gram_rows(be)
+    m, rows = x.shape[0], gram_rows(be, x.shape[1])
     if rows <= 0 or m < 2 * rows or x.dtype.kind == "c":
         be.syrk(1, x, 0, out, "U", "C", be.compute)
         return
     be.launch(be.compute, _chunked_gram, be.xp, out, x, rows)
 
 
-def gram_rows(be: Backend) -> int:
-    """The rows per chunk of the local Gram GEMM (0: one SYRK/HERK), :data:`GRAM_ROWS`."""
+def gram_rows(be: Backend, n: int) -> int:
+    """The rows per chunk of the local Gram GEMM of ``n`` columns (0: one SYRK/HERK),
+    :data:`GRAM_ROWS`."""
     if GRAM_ROWS is not None:
         return GRAM_ROWS
-    return GEMM_GRAM_ROWS if be.cholqr_gemms else 0
+    return GEMM_GRAM_ROWS if be.cholqr_gemms and n <= GEMM_GRAM_MAX_N else 0
 
 
 def q_by_inverse(be: Backend) -> bool:
@@ -385,13 +403,17 @@ def _solve_upper_right(be: Backend, r: Any, q: Any, leaf: int) -> None:
 def _multiply_by_inverse(be: Backend, r: Any, x: Any, q: Any) -> None:
     """``q := x r^{-1}`` (compute stream) for the upper triangular ``r`` (its strict lower
     triangle ignored): ``r^{-1}`` by a left TRSM of the identity (upper triangular, zeros
-    below exactly), then one GEMM; ``q`` must not overlap ``x``."""
+    below exactly), then one GEMM; ``q`` must not overlap ``x``. Synchronises: ``r^{-1}`` is
+    allocated on the host's current stream and dropped on return, and CuPy's pool hands its
+    memory to that stream's next allocation, which does not wait for the compute stream's
+    GEMM (the next Gram matrix's zeroed stack, on one GPU, is exactly its size)."""
     xp = be.xp
     n = r.shape[0]
     inv = xp.empty((n, n), r.dtype)
     be.launch(be.compute, _identity, xp, inv)
     be.trsm(1, r, inv, "L", "U", "N", "N", be.compute)
     be.gemm(1, x, inv, 0, q, "N", "N", be.compute)
+    be.synchronize()
 
 
 def _identity(xp: Any, out: Any) -> None:
