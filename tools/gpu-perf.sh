@@ -49,7 +49,8 @@
 #                solve with a vector, element-wise, sums, norms) against CuPy's, then rank 0's host
 #                profile of A @ x (docs/numpy.md, "Vectors")
 #   qr1          QR (n=$N, block 1024), tall-skinny QR (1048576 x 256) and least squares
-#                (32768 x 4096, one right-hand side) on 1 rank against CuPy
+#                (32768 x 4096, one right-hand side) on 1 rank against CuPy; the tall-skinny and
+#                least-squares rows checked (the testers' ratios on the host; n=$N's would take minutes)
 #   qr4          the same calls on 4 ranks (2x2, MPS; the tall-skinny QR also on 4x1, whose
 #                processes hold whole rows), without CuPy (compare with qr1)
 #   spectral1    eigh and eigvalsh at n=$NSMALL (checked) and $N, svd at n=8192 (LAPACK's route and
@@ -175,12 +176,12 @@ for p in "${phases[@]}"; do
     redist4) bench redist4 4 transpose,redistribute --n "$n" --block 2048 --grid 2x2 \
                --to-grid 2x2 --to-block 1024 --repeat "$repeat" --check --profile ;;
     qr1) bench qr1 1 qr --n "$n" --block 1024 --repeat "$repeat" --compare --baselines "$baselines"
-         bench qr1tall 1 qr_tall --m 1048576 --n 256 --repeat "$repeat" --compare --baselines "$baselines"
-         bench qr1lstsq 1 lstsq --m 32768 --n 4096 --k 1 --repeat "$repeat" --compare --baselines "$baselines" ;;
+         bench qr1tall 1 qr_tall --m 1048576 --n 256 --repeat "$repeat" --check --compare --baselines "$baselines"
+         bench qr1lstsq 1 lstsq --m 32768 --n 4096 --k 1 --repeat "$repeat" --check --compare --baselines "$baselines" ;;
     qr4) bench qr4 4 qr --n "$n" --block 1024 --grid 2x2 --repeat "$repeat"
-         bench qr4tall 4 qr_tall --m 1048576 --n 256 --grid 2x2 --repeat "$repeat"
-         bench qr4tallcol 4 qr_tall --m 1048576 --n 256 --grid 4x1 --repeat "$repeat"
-         bench qr4lstsq 4 lstsq --m 32768 --n 4096 --k 1 --grid 2x2 --repeat "$repeat" ;;
+         bench qr4tall 4 qr_tall --m 1048576 --n 256 --grid 2x2 --repeat "$repeat" --check
+         bench qr4tallcol 4 qr_tall --m 1048576 --n 256 --grid 4x1 --repeat "$repeat" --check
+         bench qr4lstsq 4 lstsq --m 32768 --n 4096 --k 1 --grid 2x2 --repeat "$repeat" --check ;;
     spectral1) bench spectral1small 1 eigh,eigvalsh --n "$nsmall" --repeat 3 --check --profile --compare --baselines "$baselines"
                bench spectral1 1 eigh,eigvalsh --n "$n" --repeat 3 --compare --baselines "$baselines"
                bench spectral1svd 1 svd --n 8192 --repeat 3 --compare --baselines "$baselines"
