@@ -58,8 +58,7 @@ def small(tool: str, args: list[str]) -> list[str]:
             a = str(min(int(a) // 32, 48) or 8)  # several panels of a 96 x 96 matrix
         elif option == "--config" and ":" in a:
             a = ":".join(
-                str(min(int(x), 1024) // 64) if x.isdigit() and int(x) else x
-                for x in a.split(":")
+                str(min(int(x), 1024) // 64) if x.isdigit() and int(x) else x for x in a.split(":")
             )
         out.append(a)
     return out

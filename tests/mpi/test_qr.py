@@ -248,6 +248,28 @@ def test_tall_qr_at_device_size(grid, shape):
     assert resid < THRESH and orth < THRESH, f"{shape}: ratios {resid:.3g}, {orth:.3g}"
 
 
+@pytest.mark.skipif(
+    os.environ.get("BLASMP_BACKEND") != "gpu",
+    reason="the GPU's streams: a size at which the host runs ahead of the kernels",
+)
+def test_householder_qr_at_device_size(grid, monkeypatch):
+    """Householder QR and its ``Q`` at a size where the host runs blocks ahead of the compute
+    stream (one process: ``Q`` formed in blocks of 256 reflectors, whose ``T`` and its
+    temporaries are dropped by the host while the kernels still read them unless kept; several:
+    the pipeline's column sums): the testers' bounds, in float64 on the host."""
+    monkeypatch.setenv("BLASMP_QR_LOCAL_Q_BLOCK", "256")
+    n = 4096
+    A = bm.random.standard_normal((n, n), seed=8, grid=grid)
+    a = A.to_numpy()
+    Q, R = qr(A, mode="economic", method="householder")
+    q, r = Q.to_numpy(), R.to_numpy()
+    assert np.all(np.isfinite(q)) and np.all(np.tril(r, -1) == 0)
+    e = eps(np.float64)
+    resid = np.abs(a - q @ r).sum(axis=0).max() / (np.abs(a).sum(axis=0).max() * n * e)
+    orth = np.abs(np.eye(n) - q.T @ q).sum(axis=0).max() / (n * e)
+    assert resid < THRESH and orth < THRESH, f"ratios {resid:.3g}, {orth:.3g}"
+
+
 @pytest.mark.full_sweep
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])
 def test_condition_ladder_full(grid, dtype):

@@ -582,9 +582,11 @@ def rank_k(
     balanced = grid.size > 1 and b.name in BALANCED_BAND and uplo == "L"
     band = _LocalBand(Cw) if balanced and (full or fresh) else None
     begin_pipeline(b, dtype)
+    mask = None  # held to the synchronisation below: the compute stream reads it
     if n:
         if not fresh and beta != 1:
-            scale_triangle(b, output_target(Cw)[1], beta, _triangle_of(Cw, uplo))
+            mask = _triangle_of(Cw, uplo)
+            scale_triangle(b, output_target(Cw)[1], beta, mask)
         if kdim and alpha != 0:
             o2 = compose_op(o1a, "C" if hermitian else "T")
             col_op = compose_op(o2, "T")
@@ -632,6 +634,7 @@ def rank_k(
         if full and grid.size == 1:  # one process: its lower triangle mirrored, on the device
             b.launch(b.compute, mirror_triangle, b.xp, Cw._data, uplo, hermitian)
     b.synchronize()
+    del mask
     if full and grid.size > 1 and n:
         if band is not None:
             _fill_from_band(Cw, band, hermitian)

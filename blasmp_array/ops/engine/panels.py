@@ -952,6 +952,7 @@ class PanelExchange:
         )
         self.S = self.exchange.S
         self._unpack_bufs: dict[tuple[int, int], Any] = {}  # per (operand, slot)
+        self._outgrown: list[Any] = []  # replaced unpack buffers, kept to the end of the exchange
 
     def send(self, k: int, after: Any = None) -> None:
         """Pack and put this process's segments of step ``k`` (comm stream); ``after``: an
@@ -978,6 +979,8 @@ class PanelExchange:
                 buf = self._unpack_bufs.get((o, s))
                 need = rows * gs.width
                 if buf is None or buf.size < need:
+                    if buf is not None:  # still read by an earlier step's kernels
+                        self._outgrown.append(buf)
                     cap = max(self.summa.slot_elems[o], need)
                     # a private (not symmetric) buffer: backend.empty may be collective
                     buf = self._unpack_bufs[o, s] = self._xp.empty((cap,), self.dtype)

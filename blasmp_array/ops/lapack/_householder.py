@@ -174,6 +174,10 @@ class _Pipeline:
         self.myrow, self.mycol = self.grid.coords
         self.nrow, self.ncol = self.lay.local_shape(self.myrow, self.mycol)
         self.dtype = w.dtype
+        # the temporaries the compute stream still reads after the host dropped them, kept
+        # until the next synchronisation (the panel gather's): a dropped one goes back to the
+        # pool of the host's stream, whose next allocation does not wait for those kernels
+        self._keep: list[Any] = []
 
     def run(self) -> Factorization:
         be, f = self.be, self.f
@@ -229,6 +233,7 @@ class _Pipeline:
             rows = positions_index(lay.local_rows(r)[lr0:] - k0, be.xp)
             msgs.append((sender, everyone, (nr - lr0) * e, pack, (panel, rows)))
         exchange(be, grid, f"qr panel step {k}", msgs, self.dtype, after)
+        self._keep.clear()  # the exchange synchronised: every earlier kernel has run
         return panel
 
     def _factor(self, k: int, panel: Any) -> Any:
@@ -253,7 +258,8 @@ class _Pipeline:
         v = panel[:, :r]
         be.launch(comp, unit_lower, xp, v, r, r)
         f.taus.append(tau)
-        f.ts.append(t if t is not None else t_factor(be, v, tau))
+        f.ts.append(t if t is not None else t_factor(be, v, tau, self._keep))
+        self._keep += [info, mine]
         vloc = None
         if lr0 < self.nrow:
             vloc = xp.empty((self.nrow - lr0, r), self.dtype)
@@ -272,6 +278,7 @@ class _Pipeline:
         after = be.record_event(be.compute)
         exchange(be, self.grid, f"qr column sums step {k}", sums.msgs, self.dtype, after)
         w = _sums_end(be, sums)
+        self._keep += [sums, w]
         if w is None or tail is None:
             return be.record_event(be.compute)
         be.trmm(1, f.ts[k], w, "L", "U", "C", "N", be.compute)  # W := T^H W
@@ -485,18 +492,24 @@ def _blocked_q(be: Backend, fa: Any, tau: Any, q: Any, width: int) -> None:
     the identity from the last block on, each as ``I - V T V^H`` with GEMMs of depth ``width``
     (LAPACK's ``xorgqr`` with a block as wide as one likes; the library's block is fixed).
     The one-process ``orgqr`` of large matrices on a GPU (:func:`_local_q_block`): the
-    library's runs at its own fixed block."""
+    library's runs at its own fixed block. Synchronises: the host runs ahead of the compute
+    stream, and a temporary it dropped (``V``, ``T``, ``W``, ``T``'s ``G`` and ``M``) would go
+    back to the pool of the host's stream, whose next allocation (the next block's zeroed
+    ``G``, of ``T``'s size) does not wait for the kernels still reading it: they are kept
+    until the end."""
     xp, comp = be.xp, be.compute
     m = q.shape[0]
     p = int(tau.shape[0])
     be.launch(comp, _eye_into, xp, q)
+    keep: list[Any] = []
     for k0 in range(((p - 1) // width) * width, -1, -width):
         b = min(width, p - k0)
         v = xp.empty((m - k0, b), fa.dtype, order="F")
         be.launch(comp, assign, v, fa[k0:, k0 : k0 + b])
         be.launch(comp, unit_lower, xp, v, b, b)
-        t = t_factor(be, v, tau[k0 : k0 + b])
-        apply_block(be, v, t, q[k0:, k0:], "N")
+        t = t_factor(be, v, tau[k0 : k0 + b], keep)
+        keep += [v, t, apply_block(be, v, t, q[k0:, k0:], "N")]
+    be.synchronize()
 
 
 def _eye_into(xp: Any, q: Any) -> None:
