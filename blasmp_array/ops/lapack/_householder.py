@@ -394,10 +394,11 @@ def _apply_steps(
     """``c[k0:, cols] := (I - V_k op(T_k) V_k^H) c[k0:, cols]`` for ``k`` in ``order``
     (``op`` the conjugate transpose for ``trans`` 'C'; cols from ``col_start(k, grid
     column)`` on). One exchange per step: step ``k``'s column sums travel with the next
-    step's ``V`` (collective)."""
+    step's ``V`` (collective). Synchronises."""
     be, lay, grid = c.backend, c.layout, c.grid
     msgs, vnext = _v_start(f, order[0])
     exchange(be, grid, f"qr reflectors step {order[0]}", msgs, c.dtype, None)
+    held: list[Any] = []  # what the compute stream still reads, to the next synchronisation
     for i, k in enumerate(order):
         vloc = _v_end(f, k, vnext)
         start = functools.partial(col_start, k)
@@ -411,10 +412,14 @@ def _apply_steps(
             msgs += more
         after = be.record_event(be.compute)
         exchange(be, grid, f"qr apply step {k}", msgs, c.dtype, after)
+        if msgs:  # the exchange ran, and synchronised
+            held.clear()
         w = _sums_end(be, sums)
+        held += [vloc, sums, w]
         if w is not None:
             be.trmm(1, f.ts[k], w, "L", "U", trans, "N", be.compute)
             be.gemm(-1, vloc, w, 1, tail, "N", "N", be.compute)
+    be.synchronize()
 
 
 def apply_q(f: Factorization, c: BlockCyclicArray, trans: str) -> None:
