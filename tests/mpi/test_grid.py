@@ -65,3 +65,28 @@ def test_free_releases_subcommunicators_and_arrays_still_work(comm):
     assert g.row_comm == MPI.COMM_NULL and g.col_comm == MPI.COMM_NULL
     g.free()  # idempotent
     assert (a + 1).to_numpy()[2, 3] == 12.0
+
+
+def test_one_column_grid_of_the_same_processes(grid, comm):
+    col = grid.one_column()
+    if grid.npcol == 1:
+        assert col is grid
+        return
+    assert col.shape == (grid.size, 1) and col.backend is grid.backend
+    # rank r of the communicator is process row r: the same order as the grid's ranks
+    assert col.rank == grid.rank == comm.Get_rank() and col.coords == (grid.rank, 0)
+    assert col.col_comm.allgather(comm.Get_rank()) == list(range(grid.size))
+    assert grid.one_column() is col  # made once, kept with the grid
+    with bm.ProcessGrid(grid.size, 1, comm=grid.comm, backend=grid.backend.name) as fresh:
+        assert col.same_as(fresh)
+
+
+def test_free_releases_the_one_column_grid(comm):
+    if comm.Get_size() == 1:
+        pytest.skip("one process: the grid is its own one-column grid")
+    g = bm.ProcessGrid(1, comm.Get_size(), backend="cpu")
+    col = g.one_column()
+    g.free()
+    assert col.row_comm == MPI.COMM_NULL and col.col_comm == MPI.COMM_NULL
+    assert g.one_column() is not col  # a new one, made again on demand
+    g.free()
