@@ -44,11 +44,14 @@ def square_grid():
     return cached_grid(*bm.square_grid_shape(MPI.COMM_WORLD.Get_size()))
 
 
-def ratios(a: np.ndarray, q: np.ndarray, r: np.ndarray) -> tuple[float, float]:
-    """The testers' two ratios (in units of eps) of a computed ``a = q r``."""
+def ratios(
+    a: np.ndarray, q: np.ndarray, r: np.ndarray, extended: bool = True
+) -> tuple[float, float]:
+    """The testers' two ratios (in units of eps) of a computed ``a = q r``, the products in
+    extended precision (``extended=False``: in the data's own, for matrices of device size)."""
     m, n = a.shape
     e = eps(a.dtype)
-    ah, qh, rh = high(a), high(q), high(r)
+    ah, qh, rh = (high(x) for x in (a, q, r)) if extended else (a, q, r)
     anorm = max(float(np.abs(a).sum(axis=0).max()) if a.size else 0.0, 1e-300)
     resid = float(np.abs(ah - qh @ rh).sum(axis=0).max()) if a.size else 0.0
     orth = np.eye(q.shape[1]) - qh.conj().T @ qh
@@ -223,10 +226,14 @@ def test_condition_ladder_with_gemm_passes(grid, dtype, solve, monkeypatch):
     assert resid <= bound, f"{solve} solve: |q r - x| = {resid:.3g} > {bound:.3g}"
 
 
-@pytest.mark.skipif(
+#: the tests of the GPU's stream ordering, at sizes where the host runs ahead of the kernels
+device_size = pytest.mark.skipif(
     os.environ.get("BLASMP_BACKEND") != "gpu",
-    reason="the GPU's streams: a size at which a pass's kernels outlive the host's next steps",
+    reason="the GPU's streams: a size at which the kernels outlive the host's next steps",
 )
+
+
+@device_size
 @pytest.mark.parametrize("shape", [(16384, 1024), (131072, 256)])
 def test_tall_qr_at_device_size(grid, shape):
     """CholeskyQR2 with the backend's default passes at a size where each pass's GEMMs run
@@ -242,16 +249,11 @@ def test_tall_qr_at_device_size(grid, shape):
     assert done is not None and done[2] == "cholqr2", f"{shape}: {done and done[2]} ran"
     q, r = done[0].to_numpy(), done[1].to_numpy()
     assert np.all(np.isfinite(q)) and np.all(np.tril(r, -1) == 0)
-    e = eps(np.float64)
-    resid = np.abs(a - q @ r).sum(axis=0).max() / (np.abs(a).sum(axis=0).max() * m * e)
-    orth = np.abs(np.eye(n) - q.T @ q).sum(axis=0).max() / (m * e)
+    resid, orth = ratios(a, q, r, extended=False)
     assert resid < THRESH and orth < THRESH, f"{shape}: ratios {resid:.3g}, {orth:.3g}"
 
 
-@pytest.mark.skipif(
-    os.environ.get("BLASMP_BACKEND") != "gpu",
-    reason="the GPU's streams: a size at which the host runs ahead of the kernels",
-)
+@device_size
 def test_householder_qr_at_device_size(grid, monkeypatch):
     """Householder QR and its ``Q`` at a size where the host runs blocks ahead of the compute
     stream (one process: ``Q`` formed in blocks of 256 reflectors, whose ``T`` and its
@@ -264,9 +266,7 @@ def test_householder_qr_at_device_size(grid, monkeypatch):
     Q, R = qr(A, mode="economic", method="householder")
     q, r = Q.to_numpy(), R.to_numpy()
     assert np.all(np.isfinite(q)) and np.all(np.tril(r, -1) == 0)
-    e = eps(np.float64)
-    resid = np.abs(a - q @ r).sum(axis=0).max() / (np.abs(a).sum(axis=0).max() * n * e)
-    orth = np.abs(np.eye(n) - q.T @ q).sum(axis=0).max() / (n * e)
+    resid, orth = ratios(a, q, r, extended=False)
     assert resid < THRESH and orth < THRESH, f"ratios {resid:.3g}, {orth:.3g}"
 
 

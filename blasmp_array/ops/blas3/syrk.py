@@ -582,7 +582,7 @@ def rank_k(
     balanced = grid.size > 1 and b.name in BALANCED_BAND and uplo == "L"
     band = _LocalBand(Cw) if balanced and (full or fresh) else None
     begin_pipeline(b, dtype)
-    mask = None  # held to the synchronisation below: the compute stream reads it
+    mask = None  # held past the synchronisation below: the compute stream reads it
     if n:
         if not fresh and beta != 1:
             mask = _triangle_of(Cw, uplo)
@@ -634,7 +634,6 @@ def rank_k(
         if full and grid.size == 1:  # one process: its lower triangle mirrored, on the device
             b.launch(b.compute, mirror_triangle, b.xp, Cw._data, uplo, hermitian)
     b.synchronize()
-    del mask
     if full and grid.size > 1 and n:
         if band is not None:
             _fill_from_band(Cw, band, hermitian)

@@ -457,8 +457,7 @@ def form_q(f: Factorization, ncols: int) -> BlockCyclicArray:
         tau = f.taus[0]
         width = _local_q_block(be, min(f.local.shape))
         if width:
-            _blocked_q(be, f.local, tau, out._data, width)
-            be.synchronize()
+            _blocked_q(be, f.local, tau, out._data, width)  # synchronises
             return out
         info = xp.zeros(1, np.int32)
         if ncols <= f.local.shape[1]:
@@ -474,8 +473,8 @@ def form_q(f: Factorization, ncols: int) -> BlockCyclicArray:
     q = eye(m, ncols, dtype=w.dtype, block=w.block, grid=grid)
     begin_pipeline(be, w.dtype)
     lq = q.layout
+    # synchronises
     _apply_steps(f, q, "N", list(range(f.steps - 1, -1, -1)), lambda k, col: _before(lq, k, col, 1))
-    be.synchronize()
     return q
 
 
