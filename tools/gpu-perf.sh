@@ -140,10 +140,10 @@ for p in "${phases[@]}"; do
     qrpanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/geqrf_panel_sweep.py \
                 --n "$nsmall" "$n" --panel 512 1024 2048 0 --q-block 0 1024 --repeat "$repeat" > "$out/perf-qrpanel1.log" 2>&1
               summary+=("qrpanel1 (np=1: tools/geqrf_panel_sweep.py --n $nsmall $n): rc=$?") ;;
-    vectors1|vectors4) np_=${phase#vectors}
+    vectors1|vectors4) np_=${p#vectors}
              BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh "$np_" python3 tools/bench_vectors.py \
-               --n "$n" --profile "A @ x" > "$out/perf-$phase.log" 2>&1
-             summary+=("$phase (np=$np_: tools/bench_vectors.py --n $n --profile 'A @ x'): rc=$?") ;;
+               --n "$n" --profile "A @ x" > "$out/perf-$p.log" 2>&1
+             summary+=("$p (np=$np_: tools/bench_vectors.py --n $n --profile 'A @ x'): rc=$?") ;;
     qrtall1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/cholqr_sweep.py \
                --m 1048576 --n 256 --config 0:0 16384:32 0:inv 4096:inv 16384:inv --repeat "$repeat" \
                > "$out/perf-qrtall1.log" 2>&1
@@ -191,7 +191,7 @@ for p in "${phases[@]}"; do
                bench spectral4svd 4 svd --n 8192 --grid 2x2 --repeat 3 ;;
     door1) door door1 1 ;;
     door4) door door4 4 --grid 2x2 ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 tracest4 tracechol4 tracelu4 door1 door4 qr1 spectral1 spectral4 eigroutes4)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 tracest4 tracechol4 tracelu4 door1 door4 vectors1 vectors4 qr1 qr4 spectral1 spectral4 eigroutes4)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"
