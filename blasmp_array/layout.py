@@ -11,6 +11,7 @@ ScaLAPACK's TOOLS routines (NUMROC, INDXG2L, INDXL2G, INDXG2P) with 0-based indi
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,10 +62,30 @@ def l2g(il: int, nb: int, iproc: int, nprocs: int, isrcproc: int = 0) -> int:
 
 
 def local_indices(n: int, nb: int, iproc: int, nprocs: int, isrcproc: int = 0) -> np.ndarray:
-    """Global indices owned by ``iproc``, in local order (vectorised :func:`l2g`)."""
+    """Global indices owned by ``iproc``, in local order (vectorised :func:`l2g`); read-only.
+
+    Index maps up to :data:`CACHED_INDICES` long are cached: the vector paths ask for every
+    rank's map on every call, and at ``n = 16384`` one costs about 70 us to build."""
+    if n <= CACHED_INDICES:
+        return _cached_indices(n, nb, iproc, nprocs, isrcproc)
+    return _indices(n, nb, iproc, nprocs, isrcproc)
+
+
+#: the longest index map :func:`local_indices` keeps (512 KiB of int64)
+CACHED_INDICES = 1 << 16
+
+
+def _indices(n: int, nb: int, iproc: int, nprocs: int, isrcproc: int) -> np.ndarray:
     il = np.arange(numroc(n, nb, iproc, nprocs, isrcproc), dtype=np.int64)
     mydist = (nprocs + iproc - isrcproc) % nprocs
-    return nprocs * nb * (il // nb) + il % nb + mydist * nb
+    out = nprocs * nb * (il // nb) + il % nb + mydist * nb
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=128)
+def _cached_indices(n: int, nb: int, iproc: int, nprocs: int, isrcproc: int) -> np.ndarray:
+    return _indices(n, nb, iproc, nprocs, isrcproc)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blasmp_array.layout import BlockCyclicLayout, g2l, l2g, local_indices, numroc, owner
+from blasmp_array.layout import (
+    CACHED_INDICES,
+    BlockCyclicLayout,
+    g2l,
+    l2g,
+    local_indices,
+    numroc,
+    owner,
+)
+from blasmp_array.ops.engine._vectors import put_local, take_local
 
 # a dimension: length n (0 and ragged included), block nb (1 and > n included), nprocs, src
 dims = st.integers(0, 60).flatmap(
@@ -51,6 +60,40 @@ def test_local_indices_partition_range(dim):
             assert l2g(il, nb, i, p, src) == gi
     together = np.sort(np.concatenate(parts)) if parts else np.array([])
     assert np.array_equal(together, np.arange(n))
+
+
+@settings(max_examples=150, deadline=None)
+@given(dims)
+def test_local_views_take_and_put_the_indexed_elements(dim):
+    """take_local / put_local (strided views) are v[local_indices] and v[local_indices] = / +=."""
+    n, nb, p, src = dim
+    v = np.arange(n, dtype=np.float64) * 3 + 1
+    for i in range(p):
+        idx = local_indices(n, nb, i, p, src)
+        got = take_local(v, nb, i, p, src)
+        assert np.array_equal(got, v[idx])
+        part = np.arange(idx.size, dtype=np.float64) - 7.5
+        w = np.full(n, np.nan)
+        put_local(w, part, nb, i, p, src)
+        want = np.full(n, np.nan)
+        want[idx] = part
+        assert np.array_equal(w, want, equal_nan=True)
+        put_local(w, part, nb, i, p, src, add=True)
+        want[idx] += part
+        assert np.array_equal(w, want, equal_nan=True)
+
+
+def test_local_indices_are_read_only_and_the_same_when_cached():
+    """The cached maps cannot be changed by a caller; long maps are built, not cached."""
+    short = local_indices(1000, 7, 1, 3, 2)
+    assert not short.flags.writeable
+    with pytest.raises(ValueError):
+        short[0] = -1
+    assert np.array_equal(short, local_indices(1000, 7, 1, 3, 2))
+    n = CACHED_INDICES + 1
+    long = local_indices(n, 64, 0, 2)
+    assert not long.flags.writeable and long is not local_indices(n, 64, 0, 2)
+    assert long.size == numroc(n, 64, 0, 2)
 
 
 @settings(max_examples=200, deadline=None)

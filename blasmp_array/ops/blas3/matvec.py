@@ -35,7 +35,7 @@ from ...array import BLAS_DTYPES, BlockCyclicArray
 from ...backends.base import Backend
 from ...layout import BlockCyclicLayout
 from ..engine._checks import OP_OF_FLAGS
-from ..engine._vectors import from_host
+from ..engine._vectors import from_host, put_local, take_local
 from ..engine._warmup import sample_matrix, warmup_kernels
 from ..engine.panels import compose_op
 
@@ -134,22 +134,24 @@ def _distributed(a: BlockCyclicArray, x: BlockCyclicArray, op: str) -> BlockCycl
     xh = np.empty(xl.shape[0], a.dtype)
     for rank, p in enumerate(be.allgather(piece)):
         if p is not None:
-            xh[xl.local_rows(g.coords_of(rank)[0])] = p
+            put_local(xh, p, xl.block[0], g.coords_of(rank)[0], g.nprow, xl.src[0])
     # 2. the local product over my columns (rows) of a
-    mine = lay.local_cols(mycol) if rows else lay.local_rows(myrow)
+    k_axis = 1 - out_axis
+    kb, kp, ksrc = lay.block[k_axis], lay.grid_shape[k_axis], lay.src[k_axis]
+    mine = take_local(xh, kb, mycol if rows else myrow, kp, ksrc)
     nout = a._data.shape[out_axis]
     part = np.zeros(nout, a.dtype)
     if nout and mine.size:
         yd = xp.empty(nout, a.dtype)
-        _matvec(xp, a._data, op, be.asarray(xh[mine]), yd)
+        _matvec(xp, a._data, op, be.asarray(mine), yd)
         part = be.asnumpy(yd)
     # 3. partials summed in grid order (the same sum on every rank); each rank keeps its part
     yh = np.zeros(m, a.dtype)
+    ob, op_, osrc = lay.block[out_axis], lay.grid_shape[out_axis], lay.src[out_axis]
     for rank, p in enumerate(be.allgather(part)):
-        r, c = g.coords_of(rank)
         if p.size:
-            yh[lay.local_rows(r) if rows else lay.local_cols(c)] += p
-    return from_host(yh, lay.block[out_axis], g, a.dtype)
+            put_local(yh, p, ob, g.coords_of(rank)[out_axis], op_, osrc, add=True)
+    return from_host(yh, ob, g, a.dtype)
 
 
 @functools.lru_cache(maxsize=256)

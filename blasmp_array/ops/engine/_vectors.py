@@ -19,7 +19,7 @@ from ...array import BlockCyclicArray, as_vector
 from ...grid import ProcessGrid
 from ...layout import BlockCyclicLayout
 
-__all__ = ["vector_layout", "from_host", "new_vector", "column"]
+__all__ = ["vector_layout", "from_host", "new_vector", "column", "put_local", "take_local"]
 
 
 def vector_layout(n: int, b: int, grid: ProcessGrid) -> BlockCyclicLayout:
@@ -39,7 +39,10 @@ def from_host(v: Any, b: int, grid: ProcessGrid, dtype: Any = None) -> BlockCycl
     out = new_vector(v.shape[0], b, grid, v.dtype if dtype is None else dtype)
     data = out._data
     if data.size:
-        mine = v if grid.size == 1 else v[out.layout.local_rows(grid.myrow)]
+        lay = out.layout
+        mine = (
+            v if grid.size == 1 else take_local(v, lay.block[0], grid.myrow, grid.nprow, lay.src[0])
+        )
         data[:, 0] = grid.backend.asarray(mine.astype(data.dtype, copy=False))
     return out
 
@@ -47,3 +50,40 @@ def from_host(v: Any, b: int, grid: ProcessGrid, dtype: Any = None) -> BlockCycl
 def column(x: BlockCyclicArray) -> BlockCyclicArray:
     """The 2-D face an operator works on: a vector's ``n x 1`` column face, a matrix itself."""
     return x._column
+
+
+def _local_views(v: Any, nb: int, iproc: int, nprocs: int, isrc: int = 0) -> tuple[Any, Any]:
+    """The elements of the 1-D array ``v`` that process ``iproc`` of ``nprocs`` stores in
+    blocks of ``nb`` (first block on ``isrc``), as two views of ``v`` in local order: the
+    complete rounds of blocks as a ``K x nb`` matrix and the ragged last round's piece.
+    (``v[layout.local_indices(...)]`` without the index array: strided copies run 4x faster
+    than NumPy's fancy indexing at ``n = 16384``.)"""
+    d = (iproc - isrc) % nprocs
+    rnd = nb * nprocs
+    k = v.shape[0] // rnd
+    head = v[: k * rnd].reshape(k, nprocs, nb)[:, d, :]
+    tail = v[k * rnd :][d * nb : (d + 1) * nb]
+    return head, tail
+
+
+def take_local(v: Any, nb: int, iproc: int, nprocs: int, isrc: int = 0) -> Any:
+    """A copy of the elements of the 1-D array ``v`` that process ``iproc`` stores, in local
+    order: ``v[local_indices(len(v), nb, iproc, nprocs, isrc)]``."""
+    head, tail = _local_views(v, nb, iproc, nprocs, isrc)
+    return np.concatenate((head.reshape(-1), tail))
+
+
+def put_local(
+    v: Any, part: Any, nb: int, iproc: int, nprocs: int, isrc: int = 0, add: bool = False
+) -> None:
+    """Store (``add``: add) ``part``, process ``iproc``'s elements in local order, into their
+    places of the 1-D array ``v``: ``v[local_indices(...)] = part`` (or ``+=``)."""
+    head, tail = _local_views(v, nb, iproc, nprocs, isrc)
+    h = head.size
+    body = part[:h].reshape(head.shape)
+    if add:
+        head += body
+        tail += part[h:]
+    else:
+        head[...] = body
+        tail[...] = part[h:]
