@@ -581,8 +581,11 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise TypeError(
-            "a BlockCyclicArray is distributed and is not converted to a NumPy array implicitly; "
-            "call A.to_numpy() to gather it (on every rank, or on one with root=r)"
+            "a BlockCyclicArray is distributed and is not converted to a NumPy array implicitly "
+            "(np.asarray, or a library such as SciPy that calls it); call A.to_numpy() to "
+            "gather it (on every rank, or on one with root=r), or, for scipy.linalg, call "
+            "blasmp_array.linalg's distributed functions of the same names and arguments "
+            "(solve, lu_factor, cho_factor, solve_triangular, qr, eigh, svd, lstsq, ...)"
         )
 
     def __bool__(self) -> bool:

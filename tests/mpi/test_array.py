@@ -251,6 +251,9 @@ def test_no_implicit_conversion(grid):
         np.asarray(A)
     with pytest.raises(TypeError, match="to_numpy"):
         np.array(A)
+    scipy_linalg = pytest.importorskip("scipy.linalg")
+    with pytest.raises(TypeError, match="blasmp_array.linalg"):
+        scipy_linalg.solve(A, A)  # SciPy converts; the message names the distributed solve
     with pytest.raises(TypeError, match="ambiguous"):
         bool(A)
     with pytest.raises(TypeError, match="ambiguous"):
