@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -87,6 +87,23 @@ class HostCollectives:
             if type(obj) is np.ndarray:
                 return [obj.copy()]
         return self._pcomm.allgather(obj)
+
+    def allgather_array(self, send: np.ndarray, counts: Sequence[int]) -> np.ndarray:
+        send = np.ascontiguousarray(send)
+        counts = [int(c) for c in counts]
+        rank = self._pcomm.Get_rank()
+        if send.ndim != 1 or send.shape[0] != counts[rank]:
+            raise ValueError(
+                f"allgather_array: rank {rank} sends shape {send.shape} where counts says "
+                f"({counts[rank]},)"
+            )
+        out = np.empty(sum(counts), send.dtype)
+        if len(counts) == 1:
+            out[...] = send
+            return out
+        displs = np.concatenate(([0], np.cumsum(counts[:-1]))).tolist()
+        self._pcomm.Allgatherv(send, [out, (counts, displs)])
+        return out
 
     def run_on_root(self, fn: Callable[[], T], root: int = 0) -> T | None:
         """``fn()`` on rank ``root`` alone, which returns its result (None elsewhere).

@@ -357,6 +357,13 @@ class Backend(abc.ABC):
     def allgather(self, obj: Any) -> list[Any]:
         """Gather a picklable Python object from every process onto every process."""
 
+    @abc.abstractmethod
+    def allgather_array(self, send: np.ndarray, counts: Sequence[int]) -> np.ndarray:
+        """Gather the 1-D host arrays of every process, ``counts[p]`` elements from process ``p``
+        (the same ``counts`` and dtype on every rank), onto every process: their concatenation
+        in rank order. One typed ``Allgatherv``: no pickling (for the ``O(n)`` pieces of the
+        vector paths, where :meth:`allgather`'s pickles cost about twice the message)."""
+
     def solve_local(self, a: Any, b: Any) -> tuple[Any, int] | None:
         """``a^{-1} b`` on this process's own ``n x n`` ``a`` and ``n x k`` ``b`` by an LU with
         partial pivoting, waited for: ``(x, -1)``, or ``(None, j)`` when ``a`` is exactly

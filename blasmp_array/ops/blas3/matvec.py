@@ -6,14 +6,15 @@ flops. GEMM's panel pipeline (one broadcast per block of the K dimension) costs 
 product itself there, so vectors take their own path:
 
 1. ``x`` replicated: every process of grid column 0 (where a vector lives) contributes its
-   elements, one host ``allgather`` of the ``O(n)`` pieces, every rank assembles the whole
-   ``x`` and uploads the entries its local columns (rows, for ``x @ A``) meet;
+   elements, one typed host ``Allgatherv`` of the ``O(n)`` pieces (no pickles), every rank
+   assembles the whole ``x`` and uploads the entries its local columns (rows, for ``x @ A``)
+   meet;
 2. one local product (a BLAS/cuBLAS ``gemv``: :func:`_matvec`), made as the element-wise
    operators make theirs: on the host thread (CPU) or the current CuPy stream (GPU), which the
    backend's streams are ordered after (docs/gpu-node.md, "Streams"); a handoff to the compute
    stream and back costs more than the product at small ``n``;
-3. the partial results, ``O(m)`` per grid column, in one host ``allgather``; every rank sums
-   them in grid order (so the sum is the same whatever the timing) and the result's owners
+3. the partial results, ``O(m)`` per grid column, in one typed host ``Allgatherv``; every
+   rank sums them in grid order (so the sum is the same whatever the timing) and the result's owners
    (grid column 0) upload their elements (:func:`ops.engine._vectors.from_host`).
 
 Two host collectives in all, no signal: nothing to wait for but the collectives themselves, so
@@ -27,6 +28,7 @@ matrix is made.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -130,11 +132,15 @@ def _distributed(a: BlockCyclicArray, x: BlockCyclicArray, op: str) -> BlockCycl
     # staged path, about 60 us more at n = 256 on 2 CPU ranks)
     col = x._column.resolve() if x.is_view else x._column
     xl = col.layout
-    piece = be.asnumpy(col._data[:, 0]) if col._data.size else None
+    sizes = [math.prod(xl.local_shape(*g.coords_of(rank))) for rank in range(g.size)]
+    pieces = be.allgather_array(be.asnumpy(col._data.reshape(-1)), sizes)
     xh = np.empty(xl.shape[0], a.dtype)
-    for rank, p in enumerate(be.allgather(piece)):
-        if p is not None:
+    start = 0
+    for rank, size in enumerate(sizes):
+        if size:
+            p = pieces[start : start + size]
             put_local(xh, p, xl.block[0], g.coords_of(rank)[0], g.nprow, xl.src[0])
+            start += size
     # 2. the local product over my columns (rows) of a
     k_axis = 1 - out_axis
     kb, kp, ksrc = lay.block[k_axis], lay.grid_shape[k_axis], lay.src[k_axis]
@@ -148,9 +154,15 @@ def _distributed(a: BlockCyclicArray, x: BlockCyclicArray, op: str) -> BlockCycl
     # 3. partials summed in grid order (the same sum on every rank); each rank keeps its part
     yh = np.zeros(m, a.dtype)
     ob, op_, osrc = lay.block[out_axis], lay.grid_shape[out_axis], lay.src[out_axis]
-    for rank, p in enumerate(be.allgather(part)):
-        if p.size:
-            put_local(yh, p, ob, g.coords_of(rank)[out_axis], op_, osrc, add=True)
+    coords = [g.coords_of(rank) for rank in range(g.size)]
+    sizes = [lay.local_shape(*rc)[out_axis] for rc in coords]
+    parts = be.allgather_array(part, sizes)
+    start = 0
+    for rc, size in zip(coords, sizes, strict=True):
+        if size:
+            p = parts[start : start + size]
+            put_local(yh, p, ob, rc[out_axis], op_, osrc, add=True)
+            start += size
     return from_host(yh, ob, g, a.dtype)
 
 
