@@ -68,6 +68,8 @@
 #   DOOR_ROWS=random,random_uniform,random_random,from_numpy,to_numpy,to_numpy_root,to_zarr,from_zarr,to_dask
 #   DOOR_REPEAT=3  DOOR_TIMEOUT=240 (seconds per row)  DOOR_BASELINES=cupy,dask,zarr  DOOR_DIR (the zarr
 #   stores, seen by every rank; default: /tmp of rank 0)
+# The bench times our calls only with --profile once --check is given (--check alone checks):
+# a checked row passes both.
 # Results: $OUT/perf-<phase>.json (the bench command's records), .log next to them; a summary last.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -176,16 +178,16 @@ for p in "${phases[@]}"; do
     redist4) bench redist4 4 transpose,redistribute --n "$n" --block 2048 --grid 2x2 \
                --to-grid 2x2 --to-block 1024 --repeat "$repeat" --check --profile ;;
     qr1) bench qr1 1 qr --n "$n" --block 1024 --repeat "$repeat" --compare --baselines "$baselines"
-         bench qr1tall 1 qr_tall --m 1048576 --n 256 --repeat "$repeat" --check --compare --baselines "$baselines"
-         bench qr1lstsq 1 lstsq --m 32768 --n 4096 --k 1 --repeat "$repeat" --check --compare --baselines "$baselines" ;;
+         bench qr1tall 1 qr_tall --m 1048576 --n 256 --repeat "$repeat" --check --profile --compare --baselines "$baselines"
+         bench qr1lstsq 1 lstsq --m 32768 --n 4096 --k 1 --repeat "$repeat" --check --profile --compare --baselines "$baselines" ;;
     qr4) bench qr4 4 qr --n "$n" --block 1024 --grid 2x2 --repeat "$repeat"
-         bench qr4tall 4 qr_tall --m 1048576 --n 256 --grid 2x2 --repeat "$repeat" --check
-         bench qr4tallcol 4 qr_tall --m 1048576 --n 256 --grid 4x1 --repeat "$repeat" --check
-         bench qr4lstsq 4 lstsq --m 32768 --n 4096 --k 1 --grid 2x2 --repeat "$repeat" --check ;;
+         bench qr4tall 4 qr_tall --m 1048576 --n 256 --grid 2x2 --repeat "$repeat" --check --profile
+         bench qr4tallcol 4 qr_tall --m 1048576 --n 256 --grid 4x1 --repeat "$repeat" --check --profile
+         bench qr4lstsq 4 lstsq --m 32768 --n 4096 --k 1 --grid 2x2 --repeat "$repeat" --check --profile ;;
     spectral1) bench spectral1small 1 eigh,eigvalsh --n "$nsmall" --repeat 3 --check --profile --compare --baselines "$baselines"
                bench spectral1 1 eigh,eigvalsh --n "$n" --repeat 3 --compare --baselines "$baselines"
                bench spectral1svd 1 svd --n 8192 --repeat 3 --compare --baselines "$baselines"
-               bench spectral1polar 1 svd_polar --n 8192 --repeat 3 --check --compare --baselines "$baselines" ;;
+               bench spectral1polar 1 svd_polar --n 8192 --repeat 3 --check --profile --compare --baselines "$baselines" ;;
     spectral4) bench spectral4small 4 eigh,eigvalsh,svd --n "$nsmall" --grid 2x2 --repeat 3 --check --profile
                bench spectral4 4 eigh,eigvalsh --n "$n" --grid 2x2 --repeat 3
                bench spectral4svd 4 svd --n 8192 --grid 2x2 --repeat 3 ;;
