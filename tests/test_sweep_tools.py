@@ -28,7 +28,7 @@ SMALL = {
 def phase_arguments(tool: str) -> list[str]:
     """The arguments ``tools/gpu-perf.sh`` passes to ``tool`` (its one invocation there)."""
     text = (ROOT / "tools" / "gpu-perf.sh").read_text().replace("\\\n", " ")
-    found = re.findall(rf"node-run.sh \S+ python3 tools/{re.escape(tool)}(.*?)(?:>|;;)", text)
+    found = re.findall(rf'"\$node_run" \S+ python3 tools/{re.escape(tool)}(.*?)(?:>|;;)', text)
     assert len(found) == 1, f"tools/gpu-perf.sh runs {tool} {len(found)} times"
     return shlex.split(found[0])
 
@@ -123,3 +123,45 @@ def test_gpu_perf_bench_phases_parse():
         names = [b.strip() for b in parsed.baselines.split(",") if b.strip()]
         assert set(names) <= set(BASELINES), f"phase {phase}: baselines {names}"
         cli._check_cases(cli._cases(parsed, ranks), ranks)
+
+
+def test_gpu_perf_checked_rows_are_timed():
+    """A bench row that checks its result also times it: the bench times our calls only with
+    ``--profile`` once ``--check`` is given, so a row with ``--check`` alone loses our times."""
+    for phase, _, args in bench_phases():
+        if "--check" in args:
+            assert "--profile" in args, f"phase {phase}: --check without --profile"
+
+
+def gpu_perf_phases() -> list[str]:
+    """The phases tools/gpu-perf.sh lists in its usage (``#   phases: ...``)."""
+    text = (ROOT / "tools" / "gpu-perf.sh").read_text()
+    block = re.search(r"#   phases: (.*?)\n#\s+\(default", text, re.S)
+    assert block, "tools/gpu-perf.sh lists no phases"
+    return block.group(1).replace("#", " ").split()
+
+
+def test_gpu_perf_walks_every_phase(tmp_path):
+    """Every phase of tools/gpu-perf.sh runs to its end through a stub launcher (``NODE_RUN``):
+    no unbound shell variable (the script runs under ``set -u``), no unknown phase, and each
+    phase launches at least one run."""
+    calls = tmp_path / "calls.txt"
+    stub = tmp_path / "node-run-stub.sh"
+    stub.write_text(f'#!/bin/bash\necho "$*" >> {calls}\n')
+    stub.chmod(0o755)
+    phases = gpu_perf_phases()
+    assert len(phases) >= 30, phases
+    for phase in phases:
+        calls.write_text("")
+        env = dict(os.environ, NODE_RUN=str(stub), OUT=str(tmp_path / "out" / phase))
+        done = subprocess.run(
+            ["bash", str(ROOT / "tools" / "gpu-perf.sh"), phase],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert "unbound variable" not in done.stderr, f"{phase}: {done.stderr[-2000:]}"
+        assert "unknown phase" not in done.stderr, f"{phase}: {done.stderr[-2000:]}"
+        assert calls.read_text().strip(), f"phase {phase} launched nothing:\n{done.stderr[-2000:]}"

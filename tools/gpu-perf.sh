@@ -62,9 +62,12 @@
 #                (which of the two 'auto' should take above GATHER_N on the GPU; docs/eigh.md)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
 #           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 vectors1 vectors4 qr1 qr4 spectral1 spectral4 eigroutes4
+#           tracelu1 tracest4 tracechol4 tracelu4
 #           (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
+#   NODE_RUN=tools/node-run.sh (the launcher of every run: tests/test_sweep_tools.py puts a stub
+#   there to walk every phase without a GPU)
 #   DOOR_ROWS=random,random_uniform,random_random,from_numpy,to_numpy,to_numpy_root,to_zarr,from_zarr,to_dask
 #   DOOR_REPEAT=3  DOOR_TIMEOUT=240 (seconds per row)  DOOR_BASELINES=cupy,dask,zarr  DOOR_DIR (the zarr
 #   stores, seen by every rank; default: /tmp of rank 0)
@@ -75,6 +78,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-gpu-perf-out}
 mkdir -p "$out"
+node_run=${NODE_RUN:-tools/node-run.sh}
 n=${N:-16384} nsmall=${NSMALL:-4096} block=${BLOCK:-2048} block4=${BLOCK4:-2048} repeat=${REPEAT:-5}
 limit=${PERF_TIMEOUT:-150} baselines=${BASELINES:-cupy}
 export BLASMP_SIGNAL_TIMEOUT=${BLASMP_SIGNAL_TIMEOUT:-60}
@@ -84,7 +88,7 @@ phases=("$@")
 summary=()
 bench() {  # phase ranks bench-args...
   local phase=$1 ranks=$2; shift 2
-  timeout -k 10 "$limit" tools/node-run.sh "$ranks" python3 -m blasmp_array.bench "$@" \
+  timeout -k 10 "$limit" "$node_run" "$ranks" python3 -m blasmp_array.bench "$@" \
     --backend gpu --json "$out/perf-$phase.json" > "$out/perf-$phase.log" 2>&1
   summary+=("$phase (np=$ranks: $*): rc=$?")
 }
@@ -126,40 +130,40 @@ for p in "${phases[@]}"; do
     lu1) bench lu1 1 lu --n "$nsmall" --repeat "$repeat" --compare --baselines "$baselines" ;;
     lu1big) bench lu1big 1 lu --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
     views4) bench views4 4 matmul_view,matmul_view_copy,matmul,sum_axis0 --n "$n" --grid 2x2 --repeat "$repeat" ;;
-    prof1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/profile_face.py \
+    prof1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 1 python3 tools/profile_face.py \
              --n "$nsmall" > "$out/perf-prof1.log" 2>&1
            summary+=("prof1 (np=1: tools/profile_face.py --n $nsmall): rc=$?") ;;
-    lupanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/getrf_panel_sweep.py \
+    lupanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 1 python3 tools/getrf_panel_sweep.py \
                 --n "$nsmall" "$n" --config 512 768 1024 1536 2048 0 --repeat "$repeat" > "$out/perf-lupanel1.log" 2>&1
               summary+=("lupanel1 (np=1: tools/getrf_panel_sweep.py --n $nsmall $n): rc=$?") ;;
     defaults1|defaults4) r=${p#defaults}
-        BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh "$r" python3 tools/defaults_table.py \
+        BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" "$r" python3 tools/defaults_table.py \
           --n "$n" --repeat "$repeat" --calls matmul,cholesky,lu_factor,solve,inv,ata > "$out/perf-$p.log" 2>&1
         summary+=("$p (np=$r: tools/defaults_table.py --n $n): rc=$?") ;;
-    blocks4) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 4 python3 tools/factor_block_sweep.py \
+    blocks4) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 4 python3 tools/factor_block_sweep.py \
                --n "$n" --blocks 256 512 1024 2048 --repeat "$repeat" > "$out/perf-blocks4.log" 2>&1
              summary+=("blocks4 (np=4: tools/factor_block_sweep.py --n $n): rc=$?") ;;
-    qrpanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/geqrf_panel_sweep.py \
+    qrpanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 1 python3 tools/geqrf_panel_sweep.py \
                 --n "$nsmall" "$n" --panel 512 1024 2048 0 --q-block 0 1024 --repeat "$repeat" > "$out/perf-qrpanel1.log" 2>&1
               summary+=("qrpanel1 (np=1: tools/geqrf_panel_sweep.py --n $nsmall $n): rc=$?") ;;
     vectors1|vectors4) np_=${p#vectors}
-             BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh "$np_" python3 tools/bench_vectors.py \
+             BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" "$np_" python3 tools/bench_vectors.py \
                --n "$n" --profile "A @ x" > "$out/perf-$p.log" 2>&1
              summary+=("$p (np=$np_: tools/bench_vectors.py --n $n --profile 'A @ x'): rc=$?") ;;
-    qrtall1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 1 python3 tools/cholqr_sweep.py \
+    qrtall1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 1 python3 tools/cholqr_sweep.py \
                --m 1048576 --n 256 --config 0:0 16384:32 0:inv 4096:inv 16384:inv --repeat "$repeat" \
                > "$out/perf-qrtall1.log" 2>&1
              summary+=("qrtall1 (np=1: tools/cholqr_sweep.py --m 1048576 --n 256): rc=$?") ;;
     eigroutes4) for m in gathered two-stage; do
-                  BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 4 python3 tools/profile_eigh.py \
+                  BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 4 python3 tools/profile_eigh.py \
                     --n "$n" --block 64 --grid 2x2 --op eigvalsh --method "$m" --repeat 3 > "$out/perf-eigroutes4-$m.log" 2>&1
                   summary+=("eigroutes4 (np=4: tools/profile_eigh.py --n $n --op eigvalsh --method $m): rc=$?")
                 done
                 cat "$out"/perf-eigroutes4-*.log > "$out/perf-eigroutes4.log" ;;
-    proflu4) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 4 python3 tools/profile_lu.py \
+    proflu4) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 4 python3 tools/profile_lu.py \
                --n "$n" --block "$block4" --grid 2x2 > "$out/perf-proflu4.log" 2>&1
              summary+=("proflu4 (np=4: tools/profile_lu.py --n $n --block $block4): rc=$?") ;;
-    puts4) BLASMP_BACKEND=gpu timeout -k 10 "$limit" tools/node-run.sh 4 python3 tools/put_bandwidth.py \
+    puts4) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 4 python3 tools/put_bandwidth.py \
              --mib 1024 > "$out/perf-puts4.log" 2>&1
            summary+=("puts4 (np=4: tools/put_bandwidth.py --mib 1024): rc=$?") ;;
     trace4) bench trace4 4 gemm --n "$n" --block "$block4" --grid 2x2 --repeat 1 \
