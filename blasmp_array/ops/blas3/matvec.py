@@ -14,8 +14,8 @@ product itself there, so vectors take their own path:
    backend's streams are ordered after (docs/gpu-node.md, "Streams"); a handoff to the compute
    stream and back costs more than the product at small ``n``;
 3. the partial results, ``O(m)`` per grid column, in one typed host ``Allgatherv``; every
-   rank sums them in grid order (so the sum is the same whatever the timing) and the result's owners
-   (grid column 0) upload their elements (:func:`ops.engine._vectors.from_host`).
+   rank sums them in grid order (so the sum is the same whatever the timing) and the result's
+   owners (grid column 0) upload their elements (:func:`ops.engine._vectors.from_host`).
 
 Two host collectives in all, no signal: nothing to wait for but the collectives themselves, so
 nothing can hang and no buffer is reused. On one process the product is the one local call.
@@ -37,7 +37,7 @@ from ...array import BLAS_DTYPES, BlockCyclicArray
 from ...backends.base import Backend
 from ...layout import BlockCyclicLayout
 from ..engine._checks import OP_OF_FLAGS
-from ..engine._vectors import from_host, put_local, take_local
+from ..engine._vectors import from_host, put_pieces, take_local
 from ..engine._warmup import sample_matrix, warmup_kernels
 from ..engine.panels import compose_op
 
@@ -132,15 +132,11 @@ def _distributed(a: BlockCyclicArray, x: BlockCyclicArray, op: str) -> BlockCycl
     # staged path, about 60 us more at n = 256 on 2 CPU ranks)
     col = x._column.resolve() if x.is_view else x._column
     xl = col.layout
-    sizes = [math.prod(xl.local_shape(*g.coords_of(rank))) for rank in range(g.size)]
+    coords = [g.coords_of(rank) for rank in range(g.size)]
+    sizes = [math.prod(xl.local_shape(*rc)) for rc in coords]
     pieces = be.allgather_array(be.asnumpy(col._data.reshape(-1)), sizes)
     xh = np.empty(xl.shape[0], a.dtype)
-    start = 0
-    for rank, size in enumerate(sizes):
-        if size:
-            p = pieces[start : start + size]
-            put_local(xh, p, xl.block[0], g.coords_of(rank)[0], g.nprow, xl.src[0])
-            start += size
+    put_pieces(xh, pieces, sizes, [r for r, _ in coords], xl.block[0], g.nprow, xl.src[0])
     # 2. the local product over my columns (rows) of a
     k_axis = 1 - out_axis
     kb, kp, ksrc = lay.block[k_axis], lay.grid_shape[k_axis], lay.src[k_axis]
@@ -154,15 +150,9 @@ def _distributed(a: BlockCyclicArray, x: BlockCyclicArray, op: str) -> BlockCycl
     # 3. partials summed in grid order (the same sum on every rank); each rank keeps its part
     yh = np.zeros(m, a.dtype)
     ob, op_, osrc = lay.block[out_axis], lay.grid_shape[out_axis], lay.src[out_axis]
-    coords = [g.coords_of(rank) for rank in range(g.size)]
     sizes = [lay.local_shape(*rc)[out_axis] for rc in coords]
     parts = be.allgather_array(part, sizes)
-    start = 0
-    for rc, size in zip(coords, sizes, strict=True):
-        if size:
-            p = parts[start : start + size]
-            put_local(yh, p, ob, rc[out_axis], op_, osrc, add=True)
-            start += size
+    put_pieces(yh, parts, sizes, [rc[out_axis] for rc in coords], ob, op_, osrc, add=True)
     return from_host(yh, ob, g, a.dtype)
 
 

@@ -19,7 +19,15 @@ from ...array import BlockCyclicArray, as_vector
 from ...grid import ProcessGrid
 from ...layout import BlockCyclicLayout
 
-__all__ = ["vector_layout", "from_host", "new_vector", "column", "put_local", "take_local"]
+__all__ = [
+    "vector_layout",
+    "from_host",
+    "new_vector",
+    "column",
+    "put_local",
+    "put_pieces",
+    "take_local",
+]
 
 
 def vector_layout(n: int, b: int, grid: ProcessGrid) -> BlockCyclicLayout:
@@ -87,3 +95,23 @@ def put_local(
     else:
         head[...] = body
         tail[...] = part[h:]
+
+
+def put_pieces(
+    v: Any,
+    pieces: Any,
+    sizes: Any,
+    procs: Any,
+    nb: int,
+    nprocs: int,
+    isrc: int = 0,
+    add: bool = False,
+) -> None:
+    """:func:`put_local` of every piece of a gathered concatenation (``Backend.allgather_array``):
+    ``sizes[r]`` elements in turn, those of process ``procs[r]`` (its coordinate along ``v``'s
+    axis); empty pieces are skipped."""
+    start = 0
+    for size, iproc in zip(sizes, procs, strict=True):
+        if size:
+            put_local(v, pieces[start : start + size], nb, iproc, nprocs, isrc, add)
+            start += size
