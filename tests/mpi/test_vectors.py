@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from mpi4py import MPI
 
 import blasmp_array as bm
+from blasmp_array.ops.blas3 import matvec
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import assert_within_bound, eps, high  # noqa: E402
@@ -459,11 +460,19 @@ def _bound_check(got, x, y, dtype, what):
     assert_within_bound(np.asarray(got), np.asarray(ref), np.asarray(scale), k, dtype, what)
 
 
+@pytest.fixture(params=["host", "exchange"])
+def matvec_route(request, monkeypatch):
+    """Each route of the distributed ``A @ x`` (``ops.blas3.matvec.ROUTE``; the device's is
+    the exchange), on every backend."""
+    monkeypatch.setattr(matvec, "ROUTE", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize(
     "m, n, blocks", [(9, 7, ((2, 3), 3, 2)), (1, 5, ((1, 2), 2, 1)), (6, 0, ((2, 2), 2, 2))]
 )
-def test_matvec_vecmat_dot(grid, comm, dtype, m, n, blocks):
+def test_matvec_vecmat_dot(grid, comm, dtype, m, n, blocks, matvec_route):
     ab, xb, yb = blocks
     a = _data((m, n), dtype, 1)
     x, y = _data(n, dtype, 2), _data(m, dtype, 3)
@@ -707,16 +716,27 @@ def test_property_vectors_match_numpy(data):
     assert abs(s - x.sum()) <= 4 * max(n, 1) * 1e-15 * np.abs(x).sum()
     ax = A.sum(axis=1).to_numpy()
     assert np.all(np.abs(ax - a.sum(axis=1)) <= 4 * max(n, 1) * 1e-15 * np.abs(a).sum(axis=1))
-    got = (A @ X).to_numpy()
+    route = data.draw(st.sampled_from(["host", "exchange"]))
+    saved, matvec.ROUTE = matvec.ROUTE, route
+    try:
+        got = (A @ X).to_numpy()
+        back = (A.T.conj() @ A[:, n // 2]).to_numpy() if n else None
+    finally:
+        matvec.ROUTE = saved
     ref = a.astype(np.complex128) @ x.astype(np.complex128)
     scale = np.abs(a).astype(float) @ np.abs(x).astype(float)
     assert np.all(np.abs(got - ref) <= 4 * max(n, 1) * 1e-15 * scale)
+    if n:
+        c = a[:, n // 2].astype(np.complex128)
+        ref = a.conj().T.astype(np.complex128) @ c
+        scale = np.abs(a).T.astype(float) @ np.abs(c)
+        assert np.all(np.abs(back - ref) <= 4 * m * 1e-15 * scale)
     d = X @ Y
     assert abs(d - x @ y) <= 4 * max(n, 1) * 1e-15 * (np.abs(x) @ np.abs(y))
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.float64], ids=lambda d: np.dtype(d).name)
-def test_products_with_views(grid, dtype):
+def test_products_with_views(grid, dtype, matvec_route):
     m, n = 7, 5
     a = _data((m, n), dtype, 11)
     x, y = _data(n, dtype, 12), _data(m, dtype, 13)

@@ -3,22 +3,29 @@
 A matrix-vector product reads the matrix once and does two flops per element: it is bound by
 memory, and on several processes by the latency of its two small exchanges, never by the
 flops. GEMM's panel pipeline (one broadcast per block of the K dimension) costs more than the
-product itself there, so vectors take their own path:
+product itself there, so vectors take their own path, by one of two routes (:data:`ROUTE`).
+
+The host route (the CPU backend's):
 
 1. ``x`` replicated: every process of grid column 0 (where a vector lives) contributes its
    elements, one typed host ``Allgatherv`` of the ``O(n)`` pieces (no pickles), every rank
    assembles the whole ``x`` and uploads the entries its local columns (rows, for ``x @ A``)
    meet;
-2. one local product (a BLAS/cuBLAS ``gemv``: :func:`_matvec`), made as the element-wise
-   operators make theirs: on the host thread (CPU) or the current CuPy stream (GPU), which the
-   backend's streams are ordered after (docs/gpu-node.md, "Streams"); a handoff to the compute
-   stream and back costs more than the product at small ``n``;
+2. one local product (a BLAS/cuBLAS ``gemv``: :func:`~ops.blas3._gemv.gemv`), made as the
+   element-wise operators make theirs: on the host thread (CPU) or the current CuPy stream
+   (GPU), which the backend's streams are ordered after (docs/gpu-node.md, "Streams"); a
+   handoff to the compute stream and back costs more than the product at small ``n``;
 3. the partial results, ``O(m)`` per grid column, in one typed host ``Allgatherv``; every
    rank sums them in grid order (so the sum is the same whatever the timing) and the result's
    owners (grid column 0) upload their elements (:func:`ops.engine._vectors.from_host`).
 
 Two host collectives in all, no signal: nothing to wait for but the collectives themselves, so
 nothing can hang and no buffer is reused. On one process the product is the one local call.
+
+The exchange route (a device's): the same three steps with the pieces put one-sided from
+device memory to the processes that need them, the product on the compute stream between the
+two steps of one exchange (:mod:`ops.blas3._matvec_exchange`, whose docstring has the
+protocol): no copy through the host.
 
 ``op(A)`` is ``A``, ``A^T`` (``x @ A``, or ``A.T @ x``), ``A^H`` or ``conj(A)``; the
 conjugations act on the vectors (``A^H x = conj(A^T conj(x))``): no conjugated copy of the
@@ -29,19 +36,24 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
 
 import numpy as np
 
 from ...array import BLAS_DTYPES, BlockCyclicArray
-from ...backends.base import Backend
 from ...layout import BlockCyclicLayout
 from ..engine._checks import OP_OF_FLAGS
 from ..engine._vectors import from_host, put_pieces, take_local
-from ..engine._warmup import sample_matrix, warmup_kernels
 from ..engine.panels import compose_op
+from ._gemv import gemv
+from ._matvec_exchange import matvec_exchange
 
-__all__ = ["matvec", "matvec_one_process"]
+__all__ = ["ROUTE", "matvec", "matvec_one_process"]
+
+#: The route of the product on several processes: ``"host"``, ``"exchange"`` or ``"auto"``
+#: (the exchange on a device backend, the host on the CPU backend: there the host collectives
+#: move the pieces without the streams' handoffs). The same value on every rank (tests set it
+#: to run both routes on the CPU).
+ROUTE = "auto"
 
 
 def matvec(a: BlockCyclicArray, x: BlockCyclicArray, trans: str) -> BlockCyclicArray | None:
@@ -112,11 +124,11 @@ def _local(a: BlockCyclicArray, x: BlockCyclicArray, op: str) -> BlockCyclicArra
         if m and not k:
             data[...] = 0
         elif m:
-            _matvec(be.xp, a._data, op, x._data, data)
-    elif op in ("N", "T"):  # _matvec's dot inlined: its call costs 0.3 us of the 8 at n = 256
+            gemv(be.xp, a._data, op, x._data, data)
+    elif op in ("N", "T"):  # gemv's dot inlined: its call costs 0.3 us of the 8 at n = 256
         data = np.dot(a._data if op == "N" else a._data.T, x._data)
     else:
-        data = _matvec(np, a._data, op, x._data)
+        data = gemv(np, a._data, op, x._data)
     return BlockCyclicArray._of(data, _column_layout(m, lay.block[axis]), g, vector=True)
 
 
@@ -128,9 +140,12 @@ def _distributed(a: BlockCyclicArray, x: BlockCyclicArray, op: str) -> BlockCycl
     rows = op in ("N", "R")
     out_axis = 0 if rows else 1  # the axis of a's storage that the result runs along
     m = lay.shape[out_axis]
+    col = x._column.resolve() if x.is_view else x._column
+    exchange = ROUTE == "exchange" or (ROUTE == "auto" and xp is not np)
+    if exchange and m and lay.shape[1 - out_axis]:
+        return matvec_exchange(a, col, op)
     # 1. x replicated on the host (an allgather of the pieces: x.to_numpy() takes the door's
     # staged path, about 60 us more at n = 256 on 2 CPU ranks)
-    col = x._column.resolve() if x.is_view else x._column
     xl = col.layout
     coords = [g.coords_of(rank) for rank in range(g.size)]
     sizes = [math.prod(xl.local_shape(*rc)) for rc in coords]
@@ -145,7 +160,7 @@ def _distributed(a: BlockCyclicArray, x: BlockCyclicArray, op: str) -> BlockCycl
     part = np.zeros(nout, a.dtype)
     if nout and mine.size:
         yd = xp.empty(nout, a.dtype)
-        _matvec(xp, a._data, op, be.asarray(mine), yd)
+        gemv(xp, a._data, op, be.asarray(mine), yd)
         part = be.asnumpy(yd)
     # 3. partials summed in grid order (the same sum on every rank); each rank keeps its part
     yh = np.zeros(m, a.dtype)
@@ -160,26 +175,3 @@ def _distributed(a: BlockCyclicArray, x: BlockCyclicArray, op: str) -> BlockCycl
 def _column_layout(m: int, rb: int) -> BlockCyclicLayout:
     """The layout of a vector of length ``m`` in blocks of ``rb`` on a 1x1 grid."""
     return BlockCyclicLayout((m, 1), (rb, 1), (1, 1))
-
-
-def _matvec(xp: Any, a: Any, op: str, x: Any, y: Any = None) -> Any:
-    """``y := op(a) @ x`` for vectors or ``n x 1`` columns ``x`` and ``y`` (``op`` 'N', 'T', 'C',
-    or 'R' the conjugate), returned; ``y`` None: a new array of ``x``'s dimensions (host
-    memory only: a device's local matrices come from the backend's symmetric heap):
-    the array module's matrix-vector product, a BLAS ``gemv`` on the CPU (NumPy) and cuBLAS's
-    on the GPU, the kernels of the reference ``a @ x``. The conjugations act on the vectors."""
-    m = a.T if op in ("T", "C") else a
-    if op in ("C", "R"):
-        y = xp.matmul(m, xp.conj(x), out=y)
-        return xp.conj(y, out=y)
-    # NumPy's dot reaches gemv about 0.4 us sooner than its matmul, and sooner again without out=
-    return xp.dot(m, x) if y is None else xp.dot(m, x, out=y)
-
-
-@warmup_kernels
-def _warm_matvec(backend: Backend, xp: Any, dtype: Any) -> None:
-    """:func:`_matvec` in each op (the conjugations launch their own kernels)."""
-    a = sample_matrix(xp, dtype)
-    x = xp.ones(a.shape[1], dtype)
-    for op in ("N", "T", "C", "R"):
-        _matvec(xp, a, op, x, xp.empty(a.shape[0], dtype))
