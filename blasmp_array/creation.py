@@ -44,6 +44,8 @@ __all__ = [
     "normalize_shape",
     "from_numpy",
     "gather",
+    "gather_to_backend",
+    "scatter_from_backend",
     "empty",
     "zeros",
     "ones",
@@ -601,6 +603,64 @@ def gather(a: BlockCyclicArray, root: int | None = None) -> np.ndarray | None:
         # the stored matrix lands in out, or in out.T for a transposed view
         dest = None if out is None else out.T if transposed else out
         _gather_host(stored, dest, root, conjugated)
+    return out
+
+
+def gather_to_backend(a: BlockCyclicArray, root: int = 0) -> Any:
+    """The global matrix ``a`` (as viewed) as one C-ordered array of the backend's array module
+    on rank ``root`` (a device array on the GPU), None elsewhere: the input of a one-process
+    solver on the root (the gathered routes of ``eigh`` and ``svd``). Collective.
+
+    On the device route (:data:`ROUTE`) the row panels are gathered straight into it by the
+    one-sided exchange, and nothing crosses the host link; on the host route it is
+    :func:`gather` (the root's array is the NumPy one on the CPU backend, uploaded
+    otherwise)."""
+    g, backend = a.grid, a.backend
+    if a.size == 0 or _route(backend, a.dtype, g.size, a._transposed) != "device":
+        host = gather(a, root=root)
+        return None if host is None else backend.asarray(host)
+    stored = _dispatch.method("materialize_window")(a, warn=False) if a.is_window else a.storage
+    view = stored._with_flags(a._transposed, a._conjugated)
+    m, n = a.shape
+    out = backend.xp.empty((m, n), dtype=a.dtype) if g.rank == root else None
+    gather_rows = _dispatch.method("gather_rows")  # ops/engine/row_panels.py
+    h = _panel_rows(n, a.dtype.itemsize)
+    for r0 in range(0, m, h):
+        r1 = min(m, r0 + h)
+        gather_rows(view, r0, r1, root, None if out is None else out[r0:r1])
+    return out
+
+
+def scatter_from_backend(
+    src: Any,
+    shape: tuple[int, int],
+    block: tuple[int, int],
+    grid: ProcessGrid,
+    dtype: Any,
+    root: int = 0,
+) -> BlockCyclicArray:
+    """A new ``shape`` array of ``dtype`` in ``block`` on ``grid`` from the backend array
+    ``src`` of that shape on rank ``root`` (ignored elsewhere; any strides): the output side of
+    :func:`gather_to_backend`. Collective; every rank passes the same shape, block and dtype.
+
+    On the device route the root's rows are scattered in panels by the one-sided exchange,
+    straight from its device; on the host route it is :func:`from_numpy` with ``root``."""
+    backend = grid.backend
+    dt = np.dtype(dtype)
+    if _route(backend, dt, grid.size) != "device":
+        host = None if grid.rank != root else backend.asnumpy(src)
+        return from_numpy(host, block=block, grid=grid, root=root, dtype=dt)
+    out = new_array(BlockCyclicLayout(shape, block, grid.shape), grid, dt)
+    m, n = shape
+    if grid.rank == root:
+        if tuple(src.shape) != tuple(shape):
+            raise ValueError(f"scatter_from_backend: rank {root} holds {src.shape}, not {shape}")
+        src = backend.xp.ascontiguousarray(src, dtype=dt)  # panels are C-ordered rows
+    scatter = _dispatch.method("scatter_rows")  # ops/engine/row_panels.py
+    h = _panel_rows(n, dt.itemsize)
+    for r0 in range(0, m if n else 0, h):
+        r1 = min(m, r0 + h)
+        scatter(out, r0, r1, root, None if grid.rank != root else src[r0:r1])
     return out
 
 

@@ -25,6 +25,7 @@ import pytest
 from mpi4py import MPI
 
 import blasmp_array as bm
+from blasmp_array import creation
 from blasmp_array.ops.lapack import eigh as eigh_mod
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -231,6 +232,27 @@ def test_numpy_gathered(grid, dtype):
     assert_eig(a, gathered(vals), None, "np.linalg.eigvalsh")
     B = bm.from_numpy(poison(a, "upper"), block=(nb, nb), grid=grid)
     assert_eig(a, gathered(np.linalg.eigvalsh(B)), None, "np.linalg.eigvalsh L")
+
+
+@pytest.mark.parametrize("route", ["host", "device"])
+def test_gathered_route_moves_by_either_transport(grid, monkeypatch, route):
+    """The gathered route takes the matrix to process 0 and the eigenvectors back by either
+    route of ``creation.ROUTE``: host MPI, or the one-sided exchange in row panels from and to
+    the root's device (one row per panel here, so many exchanges); a transposed view and
+    subsets (a non-square block of eigenvectors) included."""
+    monkeypatch.setattr(creation, "PANEL_BYTES", 8)
+    monkeypatch.setitem(creation.ROUTE, grid.backend.name, route)
+    for dtype, lower in ((np.float64, True), (np.complex128, False)):
+        n, nb = 19, 4
+        a = hermitian("random", n, dtype, seed=9)
+        A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+        w, V = bm.linalg.eigh(A, lower=lower, method="gathered")
+        assert_eig(a, gathered(w), gathered(V), f"{route} eigh {np.dtype(dtype).name}")
+        w, V = bm.linalg.eigh(A.T, subset_by_index=(2, 9), method="gathered")
+        assert V.shape == (n, 8)
+        assert_eig(a.T, gathered(w), gathered(V), f"{route} eigh A.T subset", ref_offset=2)
+        vals = bm.linalg.eigvalsh(A, lower=lower, method="gathered")
+        assert_eig(a, gathered(vals), None, f"{route} eigvalsh {np.dtype(dtype).name}")
 
 
 @pytest.mark.parametrize("method", ["two-stage", "gathered"])

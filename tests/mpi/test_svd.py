@@ -23,6 +23,7 @@ import pytest
 from mpi4py import MPI
 
 import blasmp_array as bm
+from blasmp_array import creation
 from blasmp_array.ops.lapack import svd as svd_mod
 from blasmp_array.ops.lapack.svd import svd, svdvals
 
@@ -116,6 +117,28 @@ def test_svd_shapes(grid, m, n, nb, method):
             method=method,
             what=f"{m}x{n} nb={nb} {np.dtype(dtype).name} {method}",
         )
+
+
+@pytest.mark.parametrize("route", ["host", "device"])
+def test_gathered_routes_move_by_either_transport(grid, monkeypatch, route):
+    """The gathered SVD (``method='gather'``, and the polar route on several processes) takes
+    the matrix to process 0 and the factors back by either route of ``creation.ROUTE``: host
+    MPI, or the one-sided exchange in row panels from and to the root's device (one row per
+    panel here, so many exchanges)."""
+    monkeypatch.setattr(creation, "PANEL_BYTES", 8)
+    monkeypatch.setitem(creation.ROUTE, grid.backend.name, route)
+    for i, (m, n, nb, dtype, full, method) in enumerate(
+        [
+            (17, 11, 4, np.float64, True, "gather"),
+            (11, 17, 3, np.complex128, False, "gather"),
+            (13, 13, 4, np.float32, False, "polar"),
+        ]
+    ):
+        a = random_matrix(np.random.default_rng(i), (m, n), dtype)
+        run(a, nb, grid, full, method, f"{route} {m}x{n} {np.dtype(dtype).name} {method}")
+    a = random_matrix(np.random.default_rng(7), (9, 14), np.float64)
+    A = bm.from_numpy(a, block=4, grid=grid)
+    check_values(a.T, svd(A.T, compute_uv=False, method="gather").to_numpy(), f"{route} A.T")
 
 
 SPECTRA = {

@@ -28,10 +28,11 @@ routes -> the distributed operators and the backend's LAPACK:
   ``eigvalsh`` (``eigvals_only``) keeps no reflectors and computes no ``Z``;
 * a grid of several processes, gathered (``method='gathered'``, and ``'auto'`` with
   eigenvectors, and without them up to ``GATHER_N`` or, on the GPU, at every order): the matrix
-  gathered to every process
-  (``to_numpy``), the one-process call there, each process keeping its part of the
-  eigenvectors. Measured faster than the two-stage route on the CPU wherever tried, since the
-  two-stage route's band solve is replicated (``docs/eigh.md``).
+  gathered on process 0 (``creation.gather_to_backend``: on a device, row panels put device to
+  device by the exchange, nothing through the host), the one-process call there, the
+  eigenvectors scattered from it the same way. Measured faster than the two-stage route on
+  the CPU wherever tried, since the two-stage route's band solve is replicated
+  (``docs/eigh.md``).
 
 The working copy is ``a``'s chosen triangle, stored in square blocks with source process
 ``(0, 0)``: the lower triangle of ``a`` itself ('L'), or of ``a^H`` (a transposing copy) for
@@ -50,7 +51,7 @@ import numpy as np
 
 from ..._dispatch import implements
 from ...array import BlockCyclicArray, blas_dtype
-from ...creation import from_numpy, zeros
+from ...creation import gather_to_backend, scatter_from_backend, zeros
 from ...layout import BlockCyclicLayout
 from ..engine import _checks as ck
 from ..engine._replicated import distribute
@@ -363,30 +364,32 @@ def _gathered(
     idx: tuple[int, int] | None,
     val: tuple[float, float] | None,
 ) -> tuple[BlockCyclicArray, BlockCyclicArray | None]:
-    """The matrix gathered on process 0, one LAPACK (cuSOLVER) call there with the threads of
-    the node's waiting processes (:meth:`Backend.run_on_root`), the eigenvectors scattered."""
+    """The matrix gathered on process 0 (on its device, where it has one), one LAPACK
+    (cuSOLVER) call there with the threads of the node's waiting processes
+    (:meth:`Backend.run_on_root`), the eigenvectors scattered from it."""
     nb = int(x.block[0])
     grid, be = x.grid, x.backend
     real = np.dtype(x.dtype).type(0).real.dtype
     t0 = time.perf_counter()
-    full = x.to_numpy(root=0)
+    full = gather_to_backend(x, root=0)
     t1 = time.perf_counter()
 
-    def solve() -> tuple[np.ndarray, np.ndarray | None]:
+    def solve() -> tuple[np.ndarray, Any]:
         assert full is not None  # process 0 holds the gathered matrix
         if not vectors and _band_on_device(be, full.dtype, full.shape[0]):
             return _local_two_stage_values(be, full, lower, idx, val), None
-        wl, vl = be.eigh_local(be.asarray(full), lower, vectors, idx, val)
-        return be.asnumpy(wl), (None if vl is None else be.asnumpy(vl))
+        wl, vl = be.eigh_local(full, lower, vectors, idx, val)
+        return be.asnumpy(wl), vl
 
     found = be.run_on_root(solve)
     t2 = time.perf_counter()
-    w_host = be.bcast(None if found is None else found[0], root=0)
-    wv = from_host(np.asarray(w_host, real), nb, grid, real)
+    w_host = np.asarray(be.bcast(None if found is None else found[0], root=0), real)
+    wv = from_host(w_host, nb, grid, real)
     out = None
     if vectors:
-        v_host = None if found is None else found[1]
-        out = from_numpy(v_host, block=(nb, nb), grid=grid, root=0, dtype=x.dtype)
+        v = None if found is None else found[1]
+        n = x.shape[0]
+        out = scatter_from_backend(v, (n, w_host.shape[0]), (nb, nb), grid, x.dtype)
     be.synchronize()
     LAST_PROFILE.update(
         {"gather": t1 - t0, "local solve": t2 - t1, "scatter": time.perf_counter() - t2}
@@ -429,16 +432,17 @@ def _band_on_device(be: Any, dtype: Any, n: int) -> bool:
 
 def _local_two_stage_values(
     be: Any,
-    full: np.ndarray,
+    full: Any,
     lower: bool,
     idx: tuple[int, int] | None,
     val: tuple[float, float] | None,
 ) -> np.ndarray:
-    """The eigenvalues of the real symmetric host matrix ``full`` (its ``lower`` triangle) by
-    the one-process two-stage method on this process's device, without communication (the
-    gathered route's root): stage 1 on the device copy, its band's diagonals, the band solve."""
+    """The eigenvalues of the real symmetric matrix ``full`` (its ``lower`` triangle; a backend
+    array, overwritten) by the one-process two-stage method on this process's device, without
+    communication (the gathered route's root): stage 1 in place, its band's diagonals, the
+    band solve."""
     width = be.band_eig_width(full.dtype, False)
-    a = be.asarray(np.ascontiguousarray(full if lower else full.T))
+    a = be.xp.ascontiguousarray(full if lower else full.T)
     t0 = time.perf_counter()
     br.reduce_local_array(be, a, width)
     t1 = time.perf_counter()

@@ -55,7 +55,7 @@ import numpy as np
 from ..._alloc import new_array
 from ..._dispatch import implements
 from ...array import BlockCyclicArray, blas_dtype
-from ...creation import eye, from_numpy, zeros
+from ...creation import eye, from_numpy, gather_to_backend, scatter_from_backend, zeros
 from ...layout import BlockCyclicLayout
 from ..engine import _checks as ck
 from ..engine._vectors import from_host
@@ -323,19 +323,29 @@ def _scatter(a: BlockCyclicArray, host: Any, shape: tuple[int, int]) -> BlockCyc
 
 
 def _gathered(a: BlockCyclicArray, full: bool, uv: bool, driver: str, polar: bool = False) -> Any:
-    """``a`` gathered on process 0, one LAPACK SVD (or the polar route) there, the factors
-    scattered."""
+    """``a`` gathered on process 0's device (its host on the CPU backend), one LAPACK SVD (or
+    the polar route) there, the factors scattered from it (``creation.gather_to_backend``)."""
     m, n = a.shape
     k = min(m, n)
-    host = a.to_numpy(root=0)
-    res = a.backend.run_on_root(lambda: _host_svd(a, host, full, uv, driver, polar))
     be = a.backend
+    x = gather_to_backend(a, root=0)
+
+    def solve() -> Any:
+        res = _solve(be, x, full, uv, driver, polar)
+        return be.asnumpy(res) if not uv else (res[0], be.asnumpy(res[1]), res[2])
+
+    res = be.run_on_root(solve)
     if not uv:
         return _s_vector(be.bcast(res, 0), a)
     u, s, vh = res if res is not None else (None, None, None)
     s = be.bcast(s, 0)
     ku, kv = (m, n) if full else (k, k)
-    return _scatter(a, u, (m, ku)), _s_vector(s, a), _scatter(a, vh, (kv, n))
+    b = int(a.block[0])
+    return (
+        scatter_from_backend(u, (m, ku), (b, b), a.grid, a.dtype),
+        _s_vector(s, a),
+        scatter_from_backend(vh, (kv, n), (b, b), a.grid, a.dtype),
+    )
 
 
 def _tall(a: BlockCyclicArray, full: bool, uv: bool, driver: str, meth: str) -> Any:
