@@ -9,6 +9,8 @@ Usage (from the repository root)::
     BLASMP_BACKEND=gpu tools/node-run.sh 1 python3 tools/bench_vectors.py --n 16384
     BLASMP_BACKEND=gpu tools/node-run.sh 4 python3 tools/bench_vectors.py --n 16384 \
         --ops "A @ x" --profile "A @ x"
+    BLASMP_BACKEND=gpu tools/node-run.sh 4 python3 tools/bench_vectors.py --n 16384 \
+        --ops "A @ x" "x @ A" --matvec-route host     # the host route, for comparison
 
 ``speed`` is the reference's median over ours (> 1: we are faster). The reference runs on
 rank 0 alone (on several ranks it is the one-process time the distributed call is compared
@@ -35,6 +37,7 @@ from mpi4py import MPI
 
 import blasmp_array as bm
 from blasmp_array.bench.small_calls import CALLS
+from blasmp_array.ops.blas3 import matvec
 
 #: the length of one timed sample (``inner`` calls of a fast operation)
 SAMPLE_SECONDS = 2e-3
@@ -91,7 +94,14 @@ def main() -> None:
     p.add_argument("--profile", choices=list(CALLS))
     p.add_argument("--profile-calls", type=int, default=200)
     p.add_argument("--top", type=int, default=25)
+    p.add_argument(
+        "--matvec-route",
+        choices=["auto", "host", "exchange"],
+        default="auto",
+        help="the route of A @ x and x @ A on several processes (ops/blas3/matvec.ROUTE)",
+    )
     args = p.parse_args()
+    matvec.ROUTE = args.matvec_route
     comm = MPI.COMM_WORLD
     grid = bm.ProcessGrid()
     n, dt = args.n, np.dtype(args.dtype)
@@ -126,7 +136,8 @@ def main() -> None:
     if comm.rank == 0:
         print(
             f"n={n} {dt} block={args.block} grid={grid.nprow}x{grid.npcol} "
-            f"backend={backend.name} ranks={comm.size} (medians of {args.repeats}, alternating)"
+            f"backend={backend.name} ranks={comm.size} matvec route={args.matvec_route} "
+            f"(medians of {args.repeats}, alternating)"
         )
         for k, (got, ref) in results.items():
             print(
