@@ -19,7 +19,9 @@ reused within the exchange.
   after the ``gemv``'s event) and puts it to every process that owns result elements it covers
   (the result is a new vector: process column 0, in blocks of ``A``'s block along the result);
   an owner waits for them and sums each element's contributions in grid order along the summed
-  axis, so the sum does not depend on timing.
+  axis, so the sum does not depend on timing. The result vector is allocated (a collective
+  allocation of symmetric memory, with its host ``allgather``) after the products and step 1
+  are enqueued, so that the host's part of it overlaps the device's products.
 * ``finish()``: both streams drained and one host ``allgather`` of the outcome, the barrier that
   keeps the next call's puts away from a slot a slower process still reads.
 
@@ -55,7 +57,6 @@ def matvec_exchange(a: BlockCyclicArray, col: BlockCyclicArray, op: str) -> Bloc
     out_axis = 0 if rows else 1
     dt = np.dtype(a.dtype)
     route = _route(lay, rows, col.layout, g.rank)
-    out = new_vector(lay.shape[out_axis], lay.block[out_axis], g, dt)
     part = xp.empty(route.nout, dt) if route.x_take is not None else None
     kernels = _Kernels(col._data.reshape(-1), part)
     ex = Exchange(be, route.plan, dt, kernels, num_stages=2)
@@ -71,9 +72,12 @@ def matvec_exchange(a: BlockCyclicArray, col: BlockCyclicArray, op: str) -> Bloc
             made = be.record_event(comp)
         ex.release(0)
         ex.send(1, after=made)
+        # the result's collective allocation while the device computes the products
+        out = new_vector(lay.shape[out_axis], lay.block[out_axis], g, dt)
         ex.recv(1)
         if out._data.size:
-            be.launch(comp, _sum_terms, out._data.reshape(-1), ex.view(1, 0, slot), route.terms(xp))
+            y = out._data.reshape(-1)
+            be.launch(comp, _sum_terms, xp, y, ex.view(1, 0, slot), route.terms(xp))
         ex.release(1)
     except BaseException:
         ex.drop()
@@ -104,10 +108,13 @@ def _product(xp: Any, a: Any, op: str, slot: Any, take: Any, part: Any) -> None:
     gemv(xp, a, op, slot[take], part)
 
 
-def _sum_terms(out: Any, slot: Any, terms: tuple[Any, ...]) -> None:
+def _sum_terms(xp: Any, out: Any, slot: Any, terms: tuple[Any, ...]) -> None:
     """``out := slot[terms[0]] + slot[terms[1]] + ...`` in that order (compute stream)."""
-    out[...] = slot[terms[0]]
-    for t in terms[1:]:
+    if len(terms) == 1:
+        out[...] = slot[terms[0]]
+        return
+    xp.add(slot[terms[0]], slot[terms[1]], out=out)
+    for t in terms[2:]:
         out += slot[t]
 
 
@@ -239,5 +246,6 @@ def _warm_matvec_exchange(backend: Any, xp: Any, dtype: Any) -> None:
     idx = xp.asarray(np.arange(a.shape[1], dtype=np.int64)[::-1].copy())
     for take in (slice(0, a.shape[1]), idx):
         _product(xp, a, "N", slot, take, part)
-        _sum_terms(part, slot, (take, take))
+        for terms in ((take,), (take, take), (take, take, take)):
+            _sum_terms(xp, part, slot, terms)
     _Kernels(slot[: a.shape[0]], part).pack(Message(0, (0,), 0, 0, "x"), part)

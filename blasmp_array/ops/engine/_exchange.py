@@ -125,6 +125,7 @@ Users
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -415,7 +416,7 @@ class Exchange:
         """The C-ordered ``shape`` at element ``offset`` of my receive slot of step ``k``
         (in-slot messages; valid from :meth:`recv` of step ``k`` until its :meth:`release`)."""
         start = self._slot0 + (k % self.S) * self.plan.slot_elems + int(offset)
-        return self._arr[start : start + int(np.prod(shape))].reshape(shape)
+        return self._arr[start : start + math.prod(shape)].reshape(shape)
 
     # -- protocol -------------------------------------------------------------------------
     def send(self, k: int, after: Any = None) -> None:
