@@ -641,20 +641,22 @@ def scatter_from_backend(
 ) -> BlockCyclicArray:
     """A new ``shape`` array of ``dtype`` in ``block`` on ``grid`` from the backend array
     ``src`` of that shape on rank ``root`` (ignored elsewhere; any strides): the output side of
-    :func:`gather_to_backend`. Collective; every rank passes the same shape, block and dtype.
+    :func:`gather_to_backend`. Collective; every rank passes the same shape, block and dtype
+    (a root's array of another shape raises ``ValueError`` on every rank).
 
     On the device route the root's rows are scattered in panels by the one-sided exchange,
     straight from its device; on the host route it is :func:`from_numpy` with ``root``."""
     backend = grid.backend
     dt = np.dtype(dtype)
+    held = backend.bcast(tuple(src.shape) if grid.rank == root else None, root=root)
+    if held != tuple(shape):
+        raise ValueError(f"scatter_from_backend: rank {root} holds a {held} array, not {shape}")
     if _route(backend, dt, grid.size) != "device":
         host = None if grid.rank != root else backend.asnumpy(src)
         return from_numpy(host, block=block, grid=grid, root=root, dtype=dt)
     out = new_array(BlockCyclicLayout(shape, block, grid.shape), grid, dt)
     m, n = shape
     if grid.rank == root:
-        if tuple(src.shape) != tuple(shape):
-            raise ValueError(f"scatter_from_backend: rank {root} holds {src.shape}, not {shape}")
         src = backend.xp.ascontiguousarray(src, dtype=dt)  # panels are C-ordered rows
     scatter = _dispatch.method("scatter_rows")  # ops/engine/row_panels.py
     h = _panel_rows(n, dt.itemsize)

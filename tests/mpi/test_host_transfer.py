@@ -334,3 +334,42 @@ def test_pinned_asarray_asnumpy(grid, dtype):
     _assert_bits(cupy.asnumpy(f), a.astype(f.dtype))
     s = be.asarray(np.pad(a, 1)[1:-1, 1:-1])  # a strided host array
     _assert_bits(cupy.asnumpy(s), a)
+
+
+def test_gather_to_backend_and_back(grid, comm, route, chunks):
+    """``creation.gather_to_backend`` gives the root the whole matrix as viewed (transposes,
+    conjugates, windows, integers) as one C-ordered array of the backend's module, None
+    elsewhere; ``scatter_from_backend`` distributes such an array (any strides) into a new
+    array, bit for bit, on both routes."""
+    xp = grid.backend.xp
+    root = comm.size - 1
+    a = _matrix((11, 14), np.complex128, seed=8)
+    A = bm.from_numpy(a, block=(2, 5), grid=grid)
+    cases = [
+        (A, a),
+        (A.T, a.T),
+        (A.H, a.conj().T),
+        (A[1:10, 3:13], a[1:10, 3:13]),
+        (A[1:10, 3:13].T, a[1:10, 3:13].T),
+        (A[2:2, :], a[2:2, :]),
+        (
+            bm.from_numpy(np.arange(12).reshape(3, 4), block=2, grid=grid),
+            np.arange(12).reshape(3, 4),
+        ),
+    ]
+    for x, want in cases:
+        got = creation.gather_to_backend(x, root=root)
+        if comm.rank != root:
+            assert got is None
+            continue
+        assert isinstance(got, xp.ndarray) and got.flags.c_contiguous
+        _assert_bits(grid.backend.asnumpy(got), np.ascontiguousarray(want))
+    for src, block in ((a, (3, 3)), (a.T, (4, 2)), (a[:, 1:12:2], (5, 1))):
+        dev = grid.backend.asarray(src) if comm.rank == root else None
+        B = creation.scatter_from_backend(dev, src.shape, block, grid, src.dtype, root=root)
+        assert B.shape == src.shape and B.block == block and B.dtype == src.dtype
+        _assert_bits(B.to_numpy(), np.ascontiguousarray(src))
+    # the root's array must have the shape every rank names: the same error on every rank
+    dev = grid.backend.asarray(a) if comm.rank == root else None
+    with pytest.raises(ValueError, match="holds"):
+        creation.scatter_from_backend(dev, (14, 11), (3, 3), grid, a.dtype, root=root)
