@@ -150,90 +150,134 @@ class _Route:
         return got
 
 
+@dataclass(frozen=True)
+class _Axes:
+    """``A``'s distribution along the summed axis (``k``: the columns of ``op(A)``) and along
+    the result (``o``): length, block, process count and source process of each, and how a
+    rank sits on the grid."""
+
+    rows: bool  # the result runs along A's rows (op 'N' or 'R')
+    pc: int  # process columns of the grid
+    n: int
+    kb: int
+    kp: int
+    ksrc: int
+    m: int
+    ob: int
+    op: int
+    osrc: int
+
+    @classmethod
+    def of(cls, lay: BlockCyclicLayout, rows: bool) -> _Axes:
+        o, k = (0, 1) if rows else (1, 0)
+        return cls(
+            rows,
+            lay.grid_shape[1],
+            lay.shape[k],
+            lay.block[k],
+            lay.grid_shape[k],
+            lay.src[k],
+            lay.shape[o],
+            lay.block[o],
+            lay.grid_shape[o],
+            lay.src[o],
+        )
+
+    def k_coord(self, rank: int) -> int:
+        return divmod(rank, self.pc)[1 if self.rows else 0]
+
+    def o_coord(self, rank: int) -> int:
+        return divmod(rank, self.pc)[0 if self.rows else 1]
+
+    def rank_at(self, o_coord: Any, k_coord: Any) -> Any:
+        r, c = (o_coord, k_coord) if self.rows else (k_coord, o_coord)
+        return r * self.pc + c
+
+
 @functools.lru_cache(maxsize=64)
 def _route(lay: BlockCyclicLayout, rows: bool, xl: BlockCyclicLayout, me: int) -> _Route:
     """The plan of ``op(A) @ x`` for rank ``me`` (``rows``: the result runs along ``A``'s rows,
     ``op`` 'N' or 'R'); ``xl`` is the layout of ``x``'s column face."""
-    pr, pc = lay.grid_shape
-    nranks = pr * pc
-    out_axis = 0 if rows else 1
-    k_axis = 1 - out_axis
-    n, kb, kp, ksrc = lay.shape[k_axis], lay.block[k_axis], lay.grid_shape[k_axis], lay.src[k_axis]
-    m, ob, op_, osrc = (
-        lay.shape[out_axis],
-        lay.block[out_axis],
-        lay.grid_shape[out_axis],
-        lay.src[out_axis],
-    )
-
-    def coord(rank: int, axis: int) -> int:
-        return divmod(rank, pc)[axis]
-
-    def rank_at(out_coord: Any, k_coord: Any) -> Any:
-        r, c = (out_coord, k_coord) if rows else (k_coord, out_coord)
-        return r * pc + c
-
+    ax = _Axes.of(lay, rows)
+    nranks = lay.grid_shape[0] * ax.pc
     # who makes a product: a process with columns of op(A) and rows of the result
-    nk = [numroc(n, kb, t, kp, ksrc) for t in range(kp)]
-    nout = [numroc(m, ob, coord(s, out_axis), op_, osrc) for s in range(nranks)]
-    makes = [bool(nk[coord(s, k_axis)] and nout[s]) for s in range(nranks)]
-
-    # step 0: the pieces of x in rank order; each product's operand as positions in the slot
-    xb, xpr, xsrc, xcol = xl.block[0], xl.grid_shape[0], xl.src[0], xl.src[1]
-    x_size = [int(np.prod(xl.local_shape(*divmod(s, pc)))) for s in range(nranks)]
-    x_off = np.concatenate(([0], np.cumsum(x_size)))
-    receivers_x: list[list[int]] = [[] for _ in range(nranks)]
-    x_take = None
-    for q in range(nranks):
-        if not makes[q]:
-            continue
-        need = local_indices(n, kb, coord(q, k_axis), kp, ksrc)
-        sender = ((xsrc + need // xb) % xpr) * pc + xcol
-        for s in np.unique(sender):
-            receivers_x[int(s)].append(q)
-        if q == me:
-            x_take = x_off[sender] + (need // (xb * xpr)) * xb + need % xb
-
-    # step 1: the partial results in rank order; each owned result element's contributions
+    nk = [numroc(ax.n, ax.kb, t, ax.kp, ax.ksrc) for t in range(ax.kp)]
+    nout = [numroc(ax.m, ax.ob, ax.o_coord(s), ax.op, ax.osrc) for s in range(nranks)]
+    makes = [bool(nk[ax.k_coord(s)] and nout[s]) for s in range(nranks)]
+    x_size, x_to, x_take = _vector_step(ax, xl, makes, me)
     y_size = [nout[s] if makes[s] else 0 for s in range(nranks)]
-    y_off = np.concatenate(([0], np.cumsum(y_size)))
-    receivers_y: list[list[int]] = [[] for _ in range(nranks)]
-    y_terms: tuple[np.ndarray, ...] = ()
-    summed = [t for t in range(kp) if nk[t]]
-    for r in range(pr):  # the result's owners: process column 0, A's block along the result
-        owned = local_indices(m, ob, r, pr, 0)
-        if not owned.size:
-            continue
-        o = r * pc
-        p = (osrc + owned // ob) % op_  # the coordinate of A's processes that hold element i
-        local = (owned // (ob * op_)) * ob + owned % ob
-        terms = []
-        for t in summed:
-            s = rank_at(p, t)
-            for u in np.unique(s):
-                receivers_y[int(u)].append(o)
-            terms.append(y_off[s] + local)
-        if o == me:
-            y_terms = tuple(terms)
-
-    steps: list[tuple[Message, ...]] = []
+    y_to, y_terms = _partial_step(
+        ax, lay.grid_shape[0], y_size, [t for t in range(ax.kp) if nk[t]], me
+    )
+    steps = []
     stage = 0
-    for tag, size, off, receivers in (
-        ("x", x_size, x_off, receivers_x),
-        ("y", y_size, y_off, receivers_y),
-    ):
+    for tag, size, receivers in (("x", x_size, x_to), ("y", y_size, y_to)):
+        off = np.concatenate(([0], np.cumsum(size)))
         step = []
         for s in range(nranks):
             if not receivers[s] or not size[s]:
                 continue
             if s not in receivers[s]:
-                stage = max(stage, size[s])
+                stage = max(stage, size[s])  # staged: one message per sender and step
             if s == me or me in receivers[s]:
                 step.append(Message(s, tuple(receivers[s]), int(off[s]), size[s], tag, None, True))
         steps.append(tuple(step))
-    slot = int(max(x_off[-1], y_off[-1]))
+    slot = max(sum(x_size), sum(y_size))
     plan = Plan("matvec", me, nranks, tuple(steps), slot, stage)
-    return _Route(plan, x_take, y_terms, nout[me] if makes[me] else 0)
+    return _Route(plan, x_take, y_terms, y_size[me])
+
+
+def _vector_step(
+    ax: _Axes, xl: BlockCyclicLayout, makes: list[bool], me: int
+) -> tuple[list[int], list[list[int]], np.ndarray | None]:
+    """Step 0: every rank's piece of ``x`` (its size; the pieces lie in the slot in rank
+    order), the receivers of each piece, and my operand's positions in the slot (None where I
+    make no product)."""
+    nranks = len(makes)
+    xb, xpr, xsrc, xcol = xl.block[0], xl.grid_shape[0], xl.src[0], xl.src[1]
+    size = [int(np.prod(xl.local_shape(*divmod(s, ax.pc)))) for s in range(nranks)]
+    off = np.concatenate(([0], np.cumsum(size)))
+    receivers: list[list[int]] = [[] for _ in range(nranks)]
+    take = None
+    for q in range(nranks):
+        if not makes[q]:
+            continue
+        need = local_indices(ax.n, ax.kb, ax.k_coord(q), ax.kp, ax.ksrc)  # my columns of op(A)
+        owner = ((xsrc + need // xb) % xpr) * ax.pc + xcol
+        for s in np.unique(owner):
+            receivers[int(s)].append(q)
+        if q == me:
+            take = off[owner] + (need // (xb * xpr)) * xb + need % xb
+    return size, receivers, take
+
+
+def _partial_step(
+    ax: _Axes, pr: int, size: list[int], summed: list[int], me: int
+) -> tuple[list[list[int]], tuple[np.ndarray, ...]]:
+    """Step 1: the receivers of each rank's partial result (``size[s]`` elements, in the slot
+    in rank order), and, for each process coordinate along the summed axis that makes products
+    (``summed``, grid order), the positions in the slot of its contribution to each of my
+    result elements (empty where I own none). The result's owners are process column 0, in
+    blocks of ``A``'s block along the result."""
+    off = np.concatenate(([0], np.cumsum(size)))
+    receivers: list[list[int]] = [[] for _ in size]
+    mine: tuple[np.ndarray, ...] = ()
+    for r in range(pr):
+        owned = local_indices(ax.m, ax.ob, r, pr, 0)
+        if not owned.size:
+            continue
+        o = r * ax.pc
+        holder = (ax.osrc + owned // ax.ob) % ax.op  # the coordinate of A's rows of element i
+        local = (owned // (ax.ob * ax.op)) * ax.ob + owned % ax.ob
+        terms = []
+        for t in summed:
+            s = ax.rank_at(holder, t)
+            for u in np.unique(s):
+                receivers[int(u)].append(o)
+            terms.append(off[s] + local)
+        if o == me:
+            mine = tuple(terms)
+    return receivers, mine
 
 
 @warmup_kernels
