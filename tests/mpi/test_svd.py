@@ -121,8 +121,9 @@ def test_svd_shapes(grid, m, n, nb, method):
 
 @pytest.mark.parametrize("route", ["host", "device"])
 def test_gathered_routes_move_by_either_transport(grid, monkeypatch, route):
-    """The gathered SVD (``method='gather'``, and the polar route on several processes) takes
-    the matrix to process 0 and the factors back by either route of ``creation.ROUTE``: host
+    """The gathered SVD (``method='gather'``, the polar route on several processes, and the
+    band route's band) takes the matrix to process 0 and the factors back by either route of
+    ``creation.ROUTE``: host
     MPI, or the one-sided exchange in row panels from and to the root's device (one row per
     panel here, so many exchanges)."""
     monkeypatch.setattr(creation, "PANEL_BYTES", 8)
@@ -132,6 +133,7 @@ def test_gathered_routes_move_by_either_transport(grid, monkeypatch, route):
             (17, 11, 4, np.float64, True, "gather"),
             (11, 17, 3, np.complex128, False, "gather"),
             (13, 13, 4, np.float32, False, "polar"),
+            (14, 14, 3, np.complex64, True, "band"),  # the band's factors moved the same way
         ]
     ):
         a = random_matrix(np.random.default_rng(i), (m, n), dtype)

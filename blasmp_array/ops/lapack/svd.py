@@ -40,8 +40,10 @@ asked for are thin or square; the gather otherwise. With the second stage on one
 ``O(n^3)`` flops, the band reduction only adds work to the gather's (measured in
 ``docs/svd.md``); it is kept as the distributed first stage for a bulge-chasing second stage.
 
-Communication: the gathers and scatters of ``creation`` (``O(mn)`` elements through process
-0), the broadcast of ``S`` (``k`` values) and of the outcome of the LAPACK call
+Communication: the gathers and scatters of ``creation`` (``O(mn)`` elements to and from
+process 0: ``gather_to_backend`` / ``scatter_from_backend``, row panels over the one-sided
+exchange on a device, host MPI on the CPU; the band route's values alone gather ``B`` to the
+host, where its band solver runs), the broadcast of ``S`` (``k`` values) and of the outcome of the LAPACK call
 (a ``LinAlgError`` on process 0 is raised on every rank), and the exchanges of the QR
 pipelines and window copies of :mod:`ops.lapack._bidiag_reduction`.
 """
@@ -55,7 +57,7 @@ import numpy as np
 from ..._alloc import new_array
 from ..._dispatch import implements
 from ...array import BlockCyclicArray, blas_dtype
-from ...creation import eye, from_numpy, gather_to_backend, scatter_from_backend, zeros
+from ...creation import eye, gather_to_backend, scatter_from_backend, zeros
 from ...layout import BlockCyclicLayout
 from ..engine import _checks as ck
 from ..engine._vectors import from_host
@@ -314,14 +316,6 @@ def _host_svd(
     return tuple(be.asnumpy(x) for x in res)
 
 
-def _scatter(a: BlockCyclicArray, host: Any, shape: tuple[int, int]) -> BlockCyclicArray:
-    """The matrix ``host`` of process 0 distributed in square blocks of ``a``'s row block."""
-    b = a.block[0]
-    out = from_numpy(host, block=(b, b), grid=a.grid, root=0, dtype=a.dtype)
-    assert out.shape == shape
-    return out
-
-
 def _gathered(a: BlockCyclicArray, full: bool, uv: bool, driver: str, polar: bool = False) -> Any:
     """``a`` gathered on process 0's device (its host on the CPU backend), one LAPACK SVD (or
     the polar route) there, the factors scattered from it (``creation.gather_to_backend``)."""
@@ -370,8 +364,8 @@ def _square(a: BlockCyclicArray, uv: bool, driver: str) -> Any:
     n = a.shape[0]
     be = a.backend
     red = bd.reduce_to_band(a)
-    band = red.band.to_numpy(root=0)
     if not uv:
+        band = red.band.to_numpy(root=0)
 
         def values() -> np.ndarray:
             if red.b > JW_MAX_BAND:
@@ -380,11 +374,19 @@ def _square(a: BlockCyclicArray, uv: bool, driver: str) -> Any:
             return np.sort(np.abs(ev[n:]))[::-1].astype(_real(a.dtype))
 
         return _s_vector(be.bcast(be.run_on_root(values), 0), a)
-    res = be.run_on_root(lambda: _host_svd(a, band, False, True, driver))
+    # the factors of the band: on rank 0's device (its host on the CPU), moved by the exchange
+    dense = gather_to_backend(red.band, root=0)
+
+    def factors() -> Any:
+        ub, sb, vhb = _solve(be, dense, False, True, driver, False)
+        return ub, be.asnumpy(sb), vhb
+
+    res = be.run_on_root(factors)
     ub, s, vhb = res if res is not None else (None, None, None)
     s = be.bcast(s, 0)
-    u = _scatter(red.band, ub, (n, n))
-    v = _scatter(red.band, None if vhb is None else np.ascontiguousarray(vhb.conj().T), (n, n))
+    b = int(red.band.block[0])
+    u = scatter_from_backend(ub, (n, n), (b, b), a.grid, a.dtype)
+    v = scatter_from_backend(None if vhb is None else vhb.conj().T, (n, n), (b, b), a.grid, a.dtype)
     bd.apply_left(red, u)
     bd.apply_right(red, v)
     return u, _s_vector(s, a), v.H.copy()
