@@ -614,7 +614,8 @@ def gather_to_backend(a: BlockCyclicArray, root: int = 0) -> Any:
     On the device route (:data:`ROUTE`) the row panels are gathered straight into it by the
     one-sided exchange, and nothing crosses the host link; on the host route it is
     :func:`gather` (the root's array is the NumPy one on the CPU backend, uploaded
-    otherwise)."""
+    otherwise). Memory: the whole matrix on the root, and on the device route the exchange's
+    workspace for one panel of at most :data:`PANEL_BYTES` on every rank."""
     g, backend = a.grid, a.backend
     if a.size == 0 or _route(backend, a.dtype, g.size, a._transposed) != "device":
         host = gather(a, root=root)
