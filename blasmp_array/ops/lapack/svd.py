@@ -43,9 +43,9 @@ asked for are thin or square; the gather otherwise. With the second stage on one
 Communication: the gathers and scatters of ``creation`` (``O(mn)`` elements to and from
 process 0: ``gather_to_backend`` / ``scatter_from_backend``, row panels over the one-sided
 exchange on a device, host MPI on the CPU; the band route's values alone gather ``B`` to the
-host, where its band solver runs), the broadcast of ``S`` (``k`` values) and of the outcome of the LAPACK call
-(a ``LinAlgError`` on process 0 is raised on every rank), and the exchanges of the QR
-pipelines and window copies of :mod:`ops.lapack._bidiag_reduction`.
+host, where its band solver runs), the broadcast of ``S`` (``k`` values) and of the outcome
+of the LAPACK call (a ``LinAlgError`` on process 0 is raised on every rank), and the exchanges
+of the QR pipelines and window copies of :mod:`ops.lapack._bidiag_reduction`.
 """
 
 from __future__ import annotations
