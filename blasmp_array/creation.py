@@ -397,6 +397,15 @@ def _panel_rows(ncols: int, itemsize: int) -> int:
     return max(1, PANEL_BYTES // max(1, ncols * itemsize))
 
 
+def _row_panels(m: int, n: int, itemsize: int) -> list[tuple[int, int]]:
+    """The row panels ``[r0, r1)`` of an ``m x n`` matrix on the device route, of
+    :func:`_panel_rows` rows each (the last one ragged); none when the matrix is empty."""
+    if not m * n:
+        return []
+    h = _panel_rows(n, itemsize)
+    return [(r0, min(m, r0 + h)) for r0 in range(0, m, h)]
+
+
 def from_numpy(
     a: Any,
     block: int | tuple[int, int] | None = None,
@@ -517,11 +526,10 @@ def _scatter_device(host: np.ndarray | None, out: BlockCyclicArray, root: int) -
     exchange scatters it (``ops/engine/row_panels.py``)."""
     g, backend = out.grid, out.backend
     m, n = out.shape
-    h = _panel_rows(n, out.dtype.itemsize)
+    h = min(m, _panel_rows(n, out.dtype.itemsize))
     scatter = _dispatch.method("scatter_rows")  # ops/engine/row_panels.py
-    panel = backend.xp.empty((min(h, m), n), dtype=out.dtype) if g.rank == root else None
-    for r0 in range(0, m, h):
-        r1 = min(m, r0 + h)
+    panel = backend.xp.empty((h, n), dtype=out.dtype) if g.rank == root else None
+    for r0, r1 in _row_panels(m, n, out.dtype.itemsize):
         rows = None
         if panel is not None:
             assert host is not None
@@ -625,9 +633,7 @@ def gather_to_backend(a: BlockCyclicArray, root: int = 0) -> Any:
     m, n = a.shape
     out = backend.xp.empty((m, n), dtype=a.dtype) if g.rank == root else None
     gather_rows = _dispatch.method("gather_rows")  # ops/engine/row_panels.py
-    h = _panel_rows(n, a.dtype.itemsize)
-    for r0 in range(0, m, h):
-        r1 = min(m, r0 + h)
+    for r0, r1 in _row_panels(m, n, a.dtype.itemsize):
         gather_rows(view, r0, r1, root, None if out is None else out[r0:r1])
     return out
 
@@ -660,9 +666,7 @@ def scatter_from_backend(
     if grid.rank == root:
         src = backend.xp.ascontiguousarray(src, dtype=dt)  # panels are C-ordered rows
     scatter = _dispatch.method("scatter_rows")  # ops/engine/row_panels.py
-    h = _panel_rows(n, dt.itemsize)
-    for r0 in range(0, m if n else 0, h):
-        r1 = min(m, r0 + h)
+    for r0, r1 in _row_panels(m, n, dt.itemsize):
         scatter(out, r0, r1, root, None if grid.rank != root else src[r0:r1])
     return out
 
@@ -720,12 +724,11 @@ def _gather_device(view: BlockCyclicArray, out: np.ndarray | None, root: int | N
     ``out``."""
     g, backend = view.grid, view.backend
     m, n = view.shape
-    h = _panel_rows(n, view.dtype.itemsize)
+    h = min(m, _panel_rows(n, view.dtype.itemsize))
     gather_rows = _dispatch.method("gather_rows")  # ops/engine/row_panels.py
     receivers = range(g.size) if root is None else [root]
-    panel = backend.xp.empty((min(h, m), n), dtype=view.dtype) if out is not None else None
-    for r0 in range(0, m, h):
-        r1 = min(m, r0 + h)
+    panel = backend.xp.empty((h, n), dtype=view.dtype) if out is not None else None
+    for r0, r1 in _row_panels(m, n, view.dtype.itemsize):
         rows = None if panel is None else panel[: r1 - r0]
         for r in receivers:
             gather_rows(view, r0, r1, r, rows if r == g.rank else None)

@@ -39,7 +39,7 @@ import numpy as np
 
 from ...array import BlockCyclicArray
 from ...layout import BlockCyclicLayout, local_indices, numroc
-from ..engine._exchange import Exchange, Message, Plan, positions_index
+from ..engine._exchange import CallKernels, Exchange, Message, Plan, positions_index
 from ..engine._vectors import new_vector
 from ..engine._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from ._gemv import gemv
@@ -86,21 +86,15 @@ def matvec_exchange(a: BlockCyclicArray, col: BlockCyclicArray, op: str) -> Bloc
     return out
 
 
-class _Kernels:
-    """The engine's kernels: every message is read in its slot, so only ``pack`` is used; its
-    payload says which of this call's arrays it sends."""
+class _Kernels(CallKernels):
+    """The engine's kernels: every message is read in its slot (``CallKernels``), and a pack
+    payload names which of this call's arrays it sends (the cached plan holds no arrays)."""
 
     def __init__(self, x: Any, part: Any) -> None:
         self.x, self.part = x, part
 
     def pack(self, msg: Message, out: Any) -> None:
         out[...] = self.x if msg.pack == "x" else self.part
-
-    def unpack(self, msg: Message, data: Any) -> None:  # pragma: no cover - in-slot only
-        raise AssertionError(f"message {msg} is read in its slot")
-
-    def local(self, msg: Message) -> None:  # pragma: no cover - in-slot only
-        raise AssertionError(f"message {msg} is read in its slot")
 
 
 def _product(xp: Any, a: Any, op: str, slot: Any, take: Any, part: Any) -> None:
