@@ -1,6 +1,6 @@
 """Time the default-argument calls a new user makes, as the user makes them.
 
-Usage: mpiexec -n N python tools/defaults_table.py [--n 2048] [--repeat 5] [--numpy]
+Usage: mpiexec -n N python tools/defaults_table.py [--n 2048] [--repeat 5] [--numpy | --cupy]
        [--calls matmul,cholesky,lu_factor,solve,inv,ata] [--interleave]
 
 Each call (``A @ B``, ``np.linalg.cholesky(S)``, ``bm.linalg.lu_factor(A)``,
@@ -8,7 +8,10 @@ Each call (``A @ B``, ``np.linalg.cholesky(S)``, ``bm.linalg.lu_factor(A)``,
 default on the default grid and block; the time is the slowest rank's, median (min, max) of
 ``--repeat`` after one warm-up. ``--numpy``: rank 0 also times NumPy/SciPy on the gathered
 matrices, with as many BLAS threads as all ranks have together, at most the CPUs it may use (the
-ratio ``numpy / ours`` > 1: we are faster). ``--numpy --interleave``: ``--repeat`` rounds of one
+ratio ``numpy / ours`` > 1: we are faster). ``--cupy`` (the GPU backend): rank 0 also times
+CuPy's call (``cupy.matmul``, ``cupy.linalg.cholesky``, cupyx ``lu_factor``,
+``cupy.linalg.solve``, ``cupy.linalg.inv``, ``a.T @ a``) on the same matrices on its device, in
+the same run, while the other ranks wait. ``--numpy --interleave``: ``--repeat`` rounds of one
 call of ours then one of NumPy's, medians of each and the median of the per-round ratios (the
 machine's load drifts less within a round than between two loops); the other ranks wait asleep
 while NumPy runs, not in a busy-polling MPI barrier that would take a core from NumPy's threads.
@@ -104,6 +107,32 @@ def _reference(name: str, a: Any, b: Any, s: Any, threads: int) -> Callable[[], 
     return timed
 
 
+def _cupy_reference(name: str, a: Any, b: Any, s: Any) -> Callable[[], float]:
+    """One timed CuPy call of ``name`` on device copies of the gathered matrices (the device
+    synchronised before and after)."""
+    import cupy as cp
+    import cupyx.scipy.linalg as cl
+
+    da, db, ds = (cp.asarray(x) for x in (a, b, s))
+    fn = {
+        "matmul": lambda: da @ db,
+        "cholesky": lambda: cp.linalg.cholesky(ds),
+        "lu_factor": lambda: cl.lu_factor(da),
+        "solve": lambda: cp.linalg.solve(da, db),
+        "inv": lambda: cp.linalg.inv(da),
+        "ata": lambda: da.T @ da,
+    }[name]
+
+    def timed() -> float:
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        fn()
+        cp.cuda.Device().synchronize()
+        return time.perf_counter() - t0
+
+    return timed
+
+
 def _print_interleaved(
     name: str,
     ours: Callable[[], Any],
@@ -134,6 +163,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2048)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--numpy", action="store_true")
+    ap.add_argument("--cupy", action="store_true")
     ap.add_argument("--calls", default=",".join(CALLS))
     ap.add_argument("--interleave", action="store_true")
     args = ap.parse_args()
@@ -169,7 +199,7 @@ def main() -> None:
         "inv": lambda: np.linalg.inv(A),
         "ata": lambda: A.T @ A,
     }
-    if args.numpy:
+    if args.numpy or args.cupy:
         a, b, s = A.to_numpy(root=0), B.to_numpy(root=0), S.to_numpy(root=0)
         total = sum(r["blas_threads"] or 1 for r in cfg["per_rank"])
         ref_threads = max(1, min(total, len(os.sched_getaffinity(0))))
@@ -183,6 +213,8 @@ def main() -> None:
         ref = None
         if args.numpy and grid.rank == 0:
             ref = _reference(name, a, b, s, ref_threads)
+        elif args.cupy and grid.rank == 0:
+            ref = _cupy_reference(name, a, b, s)
         if args.interleave:
             _print_interleaved(name, fns[name], ref, comm, be, args.repeat, ref_threads)
             continue
@@ -190,7 +222,8 @@ def main() -> None:
         line = f"  {name:10s} {med:.4f} s [{lo:.4f}, {hi:.4f}]"
         if ref is not None:
             t = _local_timed(ref, args.repeat)
-            line += f"   numpy ({ref_threads} thr) {t:.4f} s, numpy/ours {t / med:.2f}x"
+            peer = "cupy (1 process)" if args.cupy else f"numpy ({ref_threads} thr)"
+            line += f"   {peer} {t:.4f} s, {peer.split()[0]}/ours {t / med:.2f}x"
         if grid.rank == 0:
             print(line, flush=True)
         comm.Barrier()

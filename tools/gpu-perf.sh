@@ -24,7 +24,7 @@
 #   lupanel1     tools/getrf_panel_sweep.py at n=$NSMALL and $N: the one-rank LU's panel width
 #   defaults1/defaults4  tools/defaults_table.py on 1 / 4 ranks (MPS), n=$N: A @ B, np.linalg.cholesky,
 #                lu_factor, np.linalg.solve, np.linalg.inv and A.T @ A with every argument at its default
-#                (the working block of the factorisations included); CuPy's times come from chol1/lu1big
+#                (the working block of the factorisations included), each beside CuPy's call on rank 0 (--cupy)
 #   blocks4      tools/factor_block_sweep.py on 4 ranks (2x2, MPS), n=$N, blocks 256-2048: the factorisations'
 #                working block (docs/defaults.md: the GPU row of its TABLE)
 #   qrpanel1     tools/geqrf_panel_sweep.py at n=$NSMALL and $N: the one-rank QR's look-ahead (panel
@@ -139,7 +139,7 @@ for p in "${phases[@]}"; do
               summary+=("lupanel1 (np=1: tools/getrf_panel_sweep.py --n $nsmall $n): rc=$?") ;;
     defaults1|defaults4) r=${p#defaults}
         BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" "$r" python3 tools/defaults_table.py \
-          --n "$n" --repeat "$repeat" --calls matmul,cholesky,lu_factor,solve,inv,ata > "$out/perf-$p.log" 2>&1
+          --n "$n" --repeat "$repeat" --calls matmul,cholesky,lu_factor,solve,inv,ata --cupy > "$out/perf-$p.log" 2>&1
         summary+=("$p (np=$r: tools/defaults_table.py --n $n): rc=$?") ;;
     blocks4) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 4 python3 tools/factor_block_sweep.py \
                --n "$n" --blocks 256 512 1024 2048 --repeat "$repeat" > "$out/perf-blocks4.log" 2>&1
