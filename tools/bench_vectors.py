@@ -11,8 +11,6 @@ Usage (from the repository root)::
         --ops "A @ x" --profile "A @ x"
     BLASMP_BACKEND=gpu tools/node-run.sh 4 python3 tools/bench_vectors.py --n 16384 \
         --ops "A @ x" "x @ A" --matvec-route host     # the host route, for comparison
-    BLASMP_BACKEND=gpu tools/node-run.sh 4 python3 tools/bench_vectors.py --n 16384 \
-        --host-spin-us 0     # host waits that sleep at once (backends/gpu.SPIN_S = 0)
 
 ``speed`` is the reference's median over ours (> 1: we are faster). The reference runs on
 rank 0 alone (on several ranks it is the one-process time the distributed call is compared
@@ -102,18 +100,8 @@ def main() -> None:
         default="auto",
         help="the route of A @ x and x @ A on several processes (ops/blas3/matvec.ROUTE)",
     )
-    p.add_argument(
-        "--host-spin-us",
-        type=float,
-        help="how long the GPU backend's polling host waits re-check before sleeping "
-        "(backends/gpu.SPIN_S, in microseconds)",
-    )
     args = p.parse_args()
     matvec.ROUTE = args.matvec_route
-    if args.host_spin_us is not None and bm.ProcessGrid().backend.name == "gpu":
-        from blasmp_array.backends import gpu
-
-        gpu.SPIN_S = args.host_spin_us * 1e-6
     comm = MPI.COMM_WORLD
     grid = bm.ProcessGrid()
     n, dt = args.n, np.dtype(args.dtype)

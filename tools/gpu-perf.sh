@@ -48,8 +48,7 @@
 #   vectors1/vectors4  tools/bench_vectors.py on 1 / 4 ranks (2x2, MPS), n=$N: the small calls (A @ x,
 #                solve with a vector, element-wise, sums, norms) against CuPy's, then rank 0's host
 #                profile of A @ x (docs/numpy.md, "Vectors"); vectors4 then times A @ x and x @ A
-#                by the host route too (--matvec-route host), in the same call; both then time
-#                A @ x, x @ A, x @ y and norm(x) with host waits that sleep at once (--host-spin-us 0)
+#                by the host route too (--matvec-route host), in the same call
 #   qr1          QR (n=$N, block 1024), tall-skinny QR (1048576 x 256) and least squares
 #                (32768 x 4096, one right-hand side) on 1 rank against CuPy; the tall-skinny and
 #                least-squares rows checked (the testers' ratios on the host; n=$N's would take minutes)
@@ -156,11 +155,7 @@ for p in "${phases[@]}"; do
                BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" "$np_" python3 tools/bench_vectors.py \
                  --n "$n" --ops "A @ x" "x @ A" --matvec-route host >> "$out/perf-$p.log" 2>&1
                summary+=("$p (np=$np_: tools/bench_vectors.py --n $n --matvec-route host): rc=$?")
-             fi
-             # the small calls with host waits that sleep at once, for comparison
-             BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" "$np_" python3 tools/bench_vectors.py \
-               --n "$n" --ops "A @ x" "x @ A" "x @ y" "norm(x)" --host-spin-us 0 >> "$out/perf-$p.log" 2>&1
-             summary+=("$p (np=$np_: tools/bench_vectors.py --n $n --host-spin-us 0): rc=$?") ;;
+             fi ;;
     qrtall1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 1 python3 tools/cholqr_sweep.py \
                --m 1048576 --n 256 --config 0:0 16384:32 0:inv 4096:inv 16384:inv --repeat "$repeat" \
                > "$out/perf-qrtall1.log" 2>&1

@@ -47,7 +47,7 @@ import math
 import os
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import cupy
@@ -80,10 +80,6 @@ __all__ = ["GPUBackend", "GPUStream", "GPUEvent", "StreamError"]
 _ERROR_ORDER = itertools.count()
 _ALIGN = 512  # bytes; every symmetric allocation is a multiple of this
 _MEMORY_MARGIN = 256 << 20  # bytes of device memory left for cuBLAS workspaces and CuPy
-#: a host wait that must poll (a signal wait is pending) first re-checks the device without
-#: sleeping for this many seconds, then sleeps in doubling pauses: each sleep overshoots by the
-#: kernel's timer slack (about 50 us), several times a short call's device time
-SPIN_S = 2e-4
 #: ``asarray``/``asnumpy`` of a 2-D array of at least this many bytes go through the pinned
 #: staging (``_pinned.py``); smaller ones (index vectors, scalars) through CuPy directly
 PINNED_MIN_BYTES = 1 << 20
@@ -172,19 +168,6 @@ class _Token:
 
     def __init__(self, id_: int) -> None:
         self.id = id_
-
-
-def _poll_pauses() -> Iterator[None]:
-    """One step per poll of a host wait: no sleep until ``SPIN_S`` has passed, then sleeps
-    doubling from 20 us to at most 200 us."""
-    spin_until = time.perf_counter() + SPIN_S
-    while time.perf_counter() < spin_until:
-        yield
-    pause = 2e-5
-    while True:
-        time.sleep(pause)
-        yield
-        pause = min(2 * pause, 2e-4)
 
 
 def _parse_bytes(text: str) -> int | None:
@@ -582,8 +565,7 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
         wait is pending, else poll and time a stuck wait out (recorded on its stream, raised by
         :meth:`synchronize`)."""
         assert isinstance(event, GPUEvent)
-        ev = event.event
-        pauses = _poll_pauses()
+        ev, pause = event.event, 2e-5
         while not ev.done:
             if not self._waits_pending():
                 ev.synchronize()
@@ -593,7 +575,8 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
             if stuck is not None:
                 self._time_out(*stuck)
                 return
-            next(pauses)
+            time.sleep(pause)
+            pause = min(2 * pause, 2e-4)
 
     def launch(self, stream: Stream, fn: Callable[..., Any], *args: Any) -> None:
         self._enqueue(stream, fn, *args)
@@ -629,11 +612,10 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
         recorded as its stream's error, released, and returned.
 
         Only a signal wait can keep a stream from finishing, so while one is pending the host
-        polls (:func:`_poll_pauses`: no sleep for ``SPIN_S``, then pauses doubling from 20 us to
-        at most 200 us: a longer cap overshot the end of the work by up to itself -- 1 ms caps
-        cost ~0.8 ms of a 2.5 ms GEMM at n = 4096);
+        polls (pauses doubling from 20 us to at most 200 us: a longer cap overshot the end of
+        the work by up to itself -- 1 ms caps cost ~0.8 ms of a 2.5 ms GEMM at n = 4096);
         without one it blocks in ``cudaStreamSynchronize``, which returns when the work ends."""
-        pauses = _poll_pauses()
+        pause = 2e-5
         while True:
             busy = [s for s in streams if not s.cupy.done]
             if not busy:
@@ -645,7 +627,8 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
             stuck = self._stuck_wait(busy, time.monotonic())
             if stuck is not None:
                 return self._time_out(*stuck)
-            next(pauses)
+            time.sleep(pause)
+            pause = min(2 * pause, 2e-4)
         for s in streams:
             s.cupy.synchronize()  # raises a CUDA error the stream hit
             s.prune()
