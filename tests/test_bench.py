@@ -203,6 +203,27 @@ def test_bench_compare_sweep_plot_trace(tmp_path: Path) -> None:
 
 
 @pytest.mark.mpi
+def test_bench_transpose_peer_is_the_contiguous_copy(tmp_path: Path) -> None:
+    # A.T.resolve() is compared with NumPy's np.ascontiguousarray(a.T), in GB/s; the
+    # redistribution has no one-process peer and says so
+    out = tmp_path / "t.json"
+    proc = run_bench(
+        ["transpose,redistribute", "--n", "48", "--block", "8", "--to-block", "16"]
+        + ["--profile", "--compare", "--baselines", "numpy,dask", "--repeat", "2"]
+        + ["--warmup", "0", "--json", str(out), "--quiet"]
+    )
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    by_op = {r["op"]: r for r in json.loads(out.read_text())["results"]}
+    peers = {b["library"]: b for b in by_op["transpose"]["compare"]}
+    assert set(peers) == {"numpy/scipy"}
+    ref = peers["numpy/scipy"]
+    assert ref["median_s"] > 0
+    assert ref["gbytes_per_s"] == pytest.approx(48 * 48 * 8 / ref["median_s"] / 1e9)
+    (skipped,) = by_op["redistribute"]["compare"]
+    assert skipped["median_s"] is None and "no single-process equivalent" in skipped["note"]
+
+
+@pytest.mark.mpi
 def test_bench_reports_check_failure_exit_code(tmp_path: Path) -> None:
     # a grid that does not fit the job is refused on every rank with a clear message
     proc = run_bench(["gemm", "--n", "8", "--grid", "2x2", "--check"])

@@ -45,7 +45,7 @@ import numpy as np
 
 from .mpi_baselines import MPI_BASELINES, measure_mpi_baselines
 from .mpi_run import baseline_entry as _entry
-from .operators import DATA_OPERATORS, VIEW_OFFSET, VIEW_PRODUCTS, Case
+from .operators import DATA_OPERATORS, VIEW_OFFSET, VIEW_PRODUCTS, Case, byte_count
 
 __all__ = ["run_baselines", "quiet_barrier", "blas_threads", "BASELINES"]
 
@@ -96,6 +96,9 @@ def _numpy_call(case: Case, g: dict[str, np.ndarray]) -> Callable[[], Any]:
     trans = {"N": 0, "T": 1, "C": 2}[case.trans]
     a = np.asfortranarray(g["A"])
     b: Any = np.asfortranarray(g["B"]) if "B" in g else None
+    if op == "transpose":
+        ac = np.ascontiguousarray(g["A"])
+        return lambda: np.ascontiguousarray(ac.T)
     if op == "matmul":
         ac, bc = np.ascontiguousarray(g["A"]), np.ascontiguousarray(g["B"])
         return lambda: ac @ bc
@@ -231,7 +234,9 @@ def _cupy_call(
     def opx(x: Any) -> Any:
         return x if case.trans == "N" else (x.T if case.trans == "T" else x.conj().T)
 
-    if op == "matmul":
+    if op == "transpose":
+        fn = lambda: cp.ascontiguousarray(a.T)  # noqa: E731
+    elif op == "matmul":
         fn = lambda: a @ b  # noqa: E731
     elif op == "matmul_ata":
         fn = lambda: a.conj().T @ a  # noqa: E731
@@ -364,14 +369,21 @@ def _measure_all(
     which: tuple[str, ...] = BASELINES,
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    if case.op in DATA_OPERATORS:
+    if case.op in DATA_OPERATORS and case.op != "transpose":
+        # A.T.resolve()'s peer is the library's contiguous copy of a.T; the others move data
+        # between layouts, which one process does not have
         return [_entry("numpy/scipy", note=f"{case.op}: no single-process equivalent; skipped")]
     if "numpy" in which:
         out.extend(_measure_numpy(case, g, threads, warmup, repeat, flops))
-    if "dask" in which:
+    if "dask" in which and case.op != "transpose":
         out.extend(_measure_dask(case, g, threads, warmup, repeat, flops))
     if "cupy" in which:
         out.extend(_measure_cupy(case, g, warmup, repeat, flops))
+    if case.op == "transpose":  # a data operator's peers are compared in GB/s
+        nbytes = byte_count(case)
+        for e in out:
+            if e.get("median_s"):
+                e["gbytes_per_s"] = nbytes / e["median_s"] / 1e9
     return out
 
 
