@@ -464,10 +464,31 @@ def test_plans_are_cached():
     rd._PLAN_OBSERVER = seen.append
     try:
         for _ in range(2):
-            assert_holds(rd.redistribute(A, block=(4, 5)), a, grid=grid, block=(4, 5))
+            B = rd.redistribute(A, block=(4, 5), transport="onesided")
+            assert_holds(B, a, grid=grid, block=(4, 5))
     finally:
         rd._PLAN_OBSERVER = old
     assert len(seen) == 2 and seen[0] is seen[1]
+
+
+@pytest.mark.parametrize("conj", [False, True])
+def test_one_process_moves_are_one_copy(conj):
+    """On one process every layout holds the matrix in its own order, so a redistribution or
+    a transpose is one local copy and plans no exchange (unless a transport is named)."""
+    grid = grid_of(GRID_SHAPES[-1])
+    a = random_matrix((21, 13), np.complex128, seed=44)
+    A = build(a, grid, (4, 3))
+    seen = []
+    old = rd._PLAN_OBSERVER
+    rd._PLAN_OBSERVER = seen.append
+    try:
+        T = rd.transpose(A, conjugate=conj)
+        R = rd.redistribute(A, block=(5, 2))
+    finally:
+        rd._PLAN_OBSERVER = old
+    assert_holds(T, a.conj().T if conj else a.T, grid=grid, block=(3, 4))
+    assert_holds(R, a, grid=grid, block=(5, 2))
+    assert all(COMM.allgather(bool(seen) == (SIZE > 1)))
 
 
 @pytest.mark.skipif(SIZE == 1, reason="one rank puts nothing: no signal to lose")
@@ -512,7 +533,8 @@ def test_warmup_path_of_lazily_compiled_backends(monkeypatch):
     monkeypatch.setitem(grid.backend.__dict__, "_warmed_kernels", set())
     a = random_matrix((19, 23), np.complex128, seed=53)
     A = build(a, grid, (2, 3))
-    assert_holds(rd.transpose(A, conjugate=True), a.conj().T, grid=grid, block=(3, 2))
+    T = rd.transpose(A, conjugate=True, transport="onesided")
+    assert_holds(T, a.conj().T, grid=grid, block=(3, 2))
     sample = f"{rd.__name__}._warm_redistribute"
     assert (sample, np.dtype(np.complex128)) in grid.backend._warmed_kernels
 
