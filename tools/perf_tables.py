@@ -96,6 +96,8 @@ PEER_CALLS: dict[tuple[str, str], str] = {
     ("cupy", "lu"): "cupyx `lu_factor`",
     ("cupy", "matmul_view"): "CuPy `a[1:, 1:] @ b[1:, 1:]`",
     ("cupy", "sum_axis0"): "CuPy `a.sum(axis=0)`",
+    ("cupy", "transpose"): "CuPy `ascontiguousarray(a.T)`",
+    ("numpy/scipy", "transpose"): "NumPy `ascontiguousarray(a.T)`",
     ("numpy/scipy", "matmul"): "NumPy `a @ b`",
     ("numpy/scipy", "gemm"): "NumPy `a @ b`",
     ("numpy/scipy", "matmul_ata"): "NumPy `a.T @ a`",
