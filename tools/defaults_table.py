@@ -25,6 +25,7 @@ blasmp_array.bench``) are the reference.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import time
@@ -199,6 +200,10 @@ def main() -> None:
         "inv": lambda: np.linalg.inv(A),
         "ata": lambda: A.T @ A,
     }
+    if args.cupy and (be.name != "gpu" or importlib.util.find_spec("cupy") is None):
+        if grid.rank == 0:
+            print(f"--cupy: no CuPy peer on the {be.name} backend; ours only", flush=True)
+        args.cupy = False
     if args.numpy or args.cupy:
         a, b, s = A.to_numpy(root=0), B.to_numpy(root=0), S.to_numpy(root=0)
         total = sum(r["blas_threads"] or 1 for r in cfg["per_rank"])
