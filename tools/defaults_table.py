@@ -85,19 +85,26 @@ def _interleaved(
     return mine[1:], theirs[1:]
 
 
+def _peer_calls(
+    xp: Any, lu_factor: Callable[[Any], Any], a: Any, b: Any, s: Any
+) -> dict[str, Callable[[], Any]]:
+    """The one-process library's call for each of :data:`CALLS` (NumPy/SciPy or CuPy/cupyx)."""
+    return {
+        "matmul": lambda: a @ b,
+        "cholesky": lambda: xp.linalg.cholesky(s),
+        "lu_factor": lambda: lu_factor(a),
+        "solve": lambda: xp.linalg.solve(a, b),
+        "inv": lambda: xp.linalg.inv(a),
+        "ata": lambda: a.T @ a,
+    }
+
+
 def _reference(name: str, a: Any, b: Any, s: Any, threads: int) -> Callable[[], float]:
     """One timed NumPy/SciPy call of ``name`` with ``threads`` BLAS threads (set untimed)."""
     import scipy.linalg as sl
     from threadpoolctl import threadpool_limits
 
-    fn = {
-        "matmul": lambda: a @ b,
-        "cholesky": lambda: np.linalg.cholesky(s),
-        "lu_factor": lambda: sl.lu_factor(a),
-        "solve": lambda: np.linalg.solve(a, b),
-        "inv": lambda: np.linalg.inv(a),
-        "ata": lambda: a.T @ a,
-    }[name]
+    fn = _peer_calls(np, sl.lu_factor, a, b, s)[name]
 
     def timed() -> float:
         with threadpool_limits(limits=threads, user_api="blas"):
@@ -114,15 +121,7 @@ def _cupy_reference(name: str, a: Any, b: Any, s: Any) -> Callable[[], float]:
     import cupy as cp
     import cupyx.scipy.linalg as cl
 
-    da, db, ds = (cp.asarray(x) for x in (a, b, s))
-    fn = {
-        "matmul": lambda: da @ db,
-        "cholesky": lambda: cp.linalg.cholesky(ds),
-        "lu_factor": lambda: cl.lu_factor(da),
-        "solve": lambda: cp.linalg.solve(da, db),
-        "inv": lambda: cp.linalg.inv(da),
-        "ata": lambda: da.T @ da,
-    }[name]
+    fn = _peer_calls(cp, cl.lu_factor, *(cp.asarray(x) for x in (a, b, s)))[name]
 
     def timed() -> float:
         cp.cuda.Device().synchronize()
