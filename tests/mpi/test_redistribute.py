@@ -471,12 +471,14 @@ def test_plans_are_cached():
     assert len(seen) == 2 and seen[0] is seen[1]
 
 
+@pytest.mark.parametrize("dtype", [np.complex128, np.float32, bool])
 @pytest.mark.parametrize("conj", [False, True])
-def test_one_process_moves_are_one_copy(conj):
+def test_one_process_moves_are_one_copy(conj, dtype):
     """On one process every layout holds the matrix in its own order, so a redistribution or
     a transpose is one local copy and plans no exchange (unless a transport is named)."""
     grid = grid_of(GRID_SHAPES[-1])
     a = random_matrix((21, 13), np.complex128, seed=44)
+    a = a if dtype is np.complex128 else (a.real > 0) if dtype is bool else a.real.astype(dtype)
     A = build(a, grid, (4, 3))
     seen = []
     old = rd._PLAN_OBSERVER

@@ -195,7 +195,7 @@ def redistribute(
         # (a transport named explicitly still runs its exchange)
         out = new_array(dst_layout, dst_grid, A.dtype)
         src = A._data.T if A._transposed else A._data
-        if A._conjugated:
+        if A._conjugated and np.dtype(A.dtype).kind == "c":
             backend.xp.conj(src, out=out._data)
         else:
             out._data[...] = src
