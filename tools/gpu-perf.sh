@@ -58,11 +58,13 @@
 #                method='polar', checked), 1 rank, against CuPy
 #   spectral4    the same calls on 4 ranks (2x2, MPS; checked at n=$NSMALL), without CuPy (compare
 #                with spectral1; the host checks of n=$N would take minutes)
+#   transpose1   A.T.resolve() on 1 rank at n=$NSMALL and $N beside cupy.ascontiguousarray(a.T), every
+#                element checked (the one-process transposing copy, docs/redistribution.md)
 #   eigroutes4   tools/profile_eigh.py on 4 ranks (2x2, MPS), eigvalsh at n=$N, block 64: the gathered
 #                route (the root's one-process device two-stage) against the distributed two-stage
 #                (which of the two 'auto' should take above GATHER_N on the GPU; docs/eigh.md)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
-#           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 vectors1 vectors4 qr1 qr4 spectral1 spectral4 eigroutes4
+#           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 vectors1 vectors4 qr1 qr4 spectral1 spectral4 eigroutes4 transpose1
 #           tracelu1 tracest4 tracechol4 tracelu4
 #           (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
@@ -185,6 +187,12 @@ for p in "${phases[@]}"; do
     faces) bench faces 1 "$face" --n "$nsmall" --repeat "$repeat" --check --profile \
              --compare --baselines "$baselines" ;;
     face4) bench face4 4 matmul_ata,solve_triangular --n "$n" --grid 2x2 --repeat "$repeat" ;;
+    transpose1) for m in "$nsmall" "$n"; do
+                  bench "transpose1.n$m" 1 transpose --n "$m" --repeat "$repeat" --check --profile \
+                    --compare --baselines cupy
+                done
+                cat "$out/perf-transpose1.n$nsmall.log" "$out/perf-transpose1.n$n.log" \
+                  > "$out/perf-transpose1.log" 2>/dev/null ;;
     redist4) bench redist4 4 transpose,redistribute --n "$n" --block 2048 --grid 2x2 \
                --to-grid 2x2 --to-block 1024 --repeat "$repeat" --check --profile ;;
     qr1) bench qr1 1 qr --n "$n" --block 1024 --repeat "$repeat" --compare --baselines "$baselines"
@@ -203,12 +211,12 @@ for p in "${phases[@]}"; do
                bench spectral4svd 4 svd --n 8192 --grid 2x2 --repeat 3 ;;
     door1) door door1 1 ;;
     door4) door door4 4 --grid 2x2 ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 tracest4 tracechol4 tracelu4 door1 door4 vectors1 vectors4 qr1 qr4 spectral1 spectral4 eigroutes4)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 tracest4 tracechol4 tracelu4 door1 door4 vectors1 vectors4 qr1 qr4 spectral1 spectral4 eigroutes4 transpose1)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"
 printf '%s\n' "${summary[@]}"
 for p in "${phases[@]}"; do
   echo "--- $p"
-  case $p in door*) cat "$out/perf-$p.log" ;; *) tail -n 12 "$out/perf-$p.log" ;; esac
+  case $p in door* | transpose1) cat "$out/perf-$p.log" ;; *) tail -n 12 "$out/perf-$p.log" ;; esac
 done
