@@ -37,6 +37,18 @@ def cached_grid(nprow: int, npcol: int) -> bm.ProcessGrid:
     return _GRIDS[(nprow, npcol)]
 
 
+def with_source(a, grid, block, src):
+    """The BlockCyclicArray of global ``a`` whose first block lies on process ``src``
+    (ScaLAPACK's RSRC/CSRC), built from each rank's own elements without communication."""
+    from blasmp_array.array import BlockCyclicArray
+    from blasmp_array.layout import BlockCyclicLayout
+
+    lay = BlockCyclicLayout(a.shape, block, grid.shape, src)
+    rows, cols = lay.local_rows(grid.myrow), lay.local_cols(grid.mycol)
+    local = grid.backend.asarray(np.ascontiguousarray(a[np.ix_(rows, cols)]))
+    return BlockCyclicArray(local, lay, grid)
+
+
 @pytest.fixture(params=grid_shapes(MPI.COMM_WORLD.Get_size()), ids=lambda s: f"{s[0]}x{s[1]}")
 def grid(request):
     return cached_grid(*request.param)

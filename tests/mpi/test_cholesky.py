@@ -27,6 +27,7 @@ from blasmp_array.ops.lapack.solves import solve
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import DTYPES, check_bound, high, poison, random_matrix  # noqa: E402
+from conftest import with_source  # noqa: E402
 
 # (n, block): ragged n, n smaller than one block, blocks 1..64
 CASES = [(37, 5), (5, 16), (23, 1), (70, 64), (29, 3), (40, 8)]
@@ -280,18 +281,11 @@ def test_backend_potrf(grid, dtype):
 @pytest.mark.parametrize("lower", [True, False])
 def test_source_process_offset(grid, lower):
     """A layout whose first block lives on the last process row/column (ScaLAPACK RSRC/CSRC)."""
-    from blasmp_array.array import BlockCyclicArray
-    from blasmp_array.layout import BlockCyclicLayout
-
     n, nb = 27, 4
     a = spd(n, np.complex128, seed=8)
-    src = (grid.nprow - 1, grid.npcol - 1)
-    lay = BlockCyclicLayout((n, n), (nb, nb), grid.shape, src)
-    rows, cols = lay.local_rows(grid.myrow), lay.local_cols(grid.mycol)
-    local = grid.backend.asarray(np.ascontiguousarray(stored(a, lower)[np.ix_(rows, cols)]))
-    A = BlockCyclicArray(local, lay, grid)
+    A = with_source(stored(a, lower), grid, (nb, nb), (grid.nprow - 1, grid.npcol - 1))
     C = cholesky(A, lower=lower)
-    assert C.layout == lay
+    assert C.layout == A.layout
     assert factor_ok(a, C.to_numpy(), lower, np.complex128)[0]
 
 

@@ -38,6 +38,7 @@ from blasmp_array.ops.lapack.lu import lu_factor, lu_solve, solve
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import DTYPES, check_bound, high, random_matrix  # noqa: E402
+from conftest import with_source  # noqa: E402
 
 # (n, block): ragged n, n smaller than one block, blocks 1..64
 CASES = [(37, 5), (5, 16), (23, 1), (70, 64), (29, 3), (40, 8)]
@@ -409,24 +410,15 @@ def test_nonsquare_blocks_views_and_overwrite(grid):
 
 def test_source_process_offset(grid):
     """A layout whose first block lives on the last process row/column (ScaLAPACK RSRC/CSRC)."""
-    from blasmp_array.array import BlockCyclicArray
-    from blasmp_array.layout import BlockCyclicLayout
-
     n, nb = 27, 4
     a = random_matrix(np.random.default_rng(8), (n, n), np.complex128)
-    src = (grid.nprow - 1, grid.npcol - 1)
-    lay = BlockCyclicLayout((n, n), (nb, nb), grid.shape, src)
-    rows, cols = lay.local_rows(grid.myrow), lay.local_cols(grid.mycol)
-    local = grid.backend.asarray(np.ascontiguousarray(a[np.ix_(rows, cols)]))
-    A = BlockCyclicArray(local, lay, grid)
+    A = with_source(a, grid, (nb, nb), (grid.nprow - 1, grid.npcol - 1))
     lu, piv = lu_factor(A)
-    assert lu.layout == lay
+    assert lu.layout == A.layout
     np.testing.assert_array_equal(piv, sla.lu_factor(a)[1])
     assert factor_ok(a, lu.to_numpy(), piv, np.complex128)[0]
     b = random_matrix(np.random.default_rng(9), (n, 2), np.complex128)
-    blay = BlockCyclicLayout((n, 2), (nb, 2), grid.shape, (src[0], 0))
-    bl = b[np.ix_(blay.local_rows(grid.myrow), blay.local_cols(grid.mycol))]
-    B = BlockCyclicArray(grid.backend.asarray(np.ascontiguousarray(bl)), blay, grid)
+    B = with_source(b, grid, (nb, 2), (grid.nprow - 1, 0))
     X = lu_solve((lu, piv), B)
     assert solve_ok(a, lu.to_numpy(), piv, X.to_numpy(), b, np.complex128)[0]
 

@@ -23,13 +23,12 @@ from hypothesis import strategies as st
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.array import BlockCyclicArray, as_vector
-from blasmp_array.layout import BlockCyclicLayout
+from blasmp_array.array import as_vector
 from blasmp_array.ops.blas3 import matvec
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import assert_within_bound, eps, high  # noqa: E402
-from conftest import cached_grid, grid_shapes  # noqa: E402
+from conftest import cached_grid, grid_shapes, with_source  # noqa: E402
 
 PROPERTY = settings(
     max_examples=12,
@@ -517,15 +516,6 @@ def test_matvec_vecmat_dot(grid, comm, dtype, m, n, blocks, matvec_route):
     assert _same_everywhere(str(e.value))
 
 
-def _shifted(a, grid, block, src):
-    """The BlockCyclicArray of global ``a`` whose first block lies on process ``src``
-    (ScaLAPACK's RSRC/CSRC), built without communication."""
-    lay = BlockCyclicLayout(a.shape, block, grid.shape, src)
-    rows, cols = lay.local_rows(grid.myrow), lay.local_cols(grid.mycol)
-    local = grid.backend.asarray(np.ascontiguousarray(a[np.ix_(rows, cols)]))
-    return BlockCyclicArray(local, lay, grid)
-
-
 def test_products_with_shifted_sources(grid, matvec_route):
     """A matrix and vectors whose first blocks lie on other processes than (0, 0): each route
     finds the pieces and the owners from the layouts alone."""
@@ -533,9 +523,9 @@ def test_products_with_shifted_sources(grid, matvec_route):
     m, n = 11, 9
     a = _data((m, n), np.float64, 21)
     x, y = _data(n, np.float64, 22), _data(m, np.float64, 23)
-    A = _shifted(a, grid, (2, 3), (pr - 1, pc - 1))
-    X = as_vector(_shifted(x[:, None], grid, (3, 1), (pr // 2, pc - 1)))
-    Y = as_vector(_shifted(y[:, None], grid, (2, 1), (0, pc // 2)))
+    A = with_source(a, grid, (2, 3), (pr - 1, pc - 1))
+    X = as_vector(with_source(x[:, None], grid, (3, 1), (pr // 2, pc - 1)))
+    Y = as_vector(with_source(y[:, None], grid, (2, 1), (0, pc // 2)))
     for got, xx, yy, what in (
         (A @ X, a, x, "A @ x"),
         (Y @ A, y, a, "y @ A"),
