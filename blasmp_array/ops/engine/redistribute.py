@@ -183,16 +183,13 @@ def redistribute(
 
     dst_layout = BlockCyclicLayout(shape=A.shape, block=dst_block, grid_shape=dst_grid.shape)
     backend = A.grid.backend
-    if not A.is_view and dst_layout == A.layout and dst_grid.same_as(A.grid):
-        # same layout: a local copy
-        out = new_array(dst_layout, dst_grid, A.dtype)
-        out._data[...] = A._data
-        return out
-
-    if transport is None and A.grid.size == 1 and dst_grid.size == 1 and A._window is None:
-        # one process holds the whole matrix in its own order whatever the block: one
-        # (transposing, conjugating) copy, the kernel of the array module's ascontiguousarray
-        # (a transport named explicitly still runs its exchange)
+    same = not A.is_view and dst_layout == A.layout and dst_grid.same_as(A.grid)
+    # one process holds the whole matrix in its own order whatever the block (a transport
+    # named explicitly still runs its exchange)
+    alone = transport is None and A.grid.size == 1 and dst_grid.size == 1 and A._window is None
+    if same or alone:
+        # a local (transposing, conjugating) copy: the kernel of the array module's
+        # ascontiguousarray
         out = new_array(dst_layout, dst_grid, A.dtype)
         src = A._data.T if A._transposed else A._data
         if A._conjugated and np.dtype(A.dtype).kind == "c":
