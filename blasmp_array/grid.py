@@ -107,9 +107,10 @@ class ProcessGrid:
         Arrays on a freed grid can still be used by the operators (they do not use these
         communicators), but ``row_comm``/``col_comm`` become ``MPI.COMM_NULL``.
         """
-        column = self.__dict__.pop("_one_column", None)
-        if column is not None:
-            column.free()
+        for kept in ("_one_column", "_one_row"):
+            other = self.__dict__.pop(kept, None)
+            if other is not None:
+                other.free()
         for name in ("row_comm", "col_comm"):
             sub = getattr(self, name)
             if sub != MPI.COMM_NULL:
@@ -152,6 +153,17 @@ class ProcessGrid:
             column = ProcessGrid(self.size, 1, comm=self.comm, backend=self.backend.name)
             self.__dict__["_one_column"] = column
         return column
+
+    def one_row(self) -> ProcessGrid:
+        """The ``1 x size`` grid of the same processes, as :meth:`one_column` makes the
+        ``size x 1`` one (the SYRK that splits ``K`` over the processes moves ``A`` to it)."""
+        if self.nprow == 1:
+            return self
+        row = self.__dict__.get("_one_row")
+        if row is None:
+            row = ProcessGrid(1, self.size, comm=self.comm, backend=self.backend.name)
+            self.__dict__["_one_row"] = row
+        return row
 
     def same_as(self, other: ProcessGrid) -> bool:
         """True when both grids place the same processes identically on the same backend."""

@@ -19,7 +19,8 @@
 #   lu1big       LU on 1 rank at n=$N against cupyx lu_factor
 #   views4       A[1:, 1:] @ B[1:, 1:] (window views, read in place by GEMM), the same on copies of
 #                the windows, A @ B and sum(axis=0) on 4 ranks (2x2, MPS), n=$N, default block
-#   prof1        tools/profile_face.py at n=$NSMALL: per-call host profile of the face (docs/performance.md)
+#   prof1        tools/profile_face.py at n=$NSMALL: per-call host profile of the face (docs/performance.md);
+#                $PROF_OPS names the calls (default: all)
 #   puts4        tools/put_bandwidth.py on 4 ranks (MPS): the NVSHMEM put limit beside redist4
 #   lupanel1     tools/getrf_panel_sweep.py at n=$NSMALL and $N: the one-rank LU's panel width
 #   defaults1/defaults4  tools/defaults_table.py on 1 / 4 ranks (MPS), n=$N: A @ B, np.linalg.cholesky,
@@ -134,7 +135,7 @@ for p in "${phases[@]}"; do
     lu1big) bench lu1big 1 lu --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
     views4) bench views4 4 matmul_view,matmul_view_copy,matmul,sum_axis0 --n "$n" --grid 2x2 --repeat "$repeat" ;;
     prof1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 1 python3 tools/profile_face.py \
-             --n "$nsmall" > "$out/perf-prof1.log" 2>&1
+             --n "$nsmall" $PROF_OPS > "$out/perf-prof1.log" 2>&1
            summary+=("prof1 (np=1: tools/profile_face.py --n $nsmall): rc=$?") ;;
     lupanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 1 python3 tools/getrf_panel_sweep.py \
                 --n "$nsmall" "$n" --config 512 768 1024 1536 2048 0 --repeat "$repeat" > "$out/perf-lupanel1.log" 2>&1

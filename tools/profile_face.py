@@ -1,10 +1,11 @@
 """Where the host time of the NumPy face goes: cProfile of repeated public calls (one rank).
 
 Usage: python tools/profile_face.py [--n 4096] [--repeat 20] [--top 18] [OP ...]
-OPs (default: all): matmul, matmul_ata, solve_triangular, solve_triangular_nocheck, trmm,
-syr2k, symm, cholesky (np.linalg.cholesky), cholesky_scipy (bm.linalg.cholesky(S, lower=True)),
-cho_factor_nocheck, and gemm_kernel (the backend's GEMM alone into a preallocated result, against
-``matmul(a, b, out=c)``), gemm_fresh (the same into a result allocated per call).
+OPs (default: all): matmul, matmul_ata, transpose (A.T.resolve()), solve_triangular,
+solve_triangular_nocheck, trmm, syr2k, symm, cholesky (np.linalg.cholesky), cholesky_scipy
+(bm.linalg.cholesky(S, lower=True)), cho_factor_nocheck, and gemm_kernel (the backend's GEMM alone
+into a preallocated result, against ``matmul(a, b, out=c)``), gemm_fresh (the same into a result
+allocated per call).
 
 For each call it prints the median wall time of the call (device synchronised after each), the
 median time for the call to return (host) and until it enqueued its first BLAS/LAPACK kernel,
@@ -57,6 +58,7 @@ def _calls(n: int):
         "gemm_fresh": (gemm_fresh, lambda: a @ b),
         "matmul": (lambda: A @ B, lambda: a @ b),
         "matmul_ata": (lambda: A.T @ A, lambda: a.T @ a),
+        "transpose": (lambda: A.T.resolve(), lambda: xp.ascontiguousarray(a.T)),
         "solve_triangular": (
             lambda: bm.linalg.solve_triangular(T, B, lower=True),
             lambda: solve_triangular(t, b, lower=True),

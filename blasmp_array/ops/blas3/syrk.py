@@ -42,6 +42,7 @@ from ..engine.panels import (
     make_steps,
     run_pipeline,
 )
+from . import _syrk_ksplit
 from .gemm import check_method, check_stages, output_target
 
 __all__ = ["syrk", "rank_k", "triangle_update"]
@@ -577,9 +578,18 @@ def rank_k(
         beta = dtype.type(0)
 
     b = grid.backend
+    # K split over a one-dimensional grid: one local SYRK per process and one reduction
+    kernel_op = (not hermitian and o1a in ("N", "T")) or (hermitian and o1a == "C")
+    ksplit = (
+        method == "auto"
+        and B is None
+        and kernel_op
+        and alpha != 0
+        and _syrk_ksplit.applies(XA, o1a, Cw, n, kdim, exta is None)
+    )
     # the balanced band on a grid: for the full matrix, and for the lower triangle of a new
     # result (the band's blocks above the diagonal are then moved below it, and zeroed)
-    balanced = grid.size > 1 and b.name in BALANCED_BAND and uplo == "L"
+    balanced = grid.size > 1 and b.name in BALANCED_BAND and uplo == "L" and not ksplit
     band = _LocalBand(Cw) if balanced and (full or fresh) else None
     begin_pipeline(b, dtype)
     mask = None  # held past the synchronisation below: the compute stream reads it
@@ -590,10 +600,11 @@ def rank_k(
         if kdim and alpha != 0:
             o2 = compose_op(o1a, "C" if hermitian else "T")
             col_op = compose_op(o2, "T")
-            # one local BLAS call on a 1x1 grid, where the backend has the kernel for the op
-            kernel_op = (not hermitian and o1a in ("N", "T")) or (hermitian and o1a == "C")
             one = dtype.type(1)
-            if meth == "local" and kernel_op and B is None:
+            if ksplit:
+                _syrk_ksplit.update(XA, o1a, alpha, Cw, uplo)
+            # one local BLAS call on a 1x1 grid, where the backend has the kernel for the op
+            elif meth == "local" and kernel_op and B is None:
                 b.syrk(alpha, XA._data, one, Cw._data, uplo, o1a, b.compute)
             elif meth == "local" and kernel_op and B is not None and o1b == o1a:
                 b.syr2k(alpha, XA._data, XB._data, one, Cw._data, uplo, o1a, b.compute)
@@ -681,7 +692,9 @@ def syrk(
     num_stages : int
         Panel buffers in flight (1: single-buffered).
     method : {'auto', 'summa', 'local'}
-        'auto': the local kernel on a 1x1 grid, the panel pipeline otherwise.
+        'auto': the local kernel on a 1x1 grid; on a one-dimensional grid of the CPU backend
+        with ``2 k >= n``, one local SYRK per process over its share of K and one reduction of
+        the triangle (``_syrk_ksplit``); the panel pipeline otherwise.
     step_width : int, optional
         K columns per pipeline step.
 
