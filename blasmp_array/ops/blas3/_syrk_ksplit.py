@@ -15,16 +15,15 @@ is moved to the transposed grid of the same processes first (``n k`` elements, o
 redistribution). Which backends take the route: :data:`BACKENDS` (docs/blas3.md, "SYRK on
 the CPU").
 
-Communication protocol: no one-sided traffic and no signals; point-to-point MPI over the grid's
-communicator. Each process first posts a receive from every peer (a buffer of the size of its
-own pieces -- per local block column of ``C`` on ``1 x P``, block row on ``P x 1``, the part
-inside the triangle). It then computes, peer by peer, the peer's pieces of its partial product
-into one send buffer (GEMMs off the diagonal blocks, SYRK/HERK on them, their other triangle
-zeroed), synchronises its compute stream and sends the buffer (``Isend``), so that the
-transfers run while it computes its own pieces straight into its tiles (``beta = 1`` on
-``beta C``). It waits for every request and adds the peers' partial sums into its tiles in a
-fixed order (the diagonal blocks only on their triangle: the other triangle of ``C`` is never
-written). Every buffer is private to the call and dropped at return.
+Communication protocol: no one-sided traffic and no signals; one host exchange
+(``Backend.alltoallv``) after the compute stream is synchronised. Each process packs, for every
+peer, the peer's pieces of its partial product -- per local block column of ``C`` on ``1 x P``,
+block row on ``P x 1``, the part inside the triangle, the diagonal block with its other triangle
+zeroed -- into one buffer, adds its own pieces into its tiles (on ``beta C``), and exchanges the
+buffers; it then adds the peers' partial sums into its tiles in rank order (the diagonal blocks
+only on their triangle: the other triangle of ``C`` is never written). Every buffer is private
+to the call and dropped at return. Process ``p`` along the one-dimensional grid is rank ``p``
+of the backend, as everywhere the operators name processes.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from mpi4py import MPI
 
 from ...array import BlockCyclicArray
 from ..engine.redistribute import redistribute
@@ -58,6 +56,7 @@ def applies(
     return (
         grid.backend.name in BACKENDS
         and grid.size > 1
+        and grid.size == grid.backend.size
         and 1 in grid.shape
         and whole
         and op in ("N", "T", "C")
@@ -83,31 +82,34 @@ def update(XA: BlockCyclicArray, op: str, alpha: Any, C: BlockCyclicArray, uplo:
         partial[...] = 0
     else:
         b.syrk(alpha, x, C.dtype.type(0), partial, uplo, op, b.compute)
+    b.synchronize()  # the SYRK, and the scaling of C's triangle enqueued before it
     # on a one-dimensional grid (row-major ranks) the process at index p along it is rank p
     pieces = _pieces(C, uplo)
-    comm = grid.comm
-    me, size = comm.rank, comm.size
+    me, size = b.rank, b.size
     mine = sum(piece.size for piece in pieces[me])
-    recvs = [np.empty(mine, dtype=C.dtype) for _ in range(size - 1)]
-    requests = [comm.Irecv(buf, source=(me - 1 - i) % size) for i, buf in enumerate(recvs)]
-    b.synchronize()  # the SYRK, and the scaling of C's triangle enqueued before it
-    sends = []
-    for i in range(1, size):
-        q = (me + i) % size
+    nothing = np.empty(0, dtype=C.dtype)
+    send, recv = [], []
+    for q in range(size):
+        if q == me:
+            send.append(nothing)
+            recv.append(nothing)
+            continue
         buf = np.empty(sum(piece.size for piece in pieces[q]), dtype=C.dtype)
         for piece, out in _views(pieces[q], buf):
             out[...] = partial[piece.rows, piece.cols]
             piece.zero_other(out, uplo)
-        sends.append(buf)
-        requests.append(comm.Isend(buf, dest=q))
+        send.append(buf)
+        recv.append(np.empty(mine, dtype=C.dtype))
     c = C._data
-    for piece in pieces[me]:  # our own share while the peers' travel
+    for piece in pieces[me]:
         piece.add_into(c[piece.local_rows, piece.local_cols], partial[piece.rows, piece.cols], uplo)
     del partial
-    MPI.Request.Waitall(requests)
-    for buf in recvs:  # the peers' partial sums of our pieces, in a fixed order
-        for piece, got in _views(pieces[me], buf):
-            piece.add_into(c[piece.local_rows, piece.local_cols], got, uplo)
+    b.alltoallv(send, recv)
+    del send
+    for q in range(size):  # the peers' partial sums of our pieces, in rank order
+        if q != me:
+            for piece, got in _views(pieces[me], recv[q]):
+                piece.add_into(c[piece.local_rows, piece.local_cols], got, uplo)
 
 
 def _views(pieces: list[_Piece], buf: np.ndarray) -> list[tuple[_Piece, np.ndarray]]:
