@@ -136,7 +136,7 @@ for p in "${phases[@]}"; do
     lu1big) bench lu1big 1 lu --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
     views4) bench views4 4 matmul_view,matmul_view_copy,matmul,sum_axis0 --n "$n" --grid 2x2 --repeat "$repeat" ;;
     prof1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 1 python3 tools/profile_face.py \
-             --n "$nsmall" $PROF_OPS > "$out/perf-prof1.log" 2>&1
+             --n "$nsmall" ${PROF_OPS:-} > "$out/perf-prof1.log" 2>&1
            summary+=("prof1 (np=1: tools/profile_face.py --n $nsmall): rc=$?") ;;
     lupanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 1 python3 tools/getrf_panel_sweep.py \
                 --n "$nsmall" "$n" --config 512 768 1024 1536 2048 0 --repeat "$repeat" > "$out/perf-lupanel1.log" 2>&1
