@@ -118,15 +118,12 @@ def test_qr(grid, dtype, shape, mode):
     run_case(grid, dtype, *shape, mode)
 
 
-@pytest.mark.parametrize("leaf", [0, 2], ids=["geqrf", "recursive"])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
-def test_householder_with_geqrf_panels(grid, dtype, leaf, monkeypatch):
+def test_householder_with_geqrf_panels(grid, dtype, monkeypatch):
     """The panels factored by ``geqrf`` with ``T`` from its scalars (``xlarft``: the GPU's
-    way; the CPU uses ``geqrt``), and recursively down to 2 columns (real dtypes): the bounds
-    hold on every grid, and so does ``qr_multiply``'s application of the same reflectors."""
+    way; the CPU uses ``geqrt``): the bounds hold on every grid, and so does
+    ``qr_multiply``'s application of the same reflectors."""
     monkeypatch.setattr(grid.backend, "has_geqrt", False)
-    if leaf:
-        monkeypatch.setattr(_qr_local, "PANEL_LEAF", leaf)
     for mode in ("economic", "full", "r"):
         run_case(grid, dtype, 29, 17, 4, mode, "householder")
     run_case(grid, dtype, 11, 19, 3, "full", "householder")

@@ -26,9 +26,8 @@ steps, the last one ragged). Step ``k`` (``k0 = k nb``, ``e`` the width of block
    explicit (unit diagonal, zeros above). On the CPU one ``geqrt`` (LAPACK's recursive
    ``xgeqrt3``, BLAS3) gives the factored panel and ``T_k`` together; ``geqrf``'s inner columns
    run in BLAS2, about 3x slower on a 2048 x 256 panel, and the panel is on the critical path
-   of every step (docs/qr.md, "Measured"). cuSOLVER has no ``geqrt``: on the GPU the recursive
-   panel of :func:`ops.lapack._qr_local.panel_geqrf` (real dtypes; else ``geqrf``), then
-   ``T_k = (I + D triu(V^H V, 1))^{-1} D`` with ``D = diag(tau)`` (LAPACK's ``xlarft``,
+   of every step (docs/qr.md, "Measured"). cuSOLVER has no ``geqrt``: on the GPU ``geqrf``,
+   then ``T_k = (I + D triu(V^H V, 1))^{-1} D`` with ``D = diag(tau)`` (LAPACK's ``xlarft``,
    from one HERK of the panel and one unit triangular solve of ``r x r``; it gives ``H_0 ...
    H_{r-1} = I - V T V^H`` exactly as the column recurrence does, ``tau_i = 0`` included).
 3. *Trailing update* ``A[k0:, j > k] := (I - V T^H V^H) A[k0:, j > k]``: every process forms
@@ -252,7 +251,7 @@ class _Pipeline:
             t = xp.empty((r, r), self.dtype)
             be.geqrt(panel, tau, t, info, comp)
         else:
-            _qr_local.panel_geqrf(be, panel, tau, info, comp, self._keep)
+            be.geqrf(panel, tau, info, comp)
         if self.mycol == _col_owner(lay, k) and lr0 < self.nrow:  # the factored panel -> w
             c0 = lay.local_offset(k, k)[1]
             be.launch(comp, take_rows, self.w._data[lr0:, c0 : c0 + e], panel, mine)

@@ -149,17 +149,16 @@ def panel_geqrf(
     be: Backend, p: Any, tau: Any, info: Any, stream: Any, keep: list[Any], leaf: int = 0
 ) -> None:
     """``geqrf`` of the column-major panel ``p`` in place on ``stream`` (LAPACK's layout and
-    ``tau``; the distributed QR's gathered panels and the look-ahead's), recursive for real dtypes
-    (Elmroth and Gustavson's recursive QR): the left half factored, the right half updated by its
-    block reflector (two GEMMs and a TRMM of depth ``h``), the lower right half factored; below
-    ``leaf`` columns (default :data:`PANEL_LEAF`) the library's ``geqrf``. The library's panel is
-    BLAS2 inside (cuSOLVER: 0.76 TFLOP/s on a 16384 x 512 panel, estimated from the QR's critical
-    path, docs/qr.md); the recursion moves all but the leaves' flops into GEMMs. ``keep`` receives
-    the temporaries (they must outlive the kernels)."""
+    ``tau``), recursive for real dtypes (Elmroth and Gustavson's recursive QR): the left half
+    factored, the right half updated by its block reflector (two GEMMs and a TRMM of depth
+    ``h``), the lower right half factored; below ``leaf`` columns (default :data:`PANEL_LEAF`)
+    the library's ``geqrf``. The library's panel is BLAS2 inside (cuSOLVER: 0.76 TFLOP/s on a
+    16384 x 512 panel, estimated from the QR's critical path, docs/qr.md); the recursion
+    moves all but the leaves' flops into GEMMs. ``keep`` receives the temporaries (they must
+    outlive the kernels)."""
     leaf = leaf or PANEL_LEAF
     m, w = p.shape
-    column_major = p.strides[0] == p.itemsize
-    if w <= leaf or m < w or np.dtype(p.dtype).kind != "f" or not column_major:
+    if w <= leaf or m < w or np.dtype(p.dtype).kind != "f":
         be.geqrf(p, tau, info, stream)
         return
     h = -(-(w // 2) // 32) * 32 if w >= 64 else w // 2  # halves on multiples of 32 columns
