@@ -2,18 +2,17 @@
 its Q is formed: one rank.
 
 Usage: python tools/geqrf_panel_sweep.py [--n 4096 16384] [--panel 512 1024 2048 0]
-                                          [--leaf 64 0] [--q-block 0 1024] [--repeat 5]
+                                          [--q-block 0 1024] [--repeat 5]
 
-For each n: the median (and min/max) time of ``np.linalg.qr(A, mode='r')`` (the factorisation and
-``R``) and of ``np.linalg.qr(A)`` (also the reduced ``Q``) on a 1x1 grid for each panel width of
-``ops.lapack._qr_local`` (``0``: the library's ``geqrf`` called once on the whole matrix, the path
-without look-ahead) and each leaf of the recursive panel (``--leaf``: ``PANEL_LEAF``; ``0``: the
-library's ``geqrf`` on the whole panel), the reduced one for each ``--q-block``
-(``$BLASMP_QR_LOCAL_Q_BLOCK``: ``Q`` formed in blocks of that many reflectors as GEMMs; ``0``: the
-library's ``orgqr``), and the library's own QR in the same run (``cupy.linalg.qr`` /
-``numpy.linalg.qr``, both cuSOLVER / LAPACK ``geqrf`` and ``orgqr``). The look-ahead is forced on a
-backend without concurrent streams (the CPU) so that the tool runs anywhere. Backend from
-$BLASMP_BACKEND. A tuning tool, not a benchmark (the bench's ``qr`` row is).
+For each n: the median (and min/max) time of ``np.linalg.qr(A, mode='r')`` (the factorisation
+and ``R``) and of ``np.linalg.qr(A)`` (also the reduced ``Q``) on a 1x1 grid for each panel width
+of ``ops.lapack._qr_local`` (``0``: the library's ``geqrf`` called once on the whole matrix, the
+path without look-ahead), the reduced one for each ``--q-block`` (``$BLASMP_QR_LOCAL_Q_BLOCK``:
+``Q`` formed in blocks of that many reflectors as GEMMs; ``0``: the library's ``orgqr``), and
+the library's own QR in the same run (``cupy.linalg.qr`` / ``numpy.linalg.qr``, both cuSOLVER /
+LAPACK ``geqrf`` and ``orgqr``). The look-ahead is forced on a backend without concurrent
+streams (the CPU) so that the tool runs anywhere. Backend from $BLASMP_BACKEND. A tuning tool,
+not a benchmark (the bench's ``qr`` row is).
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[4096, 16384])
     ap.add_argument("--panel", type=int, nargs="+", default=[512, 1024, 2048, 0])
-    ap.add_argument("--leaf", type=int, nargs="+", default=[_qr_local.PANEL_LEAF])
     ap.add_argument("--q-block", type=int, nargs="+", default=[0, 1024])
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
@@ -60,17 +58,15 @@ def sweep(n: int, args: argparse.Namespace) -> None:
     lib = f"{xp.__name__}.linalg.qr"
     print(f"n={n} " + line(lib + "(mode='r')", ref_r, fr, ref_r[0]))
     print(f"n={n} {line(lib, ref_q, fq, ref_q[0])}")
-    default = (_qr_local.PANEL, _qr_local.LOOKAHEAD_MIN, _qr_local.PANEL_LEAF)
+    default = (_qr_local.PANEL, _qr_local.LOOKAHEAD_MIN)
     concurrent = be.concurrent_streams
     env = os.environ.get("BLASMP_QR_LOCAL_Q_BLOCK")
     be.concurrent_streams = True
     try:
-        routes = [(p, leaf) for p in args.panel for leaf in (args.leaf if p else [0])]
-        for panel, leaf in routes:
+        for panel in args.panel:
             _qr_local.PANEL = panel or default[0]
             _qr_local.LOOKAHEAD_MIN = 0 if panel else 1 << 62
-            _qr_local.PANEL_LEAF = leaf or 1 << 30
-            label = f"PANEL={panel} leaf={leaf}" if panel else "one geqrf"
+            label = f"PANEL={panel}" if panel else "one geqrf"
             t = timed(lambda: np.linalg.qr(A, mode="r"), sync, args.repeat)
             print(f"n={n} {label} mode='r': {line('', t, fr, ref_r[0])[2:]}")
             for qb in args.q_block:
@@ -79,7 +75,7 @@ def sweep(n: int, args: argparse.Namespace) -> None:
                 how = f"Q in blocks of {qb}" if qb else "orgqr"
                 print(f"n={n} {label} reduced, {how}: {line('', t, fq, ref_q[0])[2:]}")
     finally:
-        _qr_local.PANEL, _qr_local.LOOKAHEAD_MIN, _qr_local.PANEL_LEAF = default
+        _qr_local.PANEL, _qr_local.LOOKAHEAD_MIN = default
         be.concurrent_streams = concurrent
         if env is None:
             os.environ.pop("BLASMP_QR_LOCAL_Q_BLOCK", None)

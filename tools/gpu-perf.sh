@@ -28,9 +28,8 @@
 #                (the working block of the factorisations included), each beside CuPy's call on rank 0 (--cupy)
 #   blocks4      tools/factor_block_sweep.py on 4 ranks (2x2, MPS), n=$N, blocks 256-2048: the factorisations'
 #                working block (docs/defaults.md: the GPU row of its TABLE)
-#   qrpanel1     tools/geqrf_panel_sweep.py at n=$NSMALL, 8192 and $N: the one-rank QR's look-ahead (panel
-#                width and leaf of the recursive panel, or the library's one geqrf) and how its Q is formed,
-#                against cupy.linalg.qr
+#   qrpanel1     tools/geqrf_panel_sweep.py at n=$NSMALL and $N: the one-rank QR's look-ahead (panel
+#                width, or the library's one geqrf) and how its Q is formed, against cupy.linalg.qr
 #   qrtall1      tools/cholqr_sweep.py, 1048576 x 256: the tall-skinny QR's kernels alone (SYRK or
 #                batched GEMM Gram, TRSM or split solve) and the call per configuration, against CuPy
 #   proflu4      tools/profile_lu.py on 4 ranks (2x2, MPS), n=$N, block $BLOCK4: rank 0's host profile
@@ -149,8 +148,8 @@ for p in "${phases[@]}"; do
                --n "$n" --blocks 256 512 1024 2048 --repeat "$repeat" > "$out/perf-blocks4.log" 2>&1
              summary+=("blocks4 (np=4: tools/factor_block_sweep.py --n $n): rc=$?") ;;
     qrpanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 1 python3 tools/geqrf_panel_sweep.py \
-                --n "$nsmall" 8192 "$n" --panel 512 1024 0 --leaf 64 128 0 --q-block 0 1024 --repeat "$repeat" > "$out/perf-qrpanel1.log" 2>&1
-              summary+=("qrpanel1 (np=1: tools/geqrf_panel_sweep.py --n $nsmall 8192 $n): rc=$?") ;;
+                --n "$nsmall" "$n" --panel 512 1024 2048 0 --q-block 0 1024 --repeat "$repeat" > "$out/perf-qrpanel1.log" 2>&1
+              summary+=("qrpanel1 (np=1: tools/geqrf_panel_sweep.py --n $nsmall $n): rc=$?") ;;
     vectors1|vectors4) np_=${p#vectors}
              BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" "$np_" python3 tools/bench_vectors.py \
                --n "$n" --profile "A @ x" > "$out/perf-$p.log" 2>&1

@@ -469,9 +469,8 @@ class CublasKernels:
         return ws
 
     def geqrf(self, stream, a, tau, info) -> None:  # type: ignore[no-untyped-def]
-        """QR of the ``m x k`` ``a`` in place (cuSOLVER ``xgeqrf`` on ``stream``; a column-major
-        view is factored where it lies, with its leading dimension; another ``a`` in a
-        column-major copy); scalars -> ``tau``, INFO -> ``info[0]``."""
+        """QR of the ``m x k`` ``a`` in place (cuSOLVER ``xgeqrf`` on ``stream``; a row-major
+        ``a`` is factored in a column-major copy); scalars -> ``tau``, INFO -> ``info[0]``."""
         if a.ndim != 2:
             raise ValueError(f"geqrf needs a matrix, got shape {tuple(a.shape)}")
         m, k = a.shape
@@ -480,16 +479,12 @@ class CublasKernels:
             return
         dt = np.dtype(a.dtype)
         h, sol, prefix = self.solver_handle(stream), _cusolver(), _PREFIX[dt]
-        lda = a.strides[1] // dt.itemsize
-        if a.strides[0] == dt.itemsize and a.strides[1] % dt.itemsize == 0 and lda >= m:
-            work = a  # column-major with a leading dimension (a panel's lower right part)
-        else:
-            work, lda = cupy.asfortranarray(a), m
+        work = cupy.asfortranarray(a)
         t = tau if tau.flags.c_contiguous else cupy.empty(min(m, k), dt)
-        lwork = int(getattr(sol, prefix + "geqrf_buffer_size")(h, m, k, work.data.ptr, lda))
+        lwork = int(getattr(sol, prefix + "geqrf_buffer_size")(h, m, k, work.data.ptr, m))
         ws = self._solver_workspace(stream, lwork, dt)
         getattr(sol, prefix + "geqrf")(
-            h, m, k, work.data.ptr, lda, t.data.ptr, ws.data.ptr, lwork, info.data.ptr
+            h, m, k, work.data.ptr, m, t.data.ptr, ws.data.ptr, lwork, info.data.ptr
         )
         if work is not a:
             a[...] = work

@@ -331,27 +331,21 @@ def test_householder_pipeline_on_one_process(grid, dtype, monkeypatch):
 LOCAL = [(37, 37, 5), (41, 23, 6), (23, 41, 6), (12, 12, 16), (9, 30, 4), (30, 9, 4), (7, 5, 1)]
 
 
-@pytest.mark.parametrize(
-    "geqrt, leaf", [(True, 0), (False, 0), (False, 2)], ids=["geqrt", "geqrf+larft", "recursive"]
-)
+@pytest.mark.parametrize("geqrt", [True, False], ids=["geqrt", "geqrf+larft"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", LOCAL, ids=[f"{m}x{n}-p{p}" for m, n, p in LOCAL])
-def test_geqrf_lookahead(grid, dtype, case, geqrt, leaf, monkeypatch):
+def test_geqrf_lookahead(grid, dtype, case, geqrt, monkeypatch):
     """Each rank on its own matrix (no communication; on several ranks the CPU backend's
     streams are threads): LAPACK's layout, so the library's ``orgqr`` forms ``Q`` from it and
     the testers' bounds hold; the input unchanged; ``R`` as LAPACK's ``geqrf`` gives it (the
     same algorithm, blocked differently: equal to within the QR's backward error). The panel
     factorisation with ``T`` (``geqrt``, the CPU) and without it (``geqrf`` and ``xlarft``,
-    the GPU) both run, the latter also with recursive panels down to 2 columns (real dtypes;
-    complex ones keep the library's panel). The result and the panel buffers are fresh arrays,
-    NaN-poisoned."""
+    the GPU) both run. The result and the panel buffers are fresh arrays, NaN-poisoned."""
     import scipy.linalg as sla
 
     m, n, nb = case
     be = grid.backend
     monkeypatch.setattr(be, "has_geqrt", geqrt and be.has_geqrt)
-    if leaf:
-        monkeypatch.setattr(_qr_local, "PANEL_LEAF", leaf)
     a = random_matrix(np.random.default_rng(grid.rank + 10 * m + n), (m, n), dtype)
     dev = be.asarray(a.copy())
     fa, tau = _qr_local.geqrf_lookahead(be, dev, nb)

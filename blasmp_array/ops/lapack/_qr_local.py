@@ -45,9 +45,9 @@ from ...backends.base import Backend
 from ..engine._warmup import warmup_kernels
 from . import _lookahead
 from ._lu_local import panel_edges
-from ._reflectors import apply_block, build_t, t_factor, unit_lower
+from ._reflectors import apply_block, t_factor, unit_lower
 
-__all__ = ["geqrf_lookahead", "panel_geqrf", "PANEL", "PANEL_LEAF", "LOOKAHEAD_MIN", "Q_BLOCK"]
+__all__ = ["geqrf_lookahead", "PANEL", "LOOKAHEAD_MIN", "Q_BLOCK"]
 
 #: Panel width of :func:`geqrf_lookahead` (columns per step): 512 and 1024 within 2% of each
 #: other on one H100 at n = 16384, 2048 6-10% slower than 512 (``tools/geqrf_panel_sweep.py``,
@@ -65,9 +65,6 @@ LOOKAHEAD_MIN = 16384
 #: (``_householder._blocked_q``) from :data:`LOOKAHEAD_MIN` on; ``$BLASMP_QR_LOCAL_Q_BLOCK``
 #: overrides it at every size (0: the library's ``orgqr``).
 Q_BLOCK = 1024
-
-#: Columns below which :func:`panel_geqrf` hands a panel to the library's ``geqrf``.
-PANEL_LEAF = 64
 
 
 def geqrf_lookahead(be: Backend, a: Any, nb: int = 0) -> tuple[Any, Any]:
@@ -99,19 +96,18 @@ class _GeqrfSteps(_lookahead.MatrixSteps):
         be.launch(be.compute, assign, self.a, a)
 
     def outputs(self, k: int, panel: Any) -> Any:
-        """``(tau, T or None, INFO, temporaries)`` of panel ``k`` (``tau`` a view of the
-        result's; the temporaries of a recursive panel, kept with the outputs)."""
+        """``(tau, T or None, INFO)`` of panel ``k`` (``tau`` a view of the result's)."""
         xp, k0 = self.be.xp, self.edges[k]
         r = min(panel.shape)
         t = xp.empty((r, r), self.fa.dtype) if self.be.has_geqrt else None
-        return self.tau[k0 : k0 + r], t, xp.zeros(1, np.int32), []
+        return self.tau[k0 : k0 + r], t, xp.zeros(1, np.int32)
 
     def factor(self, k: int, panel: Any, out: Any, stream: Any) -> None:
-        tau, t, info, keep = out
+        tau, t, info = out
         if t is not None:
             self.be.geqrt(panel, tau, t, info, stream)
         else:
-            panel_geqrf(self.be, panel, tau, info, stream, keep)
+            self.be.geqrf(panel, tau, info, stream)
 
     def take(self, k: int, out: Any, done: Any) -> Any:
         return {"out": out, "keep": []}  # accept() adds V and T
@@ -120,7 +116,7 @@ class _GeqrfSteps(_lookahead.MatrixSteps):
         """The factored panel into ``fa``; ``V`` explicit and row-major; ``T``."""
         be, xp = self.be, self.be.xp
         k0, k1, _ = self.block_columns(k)
-        tau, t, _, _ = state["out"]
+        tau, t, _ = state["out"]
         r = tau.shape[0]
         be.launch(be.compute, assign, self.fa[k0:, k0:k1], panel)
         v = xp.empty((self.m - k0, r), self.fa.dtype)
@@ -143,51 +139,6 @@ class _GeqrfSteps(_lookahead.MatrixSteps):
     def _apply_qh(self, state: Any, c: Any) -> None:
         """``c := Q_k^H c`` on the compute stream; its workspace kept with the step."""
         state["keep"].append(apply_block(self.be, state["v"], state["t"], c, "C"))
-
-
-def panel_geqrf(
-    be: Backend, p: Any, tau: Any, info: Any, stream: Any, keep: list[Any], leaf: int = 0
-) -> None:
-    """``geqrf`` of the column-major panel ``p`` in place on ``stream`` (LAPACK's layout and
-    ``tau``), recursive for real dtypes (Elmroth and Gustavson's recursive QR): the left half
-    factored, the right half updated by its block reflector (two GEMMs and a TRMM of depth
-    ``h``), the lower right half factored; below ``leaf`` columns (default :data:`PANEL_LEAF`)
-    the library's ``geqrf``. The library's panel is BLAS2 inside (cuSOLVER: 0.76 TFLOP/s on a
-    16384 x 512 panel, estimated from the QR's critical path, docs/qr.md); the recursion
-    moves all but the leaves' flops into GEMMs. ``keep`` receives the temporaries (they must
-    outlive the kernels)."""
-    leaf = leaf or PANEL_LEAF
-    m, w = p.shape
-    if w <= leaf or m < w or np.dtype(p.dtype).kind != "f":
-        be.geqrf(p, tau, info, stream)
-        return
-    h = -(-(w // 2) // 32) * 32 if w >= 64 else w // 2  # halves on multiples of 32 columns
-    panel_geqrf(be, p[:, :h], tau[:h], info, stream, keep, leaf)
-    xp = be.xp
-    # V^T (row-major, h x m: unit upper) and T of the left half's reflectors, on the stream
-    vt = xp.empty((h, m), p.dtype)
-    g = xp.zeros((h, h), p.dtype)
-    mm = xp.empty((h, h), p.dtype)
-    t = xp.empty((h, h), p.dtype)
-    wt = xp.empty((w - h, h), p.dtype)
-    be.launch(stream, _v_transposed, xp, vt, p[:, :h])
-    be.syrk(1, vt, 0, g, "U", "N", stream)  # G = V^T V
-    be.launch(stream, build_t, xp, g, tau[:h], mm, t)
-    be.trsm(1, mm, t, "L", "U", "N", "U", stream)  # T = (I + D triu(G, 1))^{-1} D
-    # C := Q^T C = C - V T^T V^T C on the right half, in transposed (row-major) terms:
-    # W^T = C^T V, W^T := W^T T, C^T -= W^T V^T
-    ct = p[:, h:].T
-    be.gemm(1, ct, vt, 0, wt, "N", "T", stream)
-    be.trmm(1, t, wt, "R", "U", "N", "N", stream)
-    be.gemm(-1, wt, vt, 1, ct, "N", "N", stream)
-    keep += [vt, g, mm, t, wt]
-    panel_geqrf(be, p[h:, h:], tau[h:], info, stream, keep, leaf)
-
-
-def _v_transposed(xp: Any, vt: Any, p: Any) -> None:
-    """``vt := V^T`` of the reflectors stored below the diagonal of the column-major ``p``."""
-    vt[...] = p.T
-    unit_lower(xp, vt.T, vt.shape[0], vt.shape[0])
 
 
 @warmup_kernels
