@@ -34,6 +34,7 @@
 #                batched GEMM Gram, TRSM or split solve) and the call per configuration, against CuPy
 #   proflu4      tools/profile_lu.py on 4 ranks (2x2, MPS), n=$N, block $BLOCK4: rank 0's host profile
 #   tracelu1     one traced LU call on 1 rank, n=$N (the look-ahead's timeline)
+#   traceqr1     one traced np.linalg.qr call on 1 rank, n=$N, and its per-stream summary (tools/trace_summary.py)
 #   tracest4 / tracechol4 / tracelu4  one traced call on 4 ranks (2x2, MPS), n=$N: solve_triangular
 #                (default block, as face4), Cholesky and LU (block $BLOCK4); the per-step profile of
 #                the 4-rank misses (summarise with tools/trace_summary.py)
@@ -66,7 +67,7 @@
 #                (which of the two 'auto' should take above GATHER_N on the GPU; docs/eigh.md)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
 #           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 vectors1 vectors4 qr1 qr4 spectral1 spectral4 eigroutes4 transpose1
-#           tracelu1 tracest4 tracechol4 tracelu4
+#           tracelu1 traceqr1 tracest4 tracechol4 tracelu4
 #           (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
@@ -148,7 +149,7 @@ for p in "${phases[@]}"; do
                --n "$n" --blocks 256 512 1024 2048 --repeat "$repeat" > "$out/perf-blocks4.log" 2>&1
              summary+=("blocks4 (np=4: tools/factor_block_sweep.py --n $n): rc=$?") ;;
     qrpanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 1 python3 tools/geqrf_panel_sweep.py \
-                --n "$nsmall" "$n" --panel 512 1024 2048 0 --q-block 0 1024 --repeat "$repeat" > "$out/perf-qrpanel1.log" 2>&1
+                --n "$nsmall" 8192 "$n" --panel 512 1024 2048 0 --q-block 0 1024 --repeat "$repeat" > "$out/perf-qrpanel1.log" 2>&1
               summary+=("qrpanel1 (np=1: tools/geqrf_panel_sweep.py --n $nsmall $n): rc=$?") ;;
     vectors1|vectors4) np_=${p#vectors}
              BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" "$np_" python3 tools/bench_vectors.py \
@@ -182,6 +183,8 @@ for p in "${phases[@]}"; do
     tracechol4) bench tracechol4 4 cholesky --n "$n" --block "$block4" --grid 2x2 --repeat 1 \
                   --trace "$out/perf-tracechol4.trace.json" ;;
     tracelu1) bench tracelu1 1 lu --n "$n" --repeat 1 --trace "$out/perf-tracelu1.trace.json" ;;
+    traceqr1) bench traceqr1 1 qr --n "$n" --block 1024 --repeat 1 --trace "$out/perf-traceqr1.trace.json"
+              python3 tools/trace_summary.py "$out/perf-traceqr1.trace.json" >> "$out/perf-traceqr1.log" 2>&1 ;;
     tracelu4) bench tracelu4 4 lu --n "$n" --block "$block4" --grid 2x2 --repeat 1 \
                 --trace "$out/perf-tracelu4.trace.json" ;;
     face1) bench face1 1 "$face" --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
@@ -212,7 +215,7 @@ for p in "${phases[@]}"; do
                bench spectral4svd 4 svd --n 8192 --grid 2x2 --repeat 3 ;;
     door1) door door1 1 ;;
     door4) door door4 4 --grid 2x2 ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 tracest4 tracechol4 tracelu4 door1 door4 vectors1 vectors4 qr1 qr4 spectral1 spectral4 eigroutes4 transpose1)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 traceqr1 tracest4 tracechol4 tracelu4 door1 door4 vectors1 vectors4 qr1 qr4 spectral1 spectral4 eigroutes4 transpose1)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"

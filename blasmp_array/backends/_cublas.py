@@ -73,24 +73,39 @@ def _blas_layout(x: cupy.ndarray) -> int | None:
     return s0 // item
 
 
-#: elements of an input above which rows that are not 16-byte aligned (a window such as
-#: ``A[1:, 1:]``: odd leading dimension) are copied first: an O(mn) copy, against cuBLAS's GEMM
-#: on unaligned rows (one H200, n = 8192, ``A[1:, 1:] @ B[1:, 1:]``: 26.5 ms without the copy,
-#: 20.3 ms with it; docs/performance.md)
+#: elements of a GEMM input above which a matrix whose start or rows are not 16-byte aligned
+#: (a window such as ``A[1:, 1:]``, or an odd width) is copied first into rows padded to 16
+#: bytes: an O(mn) copy, against cuBLAS's GEMM on unaligned data. One H100, n = 16384,
+#: ``A[1:, 1:] @ B[1:, 1:]`` (16383 x 16383 views): cuBLAS's ``dgemm`` 207.7 ms on the views,
+#: 206.3 ms on contiguous copies (whose rows of 16383 elements are unaligned again), 189.5 ms on
+#: padded copies and 193.1 ms with the two copies made in the call; CuPy's product 189.2 ms
+#: (docs/blas3.md, "Window views")
 _ALIGN_COPY_MIN = 1 << 22
+
+
+def _aligned_copy(x: cupy.ndarray) -> tuple[cupy.ndarray, int]:
+    """A copy of the 2-D ``x`` whose start and rows are 16-byte aligned (rows padded), with
+    its leading dimension."""
+    rows, cols = x.shape
+    per = max(1, 16 // x.itemsize)  # elements per 16 bytes
+    ld = max(per, -(-cols // per) * per)
+    buf = cupy.empty((rows, ld), x.dtype)
+    buf[:, :cols] = x
+    return buf[:, :cols], ld
 
 
 def _operand(x: cupy.ndarray, align: bool = False) -> tuple[cupy.ndarray, int]:
     """``x`` (or a contiguous copy, made on the current stream) and its leading dimension;
-    ``align``: also copy a large ``x`` whose rows are not 16-byte aligned."""
+    ``align``: a large ``x`` whose start or rows are not 16-byte aligned is copied into padded
+    rows."""
     ld = _blas_layout(x)
     if (
-        ld is not None
-        and align
+        align
         and x.size >= _ALIGN_COPY_MIN
-        and ((ld * x.itemsize) % 16 or x.data.ptr % 16)
+        and min(x.shape) > 1
+        and (ld is None or (ld * x.itemsize) % 16 or x.data.ptr % 16)
     ):
-        ld = None
+        return _aligned_copy(x)
     if ld is None:
         x = cupy.ascontiguousarray(x)
         ld = max(1, x.shape[1])

@@ -342,6 +342,53 @@ def test_kernels_match_cpu_kernels(be, dtype, uplo, trans, side, diag):
 
 @pytest.mark.gpu
 @gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gemm_copies_unaligned_operands_into_padded_rows(be, dtype, monkeypatch):
+    """With the size threshold lowered, GEMM operands whose start or rows are not 16-byte
+    aligned (windows ``x[1:, 1:]``, odd widths, a transposed view) are copied into padded rows
+    (leading dimension a multiple of 16 bytes, the start aligned), and the product, written
+    into a window of a NaN-poisoned output, matches the CPU kernel."""
+    import cupy
+
+    from blasmp_array.backends import _cpu_kernels as cpu
+    from blasmp_array.backends import _cublas
+
+    monkeypatch.setattr(_cublas, "_ALIGN_COPY_MIN", 0)
+    copies = []
+    real = _cublas._aligned_copy
+    monkeypatch.setattr(_cublas, "_aligned_copy", lambda x: copies.append(real(x)) or copies[-1])
+    rng = np.random.default_rng(7)
+    a = random_matrix(rng, (20, 18), dtype)
+    b = random_matrix(rng, (18, 22), dtype)
+    c = np.full((20, 22), np.nan, dtype)
+    small = np.dtype(dtype).itemsize < 16  # a one-element offset misaligns the start
+    cases = [
+        (lambda x: x[1:, 1:], lambda y: y[1:, 1:], small),  # unaligned starts
+        (lambda x: x[:, :17], lambda y: y[:17, :], False),  # odd widths, aligned rows
+        (lambda x: x[1:, 1:].T.copy().T, lambda y: y[1:, 1:], True),  # Fortran-ordered a
+    ]
+    for view_a, view_b, copied in cases:
+        copies.clear()
+        av, bv = view_a(a), view_b(b)
+        dav, dbv = view_a(cupy.asarray(a)), view_b(cupy.asarray(b))
+        dc = cupy.asarray(c)
+        rows, cols = av.shape[0], bv.shape[1]
+        be.gemm(1, dav, dbv, 0, dc[1 : rows + 1, :cols], "N", "N", be.compute)
+        be.synchronize()
+        ref = c.copy()
+        cpu.gemm(1, av, bv, 0, ref[1 : rows + 1, :cols], "N", "N")
+        got = cupy.asnumpy(dc)
+        assert np.array_equal(np.isnan(got), np.isnan(ref)), "wrote outside the output window"
+        ok = ~np.isnan(ref)
+        scale = (np.abs(av) @ np.abs(bv)).max()
+        assert np.abs(got[ok] - ref[ok]).max() <= 4 * av.shape[1] * np.finfo(dtype).eps * scale
+        assert bool(copies) == copied
+        for buf, ld in copies:
+            assert buf.data.ptr % 16 == 0 and (ld * buf.itemsize) % 16 == 0
+
+
+@pytest.mark.gpu
+@gpu
 def test_kernel_errors_are_raised_by_synchronize(be):
     import cupy
 
