@@ -360,7 +360,7 @@ def test_gemm_copies_unaligned_operands_into_padded_rows(be, dtype, monkeypatch)
     rng = np.random.default_rng(7)
     a = random_matrix(rng, (20, 18), dtype)
     b = random_matrix(rng, (18, 22), dtype)
-    c = np.full((20, 22), np.nan, dtype)
+    c = np.full((21, 22), np.nan, dtype)  # the output window starts at row 1
     small = np.dtype(dtype).itemsize < 16  # a one-element offset misaligns the start
     cases = [
         (lambda x: x[1:, 1:], lambda y: y[1:, 1:], small),  # unaligned starts
