@@ -17,17 +17,13 @@ the CPU").
 
 Communication protocol: no one-sided traffic and no signals; one host exchange
 (``Backend.alltoallv``) after the compute stream is synchronised. Each process packs, for every
-process, that process's pieces of its partial product -- per local block column of ``C`` on ``1
-x P``, block row on ``P x 1``, the part inside the triangle with the diagonal block's other
-triangle zeroed, or for the full matrix of ``A.T @ A`` the whole block column (row), its upper
-part the mirror of the lower one -- into one buffer, and exchanges the buffers. Each then adds
-the partial sums of its pieces into its tiles (on ``beta C``). For the full matrix it adds them
-in rank order, its own among them: the same order for every element, so that the matrix is
-exactly symmetric (Hermitian). A triangle's own pieces are added straight from the partial
-product, before the exchange, with no packing. The diagonal blocks of a triangle are added only
-on it: the other triangle of ``C`` is never written. Every buffer is private to the call and
-dropped at return. Process ``p`` along the one-dimensional grid is rank ``p`` of the backend, as
-everywhere the operators name processes.
+peer, the peer's pieces of its partial product -- per local block column of ``C`` on ``1 x P``,
+block row on ``P x 1``, the part inside the triangle, the diagonal block with its other triangle
+zeroed -- into one buffer, adds its own pieces into its tiles (on ``beta C``), and exchanges the
+buffers; it then adds the peers' partial sums into its tiles in rank order (the diagonal blocks
+only on their triangle: the other triangle of ``C`` is never written). Every buffer is private
+to the call and dropped at return. Process ``p`` along the one-dimensional grid is rank ``p``
+of the backend, as everywhere the operators name processes.
 """
 
 from __future__ import annotations
@@ -71,19 +67,9 @@ def applies(
     )
 
 
-def update(
-    XA: BlockCyclicArray,
-    op: str,
-    alpha: Any,
-    C: BlockCyclicArray,
-    uplo: str,
-    full: bool = False,
-    hermitian: bool = False,
-) -> None:
+def update(XA: BlockCyclicArray, op: str, alpha: Any, C: BlockCyclicArray, uplo: str) -> None:
     """Add ``alpha op(XA) op(XA)^T`` (HERK for ``op='C'``) to the ``uplo`` triangle of ``C``
-    (collective; :func:`applies` holds). ``C``'s triangle must already hold ``beta C``.
-    ``full`` (``uplo='L'``, a zeroed ``C``): the whole symmetric (``hermitian``: Hermitian)
-    matrix, each element of the upper triangle the exact mirror of its lower one."""
+    (collective; :func:`applies` holds). ``C``'s triangle must already hold ``beta C``."""
     grid = C.grid
     b = grid.backend
     # K is XA's columns for op 'N' (split over a 1 x P grid), its rows for 'T'/'C' (P x 1)
@@ -98,34 +84,32 @@ def update(
         b.syrk(alpha, x, C.dtype.type(0), partial, uplo, op, b.compute)
     b.synchronize()  # the SYRK, and the scaling of C's triangle enqueued before it
     # on a one-dimensional grid (row-major ranks) the process at index p along it is rank p
-    pieces = _pieces(C, uplo, full)
+    pieces = _pieces(C, uplo)
     me, size = b.rank, b.size
-    c = C._data
+    mine = sum(piece.size for piece in pieces[me])
     nothing = np.empty(0, dtype=C.dtype)
-    packed = []  # every process's pieces of our partial product, packed in its order
+    send, recv = [], []
     for q in range(size):
-        if q == me and not full:  # a triangle: ours straight from the partial product
-            for piece in pieces[me]:
-                got = partial[piece.rows, piece.cols]
-                piece.add_into(c[piece.local_rows, piece.local_cols], got, uplo)
-            packed.append(nothing)
+        if q == me:
+            send.append(nothing)
+            recv.append(nothing)
             continue
         buf = np.empty(sum(piece.size for piece in pieces[q]), dtype=C.dtype)
         for piece, out in _views(pieces[q], buf):
-            piece.pack(partial, out, uplo, hermitian)
-        packed.append(buf)
+            out[...] = partial[piece.rows, piece.cols]
+            piece.zero_other(out, uplo)
+        send.append(buf)
+        recv.append(np.empty(mine, dtype=C.dtype))
+    c = C._data
+    for piece in pieces[me]:
+        piece.add_into(c[piece.local_rows, piece.local_cols], partial[piece.rows, piece.cols], uplo)
     del partial
-    mine = sum(piece.size for piece in pieces[me])
-    recv = [np.empty(mine if q != me else 0, dtype=C.dtype) for q in range(size)]
-    own, packed[me] = packed[me], nothing
-    b.alltoallv(packed, recv)
-    del packed
-    recv[me] = own  # (empty for a triangle: already added)
-    for q in range(size):  # the partial sums of our pieces in rank order, ours among them
-        if recv[q].size == 0:
-            continue
-        for piece, got in _views(pieces[me], recv[q]):
-            piece.add_into(c[piece.local_rows, piece.local_cols], got, uplo)
+    b.alltoallv(send, recv)
+    del send
+    for q in range(size):  # the peers' partial sums of our pieces, in rank order
+        if q != me:
+            for piece, got in _views(pieces[me], recv[q]):
+                piece.add_into(c[piece.local_rows, piece.local_cols], got, uplo)
 
 
 def _views(pieces: list[_Piece], buf: np.ndarray) -> list[tuple[_Piece, np.ndarray]]:
@@ -142,56 +126,17 @@ class _Piece:
     rectangle ``rows x cols`` and its place in the owner's local matrix; the diagonal block is
     ``[g, g + w)`` in both dimensions."""
 
-    __slots__ = (
-        "rows",
-        "cols",
-        "local_rows",
-        "local_cols",
-        "shape",
-        "size",
-        "g",
-        "w",
-        "by_cols",
-        "full",
-    )
+    __slots__ = ("rows", "cols", "local_rows", "local_cols", "shape", "size", "g", "w", "by_cols")
 
     def __init__(
-        self,
-        rows: slice,
-        cols: slice,
-        local_rows: slice,
-        local_cols: slice,
-        g: int,
-        w: int,
-        by_cols: bool,
-        full: bool,
+        self, rows: slice, cols: slice, local_rows: slice, local_cols: slice, g: int, w: int
     ) -> None:
         self.rows, self.cols = rows, cols
         self.local_rows, self.local_cols = local_rows, local_cols
         self.shape = (rows.stop - rows.start, cols.stop - cols.start)
         self.size = self.shape[0] * self.shape[1]
         self.g, self.w = g, w
-        self.by_cols, self.full = by_cols, full
-
-    def pack(self, partial: np.ndarray, out: np.ndarray, uplo: str, hermitian: bool) -> None:
-        """``out`` := the piece of the ``n x n`` partial product whose ``uplo`` triangle is
-        ``partial``'s: inside the triangle only (the diagonal block's other triangle zero), or,
-        for a ``full`` piece (``uplo='L'``), everywhere, the upper triangle mirrored from the
-        lower one (conjugated when ``hermitian``)."""
-        if not self.full:
-            out[...] = partial[self.rows, self.cols]
-            self.zero_other(out, uplo)
-            return
-        g, w = self.g, self.w
-        mirror = (lambda z: z.conj().T) if hermitian else (lambda z: z.T)
-        if self.by_cols:  # rows [0, n) of columns [g, g + w)
-            out[g:] = partial[g:, g : g + w]
-            out[:g] = mirror(partial[g : g + w, :g])
-        else:  # columns [0, n) of rows [g, g + w)
-            out[:, : g + w] = partial[g : g + w, : g + w]
-            out[:, g + w :] = mirror(partial[g + w :, g : g + w])
-        d = self._diag_block(out)
-        d[...] = np.tril(d) + mirror(np.tril(d, -1))
+        self.by_cols = self.shape[1] == w and cols.start == g
 
     def off_diagonal(self) -> list[tuple[slice, slice]]:
         """The global rectangles of the piece outside its diagonal block (one, or none)."""
@@ -218,11 +163,7 @@ class _Piece:
         d[...] = np.tril(d) if uplo == "L" else np.triu(d)
 
     def add_into(self, dst: np.ndarray, got: np.ndarray, uplo: str) -> None:
-        """``dst += got`` inside the ``uplo`` triangle (the diagonal block only on it); all of
-        a ``full`` piece."""
-        if self.full:
-            np.add(dst, got, out=dst)
-            return
+        """``dst += got`` inside the ``uplo`` triangle (the diagonal block only on it)."""
         r0, c0 = self.rows.start, self.cols.start
         for rows, cols in self.off_diagonal():
             part = (slice(rows.start - r0, rows.stop - r0), slice(cols.start - c0, cols.stop - c0))
@@ -242,10 +183,9 @@ def _runs(indices: np.ndarray) -> list[tuple[int, int, int]]:
     return [(int(indices[s]), int(s), int(e - s)) for s, e in zip(starts, ends, strict=True)]
 
 
-def _pieces(C: BlockCyclicArray, uplo: str, full: bool = False) -> list[list[_Piece]]:
+def _pieces(C: BlockCyclicArray, uplo: str) -> list[list[_Piece]]:
     """The pieces every process of ``C``'s one-dimensional grid stores, by process index along
-    the grid: the parts of its block columns (rows) inside the ``uplo`` triangle, or all of
-    them (``full``)."""
+    the grid."""
     n = C.shape[0]
     lay, grid = C.layout, C.grid
     by_cols = grid.shape[0] == 1
@@ -254,17 +194,19 @@ def _pieces(C: BlockCyclicArray, uplo: str, full: bool = False) -> list[list[_Pi
         glob = lay.local_cols(p) if by_cols else lay.local_rows(p)
         pieces = []
         for g0, l0, w in _runs(glob):
-            if full:  # the whole block column (row)
-                lo, hi = 0, n
-            elif by_cols:  # the rows of the triangle (lower: g0 .. n)
-                lo, hi = (g0, n) if uplo == "L" else (0, g0 + w)
-            else:  # the columns of the triangle (lower: 0 .. g0 + w)
+            lo, hi = (g0, n) if uplo == "L" else (0, g0 + w)  # the triangle's part of the run
+            if by_cols:  # a block column: all rows are local on 1 x P
+                pieces.append(
+                    _Piece(
+                        slice(lo, hi), slice(g0, g0 + w), slice(lo, hi), slice(l0, l0 + w), g0, w
+                    )
+                )
+            else:  # a block row: the columns of the triangle (lower: 0 .. g0 + w)
                 lo, hi = (0, g0 + w) if uplo == "L" else (g0, n)
-            run, local = slice(g0, g0 + w), slice(l0, l0 + w)
-            if by_cols:  # all rows are local on 1 x P
-                piece = _Piece(slice(lo, hi), run, slice(lo, hi), local, g0, w, True, full)
-            else:  # all columns are local on P x 1
-                piece = _Piece(run, slice(lo, hi), local, slice(lo, hi), g0, w, False, full)
-            pieces.append(piece)
+                pieces.append(
+                    _Piece(
+                        slice(g0, g0 + w), slice(lo, hi), slice(l0, l0 + w), slice(lo, hi), g0, w
+                    )
+                )
         out.append(pieces)
     return out

@@ -602,7 +602,7 @@ def rank_k(
             col_op = compose_op(o2, "T")
             one = dtype.type(1)
             if ksplit:
-                _syrk_ksplit.update(XA, o1a, alpha, Cw, uplo, full, hermitian)
+                _syrk_ksplit.update(XA, o1a, alpha, Cw, uplo)
             # one local BLAS call on a 1x1 grid, where the backend has the kernel for the op
             elif meth == "local" and kernel_op and B is None:
                 b.syrk(alpha, XA._data, one, Cw._data, uplo, o1a, b.compute)
@@ -645,7 +645,7 @@ def rank_k(
         if full and grid.size == 1:  # one process: its lower triangle mirrored, on the device
             b.launch(b.compute, mirror_triangle, b.xp, Cw._data, uplo, hermitian)
     b.synchronize()
-    if full and grid.size > 1 and n and not ksplit:  # (the split of K fills both triangles)
+    if full and grid.size > 1 and n:
         if band is not None:
             _fill_from_band(Cw, band, hermitian)
         else:
