@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ...array import BlockCyclicArray
+from ..engine._triangle import add_triangle
 from ..engine.redistribute import redistribute
 
 __all__ = ["BACKENDS", "MAX_PARTIAL_BYTES", "applies", "update"]
@@ -129,14 +130,21 @@ class _Piece:
     __slots__ = ("rows", "cols", "local_rows", "local_cols", "shape", "size", "g", "w", "by_cols")
 
     def __init__(
-        self, rows: slice, cols: slice, local_rows: slice, local_cols: slice, g: int, w: int
+        self,
+        rows: slice,
+        cols: slice,
+        local_rows: slice,
+        local_cols: slice,
+        g: int,
+        w: int,
+        by_cols: bool,
     ) -> None:
         self.rows, self.cols = rows, cols
         self.local_rows, self.local_cols = local_rows, local_cols
         self.shape = (rows.stop - rows.start, cols.stop - cols.start)
         self.size = self.shape[0] * self.shape[1]
         self.g, self.w = g, w
-        self.by_cols = self.shape[1] == w and cols.start == g
+        self.by_cols = by_cols
 
     def off_diagonal(self) -> list[tuple[slice, slice]]:
         """The global rectangles of the piece outside its diagonal block (one, or none)."""
@@ -168,9 +176,7 @@ class _Piece:
         for rows, cols in self.off_diagonal():
             part = (slice(rows.start - r0, rows.stop - r0), slice(cols.start - c0, cols.stop - c0))
             np.add(dst[part], got[part], out=dst[part])
-        d = self._diag_block(dst)
-        tri = np.tri(self.w, dtype=bool)
-        np.add(d, self._diag_block(got), out=d, where=tri if uplo == "L" else tri.T)
+        add_triangle(np, self._diag_block(dst), self._diag_block(got), uplo)
 
 
 def _runs(indices: np.ndarray) -> list[tuple[int, int, int]]:
@@ -194,19 +200,12 @@ def _pieces(C: BlockCyclicArray, uplo: str) -> list[list[_Piece]]:
         glob = lay.local_cols(p) if by_cols else lay.local_rows(p)
         pieces = []
         for g0, l0, w in _runs(glob):
-            lo, hi = (g0, n) if uplo == "L" else (0, g0 + w)  # the triangle's part of the run
-            if by_cols:  # a block column: all rows are local on 1 x P
-                pieces.append(
-                    _Piece(
-                        slice(lo, hi), slice(g0, g0 + w), slice(lo, hi), slice(l0, l0 + w), g0, w
-                    )
-                )
-            else:  # a block row: the columns of the triangle (lower: 0 .. g0 + w)
+            run, local = slice(g0, g0 + w), slice(l0, l0 + w)
+            if by_cols:  # a block column, all its rows local on 1 x P: the triangle's rows
+                lo, hi = (g0, n) if uplo == "L" else (0, g0 + w)
+                pieces.append(_Piece(slice(lo, hi), run, slice(lo, hi), local, g0, w, True))
+            else:  # a block row, all its columns local on P x 1: the triangle's columns
                 lo, hi = (0, g0 + w) if uplo == "L" else (g0, n)
-                pieces.append(
-                    _Piece(
-                        slice(g0, g0 + w), slice(lo, hi), slice(l0, l0 + w), slice(lo, hi), g0, w
-                    )
-                )
+                pieces.append(_Piece(run, slice(lo, hi), local, slice(lo, hi), g0, w, False))
         out.append(pieces)
     return out

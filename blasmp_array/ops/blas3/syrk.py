@@ -29,7 +29,13 @@ from ...array import BlockCyclicArray
 from ...backends.base import Backend
 from ...layout import BlockCyclicLayout
 from ..engine import _checks as ck
-from ..engine._triangle import index_triangle, mirror_triangle, scale_triangle, triangle_mask
+from ..engine._triangle import (
+    add_triangle,
+    index_triangle,
+    mirror_triangle,
+    scale_triangle,
+    triangle_mask,
+)
 from ..engine._warmup import begin_pipeline, sample_matrix, warmup_kernels
 from ..engine.mirror import mirror_blocks
 from ..engine.panels import (
@@ -76,12 +82,6 @@ def _zero_diag_imag(c: Any, ri: Any, ci: Any) -> None:
     c[ri, ci] = c[ri, ci].real
 
 
-def _diag_add(xp: Any, c_blk: Any, t: Any, uplo: str) -> None:
-    # only the uplo triangle of the diagonal block is written
-    i, j = (xp.tril_indices if uplo == "L" else xp.triu_indices)(c_blk.shape[0])
-    c_blk[i, j] += t[i, j]
-
-
 def _masked_add(xp: Any, c_blk: Any, t: Any, rows: Any, cols: Any, uplo: str) -> None:
     # only the part of the rectangle inside the window's triangle is added
     c_blk += xp.where(index_triangle(rows, cols, uplo), t, xp.zeros((), t.dtype))
@@ -89,13 +89,13 @@ def _masked_add(xp: Any, c_blk: Any, t: Any, rows: Any, cols: Any, uplo: str) ->
 
 @warmup_kernels
 def _warm_diagonal(backend: Backend, xp: Any, dtype: np.dtype) -> None:
-    """:func:`_diag_add` into a strided and a contiguous block, both triangles; the zeroed
+    """:func:`add_triangle` into a strided and a contiguous block, both triangles; the zeroed
     imaginary part of HERK's diagonal; :func:`_masked_add` of a window's diagonal rectangle."""
     n = 6
     local = sample_matrix(xp, dtype, n)
     for uplo in ("L", "U"):
-        _diag_add(xp, local[1:5, 1:5], local[:4, :4].copy(), uplo)
-        _diag_add(xp, local.copy(), local.copy(), uplo)
+        add_triangle(xp, local[1:5, 1:5], local[:4, :4].copy(), uplo)
+        add_triangle(xp, local.copy(), local.copy(), uplo)
     idx = xp.asarray(np.arange(3))
     if dtype.kind == "c":
         _zero_diag_imag(local.copy(), idx, idx)
@@ -433,7 +433,7 @@ def triangle_update(
             )
             first = False
         if not first and wr is None:
-            b.launch(b.compute, _diag_add, b.xp, c_loc[d0:d1, c0:c1], t, uplo)
+            b.launch(b.compute, add_triangle, b.xp, c_loc[d0:d1, c0:c1], t, uplo)
         elif not first and wr is not None and wc is not None:
             rows, cols = wr[d0:d1], wc[c0:c1]
             b.launch(b.compute, _masked_add, b.xp, c_loc[d0:d1, c0:c1], t, rows, cols, uplo)

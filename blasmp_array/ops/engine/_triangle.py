@@ -30,6 +30,7 @@ __all__ = [
     "nonfinite_flag",
     "triangle_nonfinite_flag",
     "zero_triangle",
+    "add_triangle",
     "mirror_triangle",
     "symmetric_from_triangle",
 ]
@@ -248,6 +249,13 @@ def triangle_nonfinite_flag(
             bad &= index_triangle(rows[x0:x1], cols[c0:c1], uplo, k)
             flags.append(bad.any())
     return xp.stack(flags).any() if flags else xp.zeros((), dtype=bool)
+
+
+def add_triangle(xp: Any, c: Any, t: Any, uplo: str) -> None:
+    """``c += t`` on the ``uplo`` triangle of the square block ``c`` (a diagonal block of a
+    SYRK result); its other triangle is not written."""
+    i, j = (xp.tril_indices if uplo == "L" else xp.triu_indices)(c.shape[0])
+    c[i, j] += t[i, j]
 
 
 def zero_triangle(
