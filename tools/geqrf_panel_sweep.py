@@ -2,13 +2,16 @@
 its Q is formed: one rank.
 
 Usage: python tools/geqrf_panel_sweep.py [--n 4096 16384] [--panel 512 1024 2048 0]
-                                          [--q-block 0 1024] [--repeat 5]
+                                          [--q-block 0 1024] [--panel-factor auto]
+                                          [--repeat 5]
 
 For each n: the median (and min/max) time of ``np.linalg.qr(A, mode='r')`` (the factorisation
 and ``R``) and of ``np.linalg.qr(A)`` (also the reduced ``Q``) on a 1x1 grid for each panel width
 of ``ops.lapack._qr_local`` (``0``: the library's ``geqrf`` called once on the whole matrix, the
 path without look-ahead), the reduced one for each ``--q-block`` (``$BLASMP_QR_LOCAL_Q_BLOCK``:
 ``Q`` formed in blocks of that many reflectors as GEMMs; ``0``: the library's ``orgqr``), and
+each ``--panel-factor`` (``$BLASMP_QR_PANEL``: ``cholqr``, CholeskyQR2 and Householder
+reconstruction; ``lapack``, the library's ``geqrf``; ``auto``, the backend's default), and
 the library's own QR in the same run (``cupy.linalg.qr`` / ``numpy.linalg.qr``, both cuSOLVER /
 LAPACK ``geqrf`` and ``orgqr``). The look-ahead is forced on a backend without concurrent
 streams (the CPU) so that the tool runs anywhere. Backend from $BLASMP_BACKEND. A tuning tool,
@@ -32,6 +35,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, nargs="+", default=[4096, 16384])
     ap.add_argument("--panel", type=int, nargs="+", default=[512, 1024, 2048, 0])
     ap.add_argument("--q-block", type=int, nargs="+", default=[0, 1024])
+    ap.add_argument(
+        "--panel-factor", nargs="+", default=["auto"], choices=["auto", "cholqr", "lapack"]
+    )
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     for n in args.n:
@@ -60,13 +66,15 @@ def sweep(n: int, args: argparse.Namespace) -> None:
     print(f"n={n} {line(lib, ref_q, fq, ref_q[0])}")
     default = (_qr_local.PANEL, _qr_local.LOOKAHEAD_MIN)
     concurrent = be.concurrent_streams
-    env = os.environ.get("BLASMP_QR_LOCAL_Q_BLOCK")
+    env = {k: os.environ.get(k) for k in ("BLASMP_QR_LOCAL_Q_BLOCK", "BLASMP_QR_PANEL")}
     be.concurrent_streams = True
+    runs = [(p, f) for p in args.panel for f in (args.panel_factor if p else ["auto"])]
     try:
-        for panel in args.panel:
+        for panel, factor in runs:
             _qr_local.PANEL = panel or default[0]
             _qr_local.LOOKAHEAD_MIN = 0 if panel else 1 << 62
-            label = f"PANEL={panel}" if panel else "one geqrf"
+            os.environ["BLASMP_QR_PANEL"] = "" if factor == "auto" else factor
+            label = f"PANEL={panel} {factor}" if panel else "one geqrf"
             t = timed(lambda: np.linalg.qr(A, mode="r"), sync, args.repeat)
             print(f"n={n} {label} mode='r': {line('', t, fr, ref_r[0])[2:]}")
             for qb in args.q_block:
@@ -77,10 +85,11 @@ def sweep(n: int, args: argparse.Namespace) -> None:
     finally:
         _qr_local.PANEL, _qr_local.LOOKAHEAD_MIN = default
         be.concurrent_streams = concurrent
-        if env is None:
-            os.environ.pop("BLASMP_QR_LOCAL_Q_BLOCK", None)
-        else:
-            os.environ["BLASMP_QR_LOCAL_Q_BLOCK"] = env
+        for key, value in env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 if __name__ == "__main__":

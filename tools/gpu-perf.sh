@@ -149,7 +149,7 @@ for p in "${phases[@]}"; do
                --n "$n" --blocks 256 512 1024 2048 --repeat "$repeat" > "$out/perf-blocks4.log" 2>&1
              summary+=("blocks4 (np=4: tools/factor_block_sweep.py --n $n): rc=$?") ;;
     qrpanel1) BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 1 python3 tools/geqrf_panel_sweep.py \
-                --n "$nsmall" 8192 "$n" --panel 512 1024 2048 0 --q-block 0 1024 --repeat "$repeat" > "$out/perf-qrpanel1.log" 2>&1
+                --n "$nsmall" 8192 "$n" --panel 512 1024 2048 0 --q-block 0 1024 --panel-factor cholqr lapack --repeat "$repeat" > "$out/perf-qrpanel1.log" 2>&1
               summary+=("qrpanel1 (np=1: tools/geqrf_panel_sweep.py --n $nsmall $n): rc=$?") ;;
     vectors1|vectors4) np_=${p#vectors}
              BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" "$np_" python3 tools/bench_vectors.py \

@@ -28,6 +28,7 @@ __all__ = [
     "trsm",
     "potrf",
     "getrf",
+    "modified_lu",
     "geqrf",
     "geqrt",
     "orgqr",
@@ -478,6 +479,22 @@ def potrf(a: np.ndarray, uplo: str, info: np.ndarray) -> None:
         c, inf = fn(a, lower=low, clean=0, overwrite_a=0)
         a[...] = c
     info[0] = inf
+
+
+def modified_lu(a: np.ndarray, d: np.ndarray) -> None:
+    """The leaf of Householder reconstruction's LU in place (``Backend.modified_lu``): column
+    by column, the sign, the pivot ``u = a_jj - d_j``, the column below divided by it and the
+    rank-1 update of the rest (LAPACK ``xLAORHR_COL_GETRFNP2`` unblocked)."""
+    h, w = a.shape
+    if h < w:
+        raise ValueError(f"modified_lu needs an h x w panel with h >= w, got {a.shape}")
+    for j in range(w):
+        s = -1.0 if a[j, j].real >= 0 else 1.0  # (NaN: +1, as the GPU's comparison)
+        u = a[j, j] - s
+        a[j, j] = u
+        d[j] = s
+        a[j + 1 :, j] /= u
+        a[j + 1 :, j + 1 : w] -= np.outer(a[j + 1 :, j], a[j, j + 1 : w])
 
 
 def getrf(a: np.ndarray, ipiv: np.ndarray, info: np.ndarray) -> None:

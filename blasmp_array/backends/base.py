@@ -471,6 +471,16 @@ class Backend(abc.ABC):
         the stream; the host sees them only after a synchronisation."""
         raise NotImplementedError(f"{type(self).__name__} has no local getrf")
 
+    def modified_lu(self, a: Any, d: Any, stream: Stream) -> None:
+        """The LU without pivoting of the ``h x w`` ``a`` (``h >= w``) in place, its top
+        ``w x w`` shifted by the signs it chooses (LAPACK ``xLAORHR_COL_GETRFNP2``, the leaf of
+        Householder reconstruction): column by column ``d_j = -sign(Re a_jj)`` (``+1`` for
+        ``Re a_jj < 0``), ``u_jj = a_jj - d_j`` (so ``|u_jj| >= 1`` where the columns of ``a``
+        are orthonormal), the column below divided by ``u_jj`` and the rank-1 update of the
+        rest. Writes ``L`` (unit, below the diagonal) and ``U`` over ``a``, ``d`` (``w``
+        elements of ``a``'s dtype, values +-1) on the stream."""
+        raise NotImplementedError(f"{type(self).__name__} has no modified_lu")
+
     # -- random construction ------------------------------------------------------------------
     @abc.abstractmethod
     def random_fill(

@@ -578,6 +578,10 @@ class CPUBackend(HostCollectives, HostMessages, Backend):
         assert isinstance(stream, CPUStream)
         stream.enqueue(_kernels.getrf, a, ipiv, info)
 
+    def modified_lu(self, a, d, stream):  # type: ignore[override]
+        assert isinstance(stream, CPUStream)
+        stream.enqueue(_kernels.modified_lu, a, d)
+
     # -- random construction ------------------------------------------------------------
     def random_fill(
         self,

@@ -55,7 +55,7 @@ import numpy as np
 
 from .. import _abort
 from .._local_views import as_local_view
-from . import _blas_threads, _gpu_band_eig
+from . import _blas_threads, _gpu_band_eig, _gpu_orhr
 from ._cublas import CublasKernels
 from ._cuda_env import warn_if_lazy
 from ._gpu_random import load_kernels as load_random_kernels
@@ -927,6 +927,9 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
 
     def getrf(self, a, ipiv, info, stream):  # type: ignore[override]
         self._enqueue(stream, self._blas.getrf, stream.cupy, a, ipiv, info)
+
+    def modified_lu(self, a, d, stream):  # type: ignore[override]
+        self._enqueue(stream, _gpu_orhr.modified_lu, a, d)
 
     # -- random construction ------------------------------------------------------------
     def random_fill(

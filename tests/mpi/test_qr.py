@@ -25,7 +25,7 @@ import pytest
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.ops.lapack import _cholqr, _householder, _qr_local
+from blasmp_array.ops.lapack import _cholqr, _cholqr_panel, _householder, _qr_local
 from blasmp_array.ops.lapack.qr import qr, qr_multiply
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -331,21 +331,27 @@ def test_householder_pipeline_on_one_process(grid, dtype, monkeypatch):
 LOCAL = [(37, 37, 5), (41, 23, 6), (23, 41, 6), (12, 12, 16), (9, 30, 4), (30, 9, 4), (7, 5, 1)]
 
 
-@pytest.mark.parametrize("geqrt", [True, False], ids=["geqrt", "geqrf+larft"])
+PANEL_FACTORS = ["geqrt", "geqrf+larft", "cholqr"]
+
+
+@pytest.mark.parametrize("factor", PANEL_FACTORS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", LOCAL, ids=[f"{m}x{n}-p{p}" for m, n, p in LOCAL])
-def test_geqrf_lookahead(grid, dtype, case, geqrt, monkeypatch):
+def test_geqrf_lookahead(grid, dtype, case, factor, monkeypatch):
     """Each rank on its own matrix (no communication; on several ranks the CPU backend's
     streams are threads): LAPACK's layout, so the library's ``orgqr`` forms ``Q`` from it and
     the testers' bounds hold; the input unchanged; ``R`` as LAPACK's ``geqrf`` gives it (the
-    same algorithm, blocked differently: equal to within the QR's backward error). The panel
-    factorisation with ``T`` (``geqrt``, the CPU) and without it (``geqrf`` and ``xlarft``,
-    the GPU) both run. The result and the panel buffers are fresh arrays, NaN-poisoned."""
+    same algorithm, blocked differently: equal to within the QR's backward error). Every panel
+    factorisation runs: with ``T`` (``geqrt``, the CPU), without it (``geqrf`` and ``xlarft``),
+    and CholeskyQR2 with Householder reconstruction for the tall panels (the GPU; ``geqrf``
+    for the others). The result and the panel buffers are fresh arrays, NaN-poisoned."""
     import scipy.linalg as sla
 
     m, n, nb = case
     be = grid.backend
-    monkeypatch.setattr(be, "has_geqrt", geqrt and be.has_geqrt)
+    monkeypatch.setattr(be, "has_geqrt", factor == "geqrt" and be.has_geqrt)
+    monkeypatch.setattr(_qr_local, "CHOLQR_PANEL", factor == "cholqr")
+    monkeypatch.delenv("BLASMP_QR_PANEL", raising=False)
     a = random_matrix(np.random.default_rng(grid.rank + 10 * m + n), (m, n), dtype)
     dev = be.asarray(a.copy())
     fa, tau = _qr_local.geqrf_lookahead(be, dev, nb)
@@ -363,6 +369,103 @@ def test_geqrf_lookahead(grid, dtype, case, geqrt, monkeypatch):
     scale = np.abs(np.triu(ref[:k])).max()
     gap = np.abs(r - np.triu(ref[:k])).max() / (scale * max(m, n) * eps(dtype))
     assert gap < THRESH, f"R differs from LAPACK's by {gap:.3g} x max(m, n) eps ||R||"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(40, 8), (100, 37), (9, 4), (64, 32)])
+def test_cholqr_panel_reconstructs_householder_reflectors(grid, dtype, shape):
+    """``_cholqr_panel.factor`` on a tall panel gives what LAPACK's ``xgeqrt`` gives: the
+    reflectors below ``R`` with ``tau`` (the library's ``orgqr`` forms ``Q`` from them alone),
+    ``T`` with ``I - V T V^H`` equal to that ``Q`` on its first columns, ``R`` equal to
+    ``xgeqrf``'s (signs included) to within the backward error; the flag says 1. Outputs
+    NaN-poisoned."""
+    import scipy.linalg as sla
+
+    m, b = shape
+    be = grid.backend
+    xp = be.xp
+    a = random_matrix(np.random.default_rng(m + b + grid.rank), (m, b), dtype)
+    panel = xp.asarray(np.asfortranarray(a))
+    tau, t = xp.full(b, np.nan, dtype), xp.full((b, b), np.nan, dtype)
+    flag = xp.full(1, 7, np.int32)
+    work = _cholqr_panel.Workspace(xp, m, b, dtype)
+    _cholqr_panel.factor(be, work, panel, tau, t, flag, be.compute)
+    be.synchronize()
+    assert int(be.asnumpy(flag)[0]) == 1
+    fa, tau, t = (np.asarray(be.asnumpy(x)) for x in (panel, tau, t))
+    assert np.isfinite(fa).all() and np.isfinite(tau).all() and np.isfinite(t).all()
+    orgqr = sla.get_lapack_funcs("ungqr" if np.iscomplexobj(a) else "orgqr", (fa,))
+    q, _, info = orgqr(np.asfortranarray(fa), tau)
+    assert info == 0
+    r = np.triu(fa[:b])
+    assert_qr(a, q, r, f"cholqr panel {m}x{b}")
+    np.testing.assert_array_equal(t, np.triu(t), err_msg="T is not upper triangular")
+    v = np.tril(fa, -1) + np.eye(m, b, dtype=dtype)
+    qt = (np.eye(m, dtype=dtype) - v @ t @ v.conj().T)[:, :b]
+    gap = np.abs(qt - q).max() / (m * eps(dtype))
+    assert gap < THRESH, f"I - V T V^H differs from orgqr's Q by {gap:.3g} m eps"
+    ref = sla.get_lapack_funcs("geqrf", (a,))(a.copy())[0]
+    rgap = np.abs(r - np.triu(ref[:b])).max() / (np.abs(r).max() * m * eps(dtype))
+    assert rgap < THRESH, f"R differs from LAPACK's by {rgap:.3g} x m eps ||R||"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_modified_lu_chooses_signs_that_bound_the_pivots(grid, dtype):
+    """``_cholqr_panel.modified_lu`` (blocked over the backend's leaf): ``a - D = L U`` with
+    ``L`` unit lower, ``D`` of signs +-1 and ``|u_jj| >= 1`` for the top of an orthonormal
+    matrix; leaves of 3 columns over 10 exercise the TRSM and GEMM between them."""
+    import scipy.linalg as sla
+
+    be = grid.backend
+    q = sla.qr(random_matrix(np.random.default_rng(5), (30, 10), dtype), mode="economic")[0]
+    top = np.ascontiguousarray(q[:10])
+    dev, d = be.xp.asarray(top.copy()), be.xp.full(10, np.nan, dtype)
+    old = _cholqr_panel.LEAF
+    _cholqr_panel.LEAF = 3
+    try:
+        _cholqr_panel.modified_lu(be, dev, d, be.compute)
+        be.synchronize()
+    finally:
+        _cholqr_panel.LEAF = old
+    lu, d = np.asarray(be.asnumpy(dev)), np.asarray(be.asnumpy(d))
+    assert set(np.unique(d.real)) <= {-1.0, 1.0} and not d.imag.any()
+    lower, upper = np.tril(lu, -1) + np.eye(10), np.triu(lu)
+    assert np.abs(np.diagonal(upper)).min() >= 1 - 10 * eps(dtype)
+    gap = np.abs(lower @ upper - (top - np.diag(d))).max() / (10 * eps(dtype))
+    assert gap < THRESH, f"L U departs from a - D by {gap:.3g} n eps"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cholqr_panel_out_of_range_is_factored_again(grid, dtype, monkeypatch):
+    """A panel out of CholeskyQR2's range (exactly dependent columns: the Cholesky breaks
+    down or the first pass departs from orthonormality) reports 0, and the look-ahead factors
+    it again by ``geqrf``: the result still meets the testers' bounds, with the zero on
+    ``R``'s diagonal that LAPACK gives."""
+    import scipy.linalg as sla
+
+    be = grid.backend
+    monkeypatch.setattr(be, "has_geqrt", False)
+    monkeypatch.setattr(_qr_local, "CHOLQR_PANEL", True)
+    monkeypatch.delenv("BLASMP_QR_PANEL", raising=False)
+    m, n, nb = 48, 16, 4
+    a = random_matrix(np.random.default_rng(3), (m, n), dtype)
+    a[:, 6] = a[:, 5]  # inside the second panel
+    verdicts = []
+    real = _qr_local._GeqrfSteps.take
+    monkeypatch.setattr(
+        _qr_local._GeqrfSteps,
+        "take",
+        lambda self, *args: (lambda st: (verdicts.append(st["redo"]), st)[1])(real(self, *args)),
+    )
+    fa, tau = _qr_local.geqrf_lookahead(be, be.xp.asarray(a.copy()), nb)
+    assert verdicts[1] and not verdicts[0], f"the verdicts per panel: {verdicts}"
+    fa, tau = np.asarray(be.asnumpy(fa)), np.asarray(be.asnumpy(tau))
+    orgqr = sla.get_lapack_funcs("orgqr", (fa,))
+    q, _, info = orgqr(fa.copy(order="F"), tau)
+    assert info == 0
+    r = np.triu(fa[:n])
+    assert_qr(a, q, r, "geqrf_lookahead with a dependent column")
+    assert abs(r[6, 6]) <= THRESH * m * eps(dtype) * np.abs(r).max()
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex64])

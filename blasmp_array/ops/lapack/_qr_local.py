@@ -31,10 +31,19 @@ Step ``k`` (panel ``k`` = columns ``[k0, k1)``, ``r`` reflectors; block column `
 4. compute stream, beside step 3: the same update of the columns right of block column
    ``k + 1``; then rows ``[k0, k0 + r)`` right of the panel are final rows of ``R``: copied
    into ``fa``.
+
+The panel factorisation (step 3): where :func:`cholqr_panels` holds (the GPU) a panel at least
+:data:`CHOLQR_PANEL_RATIO` times as tall as wide is factored by CholeskyQR2 and Householder
+reconstruction (:mod:`ops.lapack._cholqr_panel`: GEMM-rate flops, and ``T`` with it); then the
+host waits for that panel at step 1 and reads its verdict, and a panel out of CholeskyQR2's
+range is factored again from the matrix by ``geqrf`` on the compute stream at step 2 (its
+columns of ``a`` are not written after they were loaded). Otherwise ``geqrt`` where the
+backend has it (the CPU; it gives ``T``), else ``geqrf``.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -43,11 +52,11 @@ from ..._alloc import scratch
 from ...backends._host_copy import assign
 from ...backends.base import Backend
 from ..engine._warmup import warmup_kernels
-from . import _lookahead
+from . import _cholqr_panel, _lookahead
 from ._lu_local import panel_edges
 from ._reflectors import apply_block, t_factor, unit_lower
 
-__all__ = ["geqrf_lookahead", "PANEL", "LOOKAHEAD_MIN", "Q_BLOCK"]
+__all__ = ["geqrf_lookahead", "cholqr_panels", "PANEL", "LOOKAHEAD_MIN", "Q_BLOCK"]
 
 #: Panel width of :func:`geqrf_lookahead` (columns per step): 512 and 1024 within 2% of each
 #: other on one H100 at n = 16384, 2048 6-10% slower than 512 (``tools/geqrf_panel_sweep.py``,
@@ -66,6 +75,24 @@ LOOKAHEAD_MIN = 16384
 #: overrides it at every size (0: the library's ``orgqr``).
 Q_BLOCK = 1024
 
+#: whether panels are factored by CholeskyQR2 and Householder reconstruction
+#: (:mod:`ops.lapack._cholqr_panel`); None: where the backend runs CholeskyQR's passes as GEMMs
+#: (``Backend.cholqr_gemms``: the GPU); ``$BLASMP_QR_PANEL`` ``cholqr`` or ``lapack`` overrides
+CHOLQR_PANEL: bool | None = None
+
+#: the least ``rows / width`` of a panel factored by CholeskyQR2 (a square panel's condition
+#: number is far larger than a tall one's, and the last panels are cheap for ``geqrf``)
+CHOLQR_PANEL_RATIO = 2
+
+
+def cholqr_panels(be: Backend) -> bool:
+    """Whether :func:`geqrf_lookahead` factors its tall panels by CholeskyQR2 and Householder
+    reconstruction (:data:`CHOLQR_PANEL`)."""
+    env = os.environ.get("BLASMP_QR_PANEL", "")
+    if env in ("cholqr", "lapack"):
+        return env == "cholqr"
+    return be.cholqr_gemms if CHOLQR_PANEL is None else CHOLQR_PANEL
+
 
 def geqrf_lookahead(be: Backend, a: Any, nb: int = 0) -> tuple[Any, Any]:
     """QR of the local ``m x n`` ``a`` (not modified) in panels of ``nb`` columns (default
@@ -79,7 +106,11 @@ def geqrf_lookahead(be: Backend, a: Any, nb: int = 0) -> tuple[Any, Any]:
     tau = xp.zeros(min(m, n), a.dtype)
     if min(m, n) == 0:
         return fa, tau
-    steps = _GeqrfSteps(be, a, fa, tau, panel_edges(min(m, n), nb, 0))
+    edges = panel_edges(min(m, n), nb, 0)
+    work = None
+    if cholqr_panels(be) and m >= CHOLQR_PANEL_RATIO * (edges[1] - edges[0]):
+        work = _cholqr_panel.Workspace(xp, m, edges[1] - edges[0], a.dtype)
+    steps = _GeqrfSteps(be, a, fa, tau, edges, work)
     _lookahead.run(be, steps.edges, m, a.dtype, steps)
     return fa, tau
 
@@ -88,35 +119,64 @@ class _GeqrfSteps(_lookahead.MatrixSteps):
     """The QR's part of :func:`ops.lapack._lookahead.run` (steps 1-4 of the module docstring);
     its matrix is the row-major working copy of ``a``."""
 
-    def __init__(self, be: Backend, a: Any, fa: Any, tau: Any, edges: list[int]) -> None:
+    def __init__(
+        self,
+        be: Backend,
+        a: Any,
+        fa: Any,
+        tau: Any,
+        edges: list[int],
+        work: _cholqr_panel.Workspace | None,
+    ) -> None:
         super().__init__(be, be.xp.empty_like(a), edges)
-        self.fa, self.tau = fa, tau
+        self.fa, self.tau, self.work = fa, tau, work
         self.m, self.n = a.shape
         be.begin()
         be.launch(be.compute, assign, self.a, a)
 
     def outputs(self, k: int, panel: Any) -> Any:
-        """``(tau, T or None, INFO)`` of panel ``k`` (``tau`` a view of the result's)."""
+        """``(tau, T or None, INFO, flag or None)`` of panel ``k`` (``tau`` a view of the
+        result's; the flag where CholeskyQR2 factors it)."""
         xp, k0 = self.be.xp, self.edges[k]
         r = min(panel.shape)
-        t = xp.empty((r, r), self.fa.dtype) if self.be.has_geqrt else None
-        return self.tau[k0 : k0 + r], t, xp.zeros(1, np.int32)
+        cholqr = self.work is not None and panel.shape[0] >= CHOLQR_PANEL_RATIO * panel.shape[1]
+        t = xp.empty((r, r), self.fa.dtype) if self.be.has_geqrt or cholqr else None
+        flag = xp.zeros(1, np.int32) if cholqr else None
+        return self.tau[k0 : k0 + r], t, xp.zeros(1, np.int32), flag
 
     def factor(self, k: int, panel: Any, out: Any, stream: Any) -> None:
-        tau, t, info = out
-        if t is not None:
+        self._factor(panel, out, stream)
+
+    def _factor(self, panel: Any, out: Any, stream: Any) -> None:
+        tau, t, info, flag = out
+        if flag is not None:
+            assert self.work is not None
+            _cholqr_panel.factor(self.be, self.work, panel, tau, t, flag, stream)
+        elif t is not None:
             self.be.geqrt(panel, tau, t, info, stream)
         else:
             self.be.geqrf(panel, tau, info, stream)
 
     def take(self, k: int, out: Any, done: Any) -> Any:
-        return {"out": out, "keep": []}  # accept() adds V and T
+        """Nothing to wait for, unless CholeskyQR2 factored the panel: then its verdict."""
+        redo = False
+        if out[3] is not None:
+            self.be.host_wait(done)
+            redo = int(self.be.asnumpy(out[3])[0]) == 0
+        return {"out": out, "keep": [], "redo": redo}  # accept() adds V and T
 
     def accept(self, k: int, panel: Any, state: Any) -> None:
-        """The factored panel into ``fa``; ``V`` explicit and row-major; ``T``."""
+        """The factored panel into ``fa`` (factored again by ``geqrt``/``geqrf`` where
+        CholeskyQR2 was out of its range); ``V`` explicit and row-major; ``T``."""
         be, xp = self.be, self.be.xp
         k0, k1, _ = self.block_columns(k)
-        tau, t, _ = state["out"]
+        if state["redo"]:
+            tau, t, info, _ = state["out"]
+            t = t if be.has_geqrt else None
+            state["out"] = tau, t, info, None
+            be.launch(be.compute, assign, panel, self.a[k0:, k0:k1])
+            self._factor(panel, state["out"], be.compute)
+        tau, t, _, _ = state["out"]
         r = tau.shape[0]
         be.launch(be.compute, assign, self.fa[k0:, k0:k1], panel)
         v = xp.empty((self.m - k0, r), self.fa.dtype)
