@@ -331,6 +331,32 @@ def test_householder_pipeline_on_one_process(grid, dtype, monkeypatch):
 LOCAL = [(37, 37, 5), (41, 23, 6), (23, 41, 6), (12, 12, 16), (9, 30, 4), (30, 9, 4), (7, 5, 1)]
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_householder_qr_with_cholqr_panels(grid, dtype, monkeypatch):
+    """The distributed Householder QR with its tall panels factored by CholeskyQR2 and
+    Householder reconstruction (the GPU's panels, forced here): the testers' bounds for tall,
+    square and wide shapes; a matrix with a dependent column makes a panel's verdict 0 on every
+    process, which then gathers it again for ``geqrf`` (counted: one more panel gather)."""
+    monkeypatch.setattr(grid.backend, "has_geqrt", False)
+    monkeypatch.setattr(_qr_local, "CHOLQR_PANEL", True)
+    monkeypatch.delenv("BLASMP_QR_PANEL", raising=False)
+    monkeypatch.setattr(_householder, "_LOCAL_ON_ONE_PROCESS", False)
+    for m, n in ((40, 12), (24, 24), (13, 30)):
+        run_case(grid, dtype, m, n, 4, "economic", "householder")
+    gathers = []
+    real = _householder._Pipeline._gather
+    monkeypatch.setattr(
+        _householder._Pipeline,
+        "_gather",
+        lambda self, k, after: (gathers.append(k), real(self, k, after))[1],
+    )
+    a = random_matrix(np.random.default_rng(9), (40, 12), dtype)
+    a[:, 6] = a[:, 5]  # in block column 1
+    Q, R = qr(bm.from_numpy(a, block=(4, 4), grid=grid), mode="economic", method="householder")
+    assert_qr(a, Q.to_numpy(), R.to_numpy(), "cholqr panels, a dependent column")
+    assert gathers.count(1) == 2, f"the panel gathers per step: {gathers}"
+
+
 PANEL_FACTORS = ["geqrt", "geqrf+larft", "cholqr"]
 
 

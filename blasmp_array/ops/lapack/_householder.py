@@ -30,6 +30,11 @@ steps, the last one ragged). Step ``k`` (``k0 = k nb``, ``e`` the width of block
    then ``T_k = (I + D triu(V^H V, 1))^{-1} D`` with ``D = diag(tau)`` (LAPACK's ``xlarft``,
    from one HERK of the panel and one unit triangular solve of ``r x r``; it gives ``H_0 ...
    H_{r-1} = I - V T V^H`` exactly as the column recurrence does, ``tau_i = 0`` included).
+   Where ``_qr_local.cholqr_panels`` holds (the GPU), a tall panel is factored instead by
+   CholeskyQR2 and Householder reconstruction (:mod:`ops.lapack._cholqr_panel`, which gives
+   ``T``); the host waits for it and reduces its verdict over the processes, and where it is 0
+   (a panel out of CholeskyQR2's range) every process gathers the panel again and factors it
+   by ``geqrf``.
 3. *Trailing update* ``A[k0:, j > k] := (I - V T^H V^H) A[k0:, j > k]``: every process forms
    ``W_p = V_p^H A_p`` on its rows (one GEMM), ``# W_p -> the grid column`` (each process of a
    grid column that holds rows ``>= k0`` sends its ``W_p`` to the others: one exchange), every
@@ -85,7 +90,7 @@ from ..engine._messages import exchange, sum_stack
 from ..engine._triangle import zero_triangle
 from ..engine._warmup import begin_pipeline, warmup_kernels
 from ..engine.indexing import window
-from . import _qr_local
+from . import _cholqr_panel, _qr_local
 from ._reflectors import apply_block, build_t, t_factor, unit_lower
 
 __all__ = ["Factorization", "factor", "apply_q", "form_q", "r_factor"]
@@ -178,6 +183,7 @@ class _Pipeline:
         # until the next synchronisation (the panel gather's): a dropped one goes back to the
         # pool of the host's stream, whose next allocation does not wait for those kernels
         self._keep: list[Any] = []
+        self._work: _cholqr_panel.Workspace | None = None  # the CholeskyQR2 panels' scratch
 
     def run(self) -> Factorization:
         be, f = self.be, self.f
@@ -200,12 +206,15 @@ class _Pipeline:
         return f
 
     def _warm(self) -> None:
-        """Size the library's ``geqrf`` workspace on the first (largest) panel before any
-        signal wait (GPU: no device allocation while a stream waits on a signal)."""
-        if not self.be.jit_kernels:
-            return
+        """Size the library's ``geqrf`` workspace on the first (largest) panel, and allocate
+        the CholeskyQR2 panels' scratch, before any signal wait (GPU: no device allocation
+        while a stream waits on a signal)."""
         xp = self.be.xp
         e = self.f.ext(0)
+        if self._cholqr(0):
+            self._work = _cholqr_panel.Workspace(xp, self.m, e, self.dtype)
+        if not self.be.jit_kernels:
+            return
         panel = xp.zeros((self.m, e), self.dtype, order="F")
         self.be.geqrf(
             panel, xp.zeros(min(self.m, e), self.dtype), xp.zeros(1, np.int32), self.be.compute
@@ -247,10 +256,14 @@ class _Pipeline:
         lr0 = _before(lay, k, self.myrow, 0)
         mine = positions_index(lay.local_rows(self.myrow)[lr0:] - k0, xp)
         t = None
-        if be.has_geqrt:
+        if self._work is not None and self._cholqr(k):
+            t = xp.empty((r, r), self.dtype)
+            if not self._cholqr_panel(k, panel, tau, t):
+                panel, t = self._gather(k, None), None  # factored again, below
+        if t is None and be.has_geqrt:
             t = xp.empty((r, r), self.dtype)
             be.geqrt(panel, tau, t, info, comp)
-        else:
+        elif t is None:
             be.geqrf(panel, tau, info, comp)
         if self.mycol == _col_owner(lay, k) and lr0 < self.nrow:  # the factored panel -> w
             c0 = lay.local_offset(k, k)[1]
@@ -265,6 +278,25 @@ class _Pipeline:
             vloc = xp.empty((self.nrow - lr0, r), self.dtype)
             be.launch(comp, take_rows, vloc, v, mine)
         return vloc
+
+    def _cholqr(self, k: int) -> bool:
+        """Whether panel ``k`` is factored by CholeskyQR2 and Householder reconstruction
+        (``_qr_local.cholqr_panels``: the GPU; a panel at least ``CHOLQR_PANEL_RATIO`` times
+        as tall as wide). The shapes decide: the same on every process."""
+        e = self.f.ext(k)
+        tall = self.m - k * self.nb >= _qr_local.CHOLQR_PANEL_RATIO * e
+        return tall and e > 0 and _qr_local.cholqr_panels(self.be)
+
+    def _cholqr_panel(self, k: int, panel: Any, tau: Any, t: Any) -> bool:
+        """Panel ``k`` by ``_cholqr_panel.factor`` on the compute stream; waits for it and
+        returns whether every process's verdict was 1 (one host reduction, so that all of them
+        gather the panel again, or none; they factor the same panel with the same kernels)."""
+        be = self.be
+        assert self._work is not None
+        flag = be.xp.zeros(1, np.int32)
+        _cholqr_panel.factor(be, self._work, panel, tau, t, flag, be.compute)
+        be.host_wait(be.record_event(be.compute))
+        return int(be.allreduce(int(be.asnumpy(flag)[0]), op="min")) == 1
 
     def _update(self, k: int, vloc: Any, c0: int, split: int) -> Any:
         """Step 3 of step ``k`` on my columns ``c0:`` (collective): the reduction of ``V^H A``,
