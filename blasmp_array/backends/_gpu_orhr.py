@@ -1,14 +1,21 @@
 """The GPU backend's leaf of the modified LU of Householder reconstruction (LAPACK
 ``xLAORHR_COL_GETRFNP2``): one CUDA kernel, one thread block, on a C-ordered ``h x w`` panel.
 
-Column ``j`` (in order, ``__syncthreads`` between columns): every thread reads ``a[j, j]``, the
-sign ``d_j = -sign(Re a[j, j])`` (``+1`` from ``-0`` on, as Fortran's ``SIGN``), then thread 0
-writes ``u = a[j, j] - d_j`` (``|u| >= 1``: no pivoting needed) and ``d_j``; each thread takes
-rows ``i > j`` (a stride of the block's size): ``l = a[i, j] / u``, then the rank-1 update of
-its row right of ``j``. Row ``j`` is final at column ``j`` (only rows below it change), so the
-update reads it without a further barrier. A panel is at most the QR panel's width tall
-(512 rows), so one block of 256 threads is enough; the blocked driver around it is
-``ops.lapack._cholqr_panel``.
+Column ``j`` in order: the sign ``d_j = -sign(Re a[j, j])`` (``+1`` from ``-0`` on, as
+Fortran's ``SIGN``), the pivot ``u = a[j, j] - d_j`` (``|u| >= 1`` for the top of an
+orthonormal matrix: no pivoting needed), the column below divided by ``u``, and the rank-1
+update of the columns right of ``j``. Row ``j`` is final at column ``j`` (only rows below it
+change).
+
+``modified_lu_regs`` (a leaf of at most 32 columns and :data:`MAX_REG_ROWS` rows): a block
+of ``32 x LANES`` threads, thread ``(c, y)`` holding column ``c`` of rows ``y, y + LANES,
+...`` in registers for the whole leaf. Per column: the owner of row ``j`` puts it in shared
+memory, a barrier; the threads of column ``j`` divide their rows and share the multipliers, a
+barrier; every thread updates its rows, a barrier. The leaf is read and written once.
+``modified_lu_rows`` (any other shape): one thread per row, reading and writing global
+memory at every column, a chain of dependent loads per thread. With it as the only leaf,
+panels of 512 columns factored this way were no faster than cuSOLVER's ``geqrf``, and wider
+ones slower (docs/qr.md).
 
 CuPy is imported by the functions that compile and launch only.
 """
@@ -32,7 +39,7 @@ __device__ inline double real_part(complex<double> x) { return x.real(); }
 __device__ inline float real_part(complex<float> x) { return x.real(); }
 
 template <typename T>
-__global__ void modified_lu(T* a, long long ld, int h, int w, T* d) {
+__global__ void modified_lu_rows(T* a, long long ld, int h, int w, T* d) {
     for (int j = 0; j < w; ++j) {
         __syncthreads();
         const T ajj = a[j * ld + j];
@@ -52,6 +59,60 @@ __global__ void modified_lu(T* a, long long ld, int h, int w, T* d) {
         }
     }
 }
+
+#define LANES 16
+
+template <typename T, int R>
+__global__ void __launch_bounds__(32 * LANES)
+modified_lu_regs(T* a, long long ld, int h, int w, T* d) {
+    __shared__ __align__(16) unsigned char smem[(32 + LANES * R) * sizeof(T)];
+    T* prow = reinterpret_cast<T*>(smem);  // row j
+    T* lcol = prow + 32;                   // the multipliers of column j, by row
+    const int c = threadIdx.x, y = threadIdx.y;
+    T v[R];
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+        const int i = y + LANES * k;
+        v[k] = (i < h && c < w) ? a[i * ld + c] : T(0);
+    }
+    for (int j = 0; j < w; ++j) {
+#pragma unroll
+        for (int k = 0; k < R; ++k)
+            if (y + LANES * k == j) prow[c] = v[k];
+        __syncthreads();
+        const T ajj = prow[j];
+        const T s = real_part(ajj) >= 0 ? T(-1) : T(1);
+        const T u = ajj - s;
+        if (c == j) {
+#pragma unroll
+            for (int k = 0; k < R; ++k) {
+                const int i = y + LANES * k;
+                if (i > j && i < h) {
+                    v[k] = v[k] / u;
+                    lcol[i] = v[k];
+                } else if (i == j) {
+                    v[k] = u;
+                    d[j] = s;
+                }
+            }
+        }
+        __syncthreads();
+        if (c > j && c < w) {
+            const T p = prow[c];
+#pragma unroll
+            for (int k = 0; k < R; ++k) {
+                const int i = y + LANES * k;
+                if (i > j && i < h) v[k] -= lcol[i] * p;
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+        const int i = y + LANES * k;
+        if (i < h && c < w) a[i * ld + c] = v[k];
+    }
+}
 """
 
 _TYPES = {
@@ -60,13 +121,20 @@ _TYPES = {
     np.dtype(np.complex64): "complex<float>",
     np.dtype(np.complex128): "complex<double>",
 }
-_NAMES = tuple(f"modified_lu<{t}>" for t in _TYPES.values())
+#: row lanes of ``modified_lu_regs`` (its ``LANES``), and its registers per thread
+_LANES = 16
+_REGS = (1, 2, 4, 8, 16, 32, 64)
+#: the tallest leaf kept in registers (64 rows per thread of 16 lanes)
+MAX_REG_ROWS = _LANES * _REGS[-1]
+_NAMES = tuple(f"modified_lu_rows<{t}>" for t in _TYPES.values()) + tuple(
+    f"modified_lu_regs<{t}, {r}>" for t in _TYPES.values() for r in _REGS
+)
 
 _kernels: dict[str, Any] | None = None
 
 
 def _load() -> dict[str, Any]:
-    """Compile (NVRTC, cached on disk by CuPy) and load the four variants once per process."""
+    """Compile (NVRTC, cached on disk by CuPy) and load every variant once per process."""
     global _kernels
     if _kernels is None:
         import cupy
@@ -86,6 +154,11 @@ def modified_lu(a: Any, d: Any) -> None:
         raise ValueError(f"modified_lu needs an h x w panel, h >= w, rows contiguous: {a.shape}")
     if w == 0:
         return
-    kernel = _load()[f"modified_lu<{_TYPES[np.dtype(a.dtype)]}>"]
+    ctype = _TYPES[np.dtype(a.dtype)]
     ld = a.strides[0] // item if h > 1 else w
-    kernel((1,), (_THREADS,), (a, np.int64(ld), np.int32(h), np.int32(w), d))
+    args = (a, np.int64(ld), np.int32(h), np.int32(w), d)
+    if w <= 32 and h <= MAX_REG_ROWS:
+        r = next(r for r in _REGS if _LANES * r >= h)
+        _load()[f"modified_lu_regs<{ctype}, {r}>"]((1,), (32, _LANES), args)
+    else:
+        _load()[f"modified_lu_rows<{ctype}>"]((1,), (_THREADS,), args)
