@@ -7,21 +7,25 @@ orthonormal matrix: no pivoting needed), the column below divided by ``u``, and 
 update of the columns right of ``j``. Row ``j`` is final at column ``j`` (only rows below it
 change).
 
-``modified_lu_regs`` (a leaf of at most 32 columns and :data:`MAX_REG_ROWS` rows): a block
-of ``32 x LANES`` threads, thread ``(c, y)`` holding column ``c`` of rows ``y, y + LANES,
-...`` in registers for the whole leaf. Per column: the owner of row ``j`` puts it in shared
-memory, a barrier; the threads of column ``j`` divide their rows and share the multipliers, a
-barrier; every thread updates its rows, a barrier. The leaf is read and written once.
-``modified_lu_rows`` (any other shape): one thread per row, reading and writing global
-memory at every column, a chain of dependent loads per thread. With it as the only leaf,
-panels of 512 columns factored this way were no faster than cuSOLVER's ``geqrf``, and wider
-ones slower (docs/qr.md).
+``modified_lu_rows`` (the leaf used): one thread per row, reading and writing global memory
+at every column, a chain of dependent loads per thread. With it, panels of 512 columns
+factored by CholeskyQR2 and reconstruction were slightly faster than cuSOLVER's ``geqrf`` at
+n = 16384, and wider panels slower (docs/qr.md), which points at this leaf.
+``modified_lu_regs`` (used where :data:`REGISTER_LEAF` is set, for a leaf of at most 32
+columns and :data:`MAX_REG_ROWS` rows): a block of ``32 x LANES`` threads, thread ``(c, y)``
+holding column ``c`` of rows ``y, y + LANES, ...`` in registers for the whole leaf. Per
+column: the owner of row ``j`` puts it in shared memory, a barrier; the threads of column
+``j`` divide their rows and share the multipliers, a barrier; every thread updates its rows,
+a barrier. The leaf is read and written once. It has not yet run on a GPU, so it is not the
+default: ``tests/mpi/test_qr.py::test_modified_lu_chooses_signs_that_bound_the_pivots`` runs
+both kernels on the GPU node.
 
 CuPy is imported by the functions that compile and launch only.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -121,6 +125,10 @@ _TYPES = {
     np.dtype(np.complex64): "complex<float>",
     np.dtype(np.complex128): "complex<double>",
 }
+#: whether leaves that fit use ``modified_lu_regs`` (see the module docstring);
+#: ``$BLASMP_ORHR_LEAF=registers`` sets it
+REGISTER_LEAF = os.environ.get("BLASMP_ORHR_LEAF", "") == "registers"
+
 #: row lanes of ``modified_lu_regs`` (its ``LANES``), and its registers per thread
 _LANES = 16
 _REGS = (1, 2, 4, 8, 16, 32, 64)
@@ -157,7 +165,7 @@ def modified_lu(a: Any, d: Any) -> None:
     ctype = _TYPES[np.dtype(a.dtype)]
     ld = a.strides[0] // item if h > 1 else w
     args = (a, np.int64(ld), np.int32(h), np.int32(w), d)
-    if w <= 32 and h <= MAX_REG_ROWS:
+    if REGISTER_LEAF and w <= 32 and h <= MAX_REG_ROWS:
         r = next(r for r in _REGS if _LANES * r >= h)
         _load()[f"modified_lu_regs<{ctype}, {r}>"]((1,), (32, _LANES), args)
     else:

@@ -435,29 +435,34 @@ def test_cholqr_panel_reconstructs_householder_reflectors(grid, dtype, shape):
     assert rgap < THRESH, f"R differs from LAPACK's by {rgap:.3g} x m eps ||R||"
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
-def test_modified_lu_chooses_signs_that_bound_the_pivots(grid, dtype):
+@pytest.mark.parametrize("leaf", ["rows", "registers"])
+@pytest.mark.parametrize("n, width", [(10, 3), (40, 32)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_modified_lu_chooses_signs_that_bound_the_pivots(grid, dtype, n, width, leaf, monkeypatch):
     """``_cholqr_panel.modified_lu`` (blocked over the backend's leaf): ``a - D = L U`` with
     ``L`` unit lower, ``D`` of signs +-1 and ``|u_jj| >= 1`` for the top of an orthonormal
-    matrix; leaves of 3 columns over 10 exercise the TRSM and GEMM between them."""
+    matrix; leaves of 3 columns over 10 exercise the TRSM and GEMM between them, 40 rows the
+    GPU's register leaf with several rows per thread. Both GPU leaf kernels run
+    (``_gpu_orhr.REGISTER_LEAF``); the CPU has one."""
     import scipy.linalg as sla
 
+    from blasmp_array.backends import _gpu_orhr
+
     be = grid.backend
-    q = sla.qr(random_matrix(np.random.default_rng(5), (30, 10), dtype), mode="economic")[0]
-    top = np.ascontiguousarray(q[:10])
-    dev, d = be.xp.asarray(top.copy()), be.xp.full(10, np.nan, dtype)
-    old = _cholqr_panel.LEAF
-    _cholqr_panel.LEAF = 3
-    try:
-        _cholqr_panel.modified_lu(be, dev, d, be.compute)
-        be.synchronize()
-    finally:
-        _cholqr_panel.LEAF = old
+    if leaf == "registers" and be.name != "gpu":
+        pytest.skip("the register leaf is the GPU backend's")
+    monkeypatch.setattr(_gpu_orhr, "REGISTER_LEAF", leaf == "registers")
+    monkeypatch.setattr(_cholqr_panel, "LEAF", width)
+    q = sla.qr(random_matrix(np.random.default_rng(n), (3 * n, n), dtype), mode="economic")[0]
+    top = np.ascontiguousarray(q[:n])
+    dev, d = be.xp.asarray(top.copy()), be.xp.full(n, np.nan, dtype)
+    _cholqr_panel.modified_lu(be, dev, d, be.compute)
+    be.synchronize()
     lu, d = np.asarray(be.asnumpy(dev)), np.asarray(be.asnumpy(d))
     assert set(np.unique(d.real)) <= {-1.0, 1.0} and not d.imag.any()
-    lower, upper = np.tril(lu, -1) + np.eye(10), np.triu(lu)
-    assert np.abs(np.diagonal(upper)).min() >= 1 - 10 * eps(dtype)
-    gap = np.abs(lower @ upper - (top - np.diag(d))).max() / (10 * eps(dtype))
+    lower, upper = np.tril(lu, -1) + np.eye(n), np.triu(lu)
+    assert np.abs(np.diagonal(upper)).min() >= 1 - n * eps(dtype)
+    gap = np.abs(lower @ upper - (top - np.diag(d))).max() / (n * eps(dtype))
     assert gap < THRESH, f"L U departs from a - D by {gap:.3g} n eps"
 
 

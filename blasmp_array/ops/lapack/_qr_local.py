@@ -76,8 +76,10 @@ LOOKAHEAD_MIN = 16384
 Q_BLOCK = 1024
 
 #: whether panels are factored by CholeskyQR2 and Householder reconstruction
-#: (:mod:`ops.lapack._cholqr_panel`); None: where the backend runs CholeskyQR's passes as GEMMs
-#: (``Backend.cholqr_gemms``: the GPU); ``$BLASMP_QR_PANEL`` ``cholqr`` or ``lapack`` overrides
+#: (:mod:`ops.lapack._cholqr_panel`); None: in the one-process QR where the backend runs
+#: CholeskyQR's passes as GEMMs (``Backend.cholqr_gemms``: the GPU; one H100, n = 16384:
+#: 0.433 s against 0.444 s with ``geqrf`` panels, docs/qr.md), not in the distributed QR (not
+#: yet measured on a GPU); ``$BLASMP_QR_PANEL`` ``cholqr`` or ``lapack`` overrides both
 CHOLQR_PANEL: bool | None = None
 
 #: the least ``rows / width`` of a panel factored by CholeskyQR2 (a square panel's condition
@@ -85,13 +87,16 @@ CHOLQR_PANEL: bool | None = None
 CHOLQR_PANEL_RATIO = 2
 
 
-def cholqr_panels(be: Backend) -> bool:
-    """Whether :func:`geqrf_lookahead` factors its tall panels by CholeskyQR2 and Householder
-    reconstruction (:data:`CHOLQR_PANEL`)."""
+def cholqr_panels(be: Backend, distributed: bool = False) -> bool:
+    """Whether the tall panels of :func:`geqrf_lookahead` (or, ``distributed``, of the
+    distributed Householder QR) are factored by CholeskyQR2 and Householder reconstruction
+    (:data:`CHOLQR_PANEL`)."""
     env = os.environ.get("BLASMP_QR_PANEL", "")
     if env in ("cholqr", "lapack"):
         return env == "cholqr"
-    return be.cholqr_gemms if CHOLQR_PANEL is None else CHOLQR_PANEL
+    if CHOLQR_PANEL is not None:
+        return CHOLQR_PANEL
+    return be.cholqr_gemms and not distributed
 
 
 def geqrf_lookahead(be: Backend, a: Any, nb: int = 0) -> tuple[Any, Any]:
