@@ -79,6 +79,9 @@ class FakeBackend:
     def trsm(self, alpha, a, b, side, uplo, trans, diag, stream):
         self._blas("trsm", stream, alpha, a, b, side, uplo, trans, diag)
 
+    def modified_lu(self, a, d, stream):
+        self._blas("modified_lu", stream, a, d)
+
 
 @pytest.fixture
 def counted(monkeypatch):
