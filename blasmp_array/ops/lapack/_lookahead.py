@@ -9,8 +9,8 @@ Step ``k`` (panel ``k`` = columns ``[k0, k1)`` of the matrix, block column ``k +
 column-major buffer):
 
 1. host: ``take(k)`` -- what the host needs of the factored panel (LU: it waits for the
-   ``getrf`` only, reads the pivots and uploads the rows that move; QR: nothing, the host never
-   waits);
+   ``getrf`` only, reads the pivots and uploads the rows that move; QR: nothing, or, for a
+   panel factored by CholeskyQR2, it waits for the panel and reads its verdict);
 2. compute stream, after the panel's event: ``accept(k)`` (LU: the interchanges on block column
    ``k + 1``; QR: the panel into the result, its explicit ``V`` and ``T``), ``update_next(k)``
    (block column ``k + 1`` brought up to date by step ``k``), ``load(k + 1)`` (panel ``k + 1``

@@ -20,7 +20,7 @@ column-major and written piece by piece as pieces become final.
 Step ``k`` (panel ``k`` = columns ``[k0, k1)``, ``r`` reflectors; block column ``k + 1`` =
 ``[k1, k2)``):
 
-1. host: nothing (no pivots; the host never waits inside the factorisation);
+1. host: nothing (no pivots), unless CholeskyQR2 factored panel ``k`` (below): its verdict;
 2. compute stream, after panel ``k``'s factorisation: the factored panel into ``fa[k0:,
    k0:k1]``, its explicit ``V`` (row-major, unit lower trapezoidal) and ``T`` (``xlarft``:
    one HERK and one small TRSM, :func:`ops.lapack._reflectors.t_factor`); block column
