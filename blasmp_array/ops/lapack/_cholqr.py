@@ -68,7 +68,7 @@ from ..engine._warmup import begin_pipeline, warmup_kernels
 from ..engine.redistribute import redistribute
 from .cholesky import cholesky
 
-__all__ = ["cholesky_qr", "DELTA_MAX"]
+__all__ = ["cholesky_qr", "DELTA_MAX", "departure_squared", "identity_into"]
 
 #: a grid of one process column runs the passes on whole local rows (tests turn it off to run
 #: the distributed operators there too)
@@ -410,13 +410,14 @@ def _multiply_by_inverse(be: Backend, r: Any, x: Any, q: Any) -> None:
     xp = be.xp
     n = r.shape[0]
     inv = xp.empty((n, n), r.dtype)
-    be.launch(be.compute, _identity, xp, inv)
+    be.launch(be.compute, identity_into, xp, inv)
     be.trsm(1, r, inv, "L", "U", "N", "N", be.compute)
     be.gemm(1, x, inv, 0, q, "N", "N", be.compute)
     be.synchronize()
 
 
-def _identity(xp: Any, out: Any) -> None:
+def identity_into(xp: Any, out: Any) -> None:
+    """``out`` := the identity (square)."""
     out[...] = 0
     i = xp.arange(out.shape[0])
     out[i, i] = 1
@@ -431,13 +432,17 @@ def _local_product(be: Backend, r2: Any, r1: Any) -> Any:
 def _local_departure(be: Backend, g: Any) -> float:
     """``||G - I||_F`` of the replicated Hermitian ``G`` (upper triangle), the largest over
     the processes (one decision everywhere)."""
-    xp = be.xp
-    d = xp.diagonal(g)
-    upper = float(xp.sum(xp.abs(xp.triu(g, 1)) ** 2, dtype=np.float64))
-    diag = float(xp.sum(xp.abs(d - 1) ** 2, dtype=np.float64))
-    value = 2.0 * upper + diag
+    value = float(departure_squared(be.xp, g))
     value = float(be.allreduce(value if np.isfinite(value) else float("inf"), op="max"))
     return float(np.sqrt(value)) if np.isfinite(value) else float("inf")
+
+
+def departure_squared(xp: Any, g: Any) -> Any:
+    """``||G - I||_F^2`` of the Hermitian ``G`` from its upper triangle, in float64 (a 0-d
+    array of ``xp``: the host does not wait for it)."""
+    off = xp.sum(xp.abs(xp.triu(g, 1)) ** 2, dtype=np.float64)
+    diag = xp.sum(xp.abs(xp.diagonal(g) - 1) ** 2, dtype=np.float64)
+    return 2 * off + diag
 
 
 def _shift_diagonal(xp: Any, g: Any, shift: float) -> None:
@@ -450,13 +455,12 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     """The one-process-column path's helpers: the diagonal shift, copies, rows of ``R``."""
     g = xp.eye(4, dtype=dtype)
     _shift_diagonal(xp, g, 0.5)
-    _identity(xp, xp.empty((3, 3), dtype))
+    identity_into(xp, xp.empty((3, 3), dtype))
     out = xp.empty((2, 4), dtype)
     assign(out, g[:2])
     take_rows(out, g, slice(1, 3))
     take_rows(out, g, xp.asarray(np.array([0, 3])))
-    xp.sum(xp.abs(xp.triu(g, 1)) ** 2, dtype=np.float64)
-    xp.sum(xp.abs(xp.diagonal(g) - 1) ** 2, dtype=np.float64)
+    departure_squared(xp, g)
     xp.sum(xp.diagonal(g).real)
     if np.dtype(dtype).kind != "c":
         _chunked_gram(xp, g, xp.zeros((5, 4), dtype), 2)

@@ -43,7 +43,7 @@ import numpy as np
 from ...backends._host_copy import assign
 from ...backends.base import Backend
 from ..engine._warmup import warmup_kernels
-from ._cholqr import DELTA_MAX
+from ._cholqr import DELTA_MAX, departure_squared, identity_into
 
 __all__ = ["Workspace", "factor", "modified_lu", "LEAF"]
 
@@ -89,7 +89,7 @@ def factor(
     be.trmm(1, g, r, "L", "U", "N", "N", stream)  # R = R_2 R_1
     top = x[:b]
     modified_lu(be, top, d, stream)  # Q_1 - D = L U over the top of Q
-    be.launch(stream, _identity, xp, inv)
+    be.launch(stream, identity_into, xp, inv)
     be.trsm(1, top, inv, "L", "U", "N", "N", stream)
     if m > b:
         be.gemm(1, x[b:], inv, 0, y[b:], "N", "N", stream)  # V_2 = Q_2 U^{-1}
@@ -127,20 +127,12 @@ def _pass(
 
 def _upper_and_identity(xp: Any, g: Any, inv: Any) -> None:
     g[...] = xp.triu(g)
-    _identity(xp, inv)
-
-
-def _identity(xp: Any, out: Any) -> None:
-    out[...] = 0
-    i = xp.arange(out.shape[0])
-    out[i, i] = 1
+    identity_into(xp, inv)
 
 
 def _departure(xp: Any, g: Any, delta: Any) -> None:
     """``delta`` := ``||G - I||_F^2`` of the Hermitian ``G`` (upper triangle)."""
-    off = xp.sum(xp.abs(xp.triu(g, 1)) ** 2, dtype=np.float64)
-    diag = xp.sum(xp.abs(xp.diagonal(g) - 1) ** 2, dtype=np.float64)
-    delta[...] = 2 * off + diag
+    delta[...] = departure_squared(xp, g)
 
 
 def _minus_u_d(xp: Any, top: Any, d: Any, t: Any) -> None:
@@ -178,7 +170,7 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     ws = Workspace(xp, 5, b, dtype)
     x = ws.x.reshape(5, b)
     _upper_and_identity(xp, ws.g, ws.inv)
-    _identity(xp, ws.inv)
+    identity_into(xp, ws.inv)
     _departure(xp, ws.g, ws.delta)
     t = xp.empty((b, b), dtype)
     _minus_u_d(xp, ws.g, ws.d, t)

@@ -285,9 +285,8 @@ class _Pipeline:
         (``_qr_local.cholqr_panels(distributed=True)``: off unless asked for; a panel at least
         ``CHOLQR_PANEL_RATIO`` times as tall as wide). The shapes and the setting decide: the
         same on every process."""
-        e = self.f.ext(k)
-        tall = self.m - k * self.nb >= _qr_local.CHOLQR_PANEL_RATIO * e
-        return tall and e > 0 and _qr_local.cholqr_panels(self.be, distributed=True)
+        fits = _qr_local.cholqr_fits(self.m - k * self.nb, self.f.ext(k))
+        return fits and _qr_local.cholqr_panels(self.be, distributed=True)
 
     def _cholqr_panel(self, k: int, panel: Any, tau: Any, t: Any) -> bool:
         """Panel ``k`` by ``_cholqr_panel.factor`` on the compute stream; waits for it and

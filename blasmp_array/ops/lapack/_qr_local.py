@@ -56,7 +56,7 @@ from . import _cholqr_panel, _lookahead
 from ._lu_local import panel_edges
 from ._reflectors import apply_block, t_factor, unit_lower
 
-__all__ = ["geqrf_lookahead", "cholqr_panels", "PANEL", "LOOKAHEAD_MIN", "Q_BLOCK"]
+__all__ = ["geqrf_lookahead", "cholqr_panels", "cholqr_fits", "PANEL", "LOOKAHEAD_MIN", "Q_BLOCK"]
 
 #: Panel width of :func:`geqrf_lookahead` (columns per step): 512 and 1024 within 2% of each
 #: other on one H100 at n = 16384, 2048 6-10% slower than 512 (``tools/geqrf_panel_sweep.py``,
@@ -87,6 +87,12 @@ CHOLQR_PANEL: bool | None = None
 CHOLQR_PANEL_RATIO = 2
 
 
+def cholqr_fits(rows: int, width: int) -> bool:
+    """Whether a ``rows x width`` panel is tall enough to be factored by CholeskyQR2
+    (:data:`CHOLQR_PANEL_RATIO`)."""
+    return width > 0 and rows >= CHOLQR_PANEL_RATIO * width
+
+
 def cholqr_panels(be: Backend, distributed: bool = False) -> bool:
     """Whether the tall panels of :func:`geqrf_lookahead` (or, ``distributed``, of the
     distributed Householder QR) are factored by CholeskyQR2 and Householder reconstruction
@@ -113,7 +119,7 @@ def geqrf_lookahead(be: Backend, a: Any, nb: int = 0) -> tuple[Any, Any]:
         return fa, tau
     edges = panel_edges(min(m, n), nb, 0)
     work = None
-    if cholqr_panels(be) and m >= CHOLQR_PANEL_RATIO * (edges[1] - edges[0]):
+    if cholqr_panels(be) and cholqr_fits(m, edges[1] - edges[0]):
         work = _cholqr_panel.Workspace(xp, m, edges[1] - edges[0], a.dtype)
     steps = _GeqrfSteps(be, a, fa, tau, edges, work)
     _lookahead.run(be, steps.edges, m, a.dtype, steps)
@@ -144,7 +150,7 @@ class _GeqrfSteps(_lookahead.MatrixSteps):
         result's; the flag where CholeskyQR2 factors it)."""
         xp, k0 = self.be.xp, self.edges[k]
         r = min(panel.shape)
-        cholqr = self.work is not None and panel.shape[0] >= CHOLQR_PANEL_RATIO * panel.shape[1]
+        cholqr = self.work is not None and cholqr_fits(*panel.shape)
         t = xp.empty((r, r), self.fa.dtype) if self.be.has_geqrt or cholqr else None
         flag = xp.zeros(1, np.int32) if cholqr else None
         return self.tau[k0 : k0 + r], t, xp.zeros(1, np.int32), flag
