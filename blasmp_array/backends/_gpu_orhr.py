@@ -30,18 +30,20 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SOURCE", "modified_lu"]
+__all__ = ["SOURCES", "modified_lu", "REGISTER_LEAF", "MAX_REG_ROWS"]
 
 _THREADS = 256
 
-SOURCE = r"""
+_HEADER = r"""
 #include <cupy/complex.cuh>
 
 __device__ inline double real_part(double x) { return x; }
 __device__ inline float real_part(float x) { return x; }
 __device__ inline double real_part(complex<double> x) { return x.real(); }
 __device__ inline float real_part(complex<float> x) { return x.real(); }
+"""
 
+_ROWS_SOURCE = r"""
 template <typename T>
 __global__ void modified_lu_rows(T* a, long long ld, int h, int w, T* d) {
     for (int j = 0; j < w; ++j) {
@@ -63,7 +65,9 @@ __global__ void modified_lu_rows(T* a, long long ld, int h, int w, T* d) {
         }
     }
 }
+"""
 
+_REGS_SOURCE = r"""
 #define LANES 16
 
 template <typename T, int R>
@@ -134,22 +138,26 @@ _LANES = 16
 _REGS = (1, 2, 4, 8, 16, 32, 64)
 #: the tallest leaf kept in registers (64 rows per thread of 16 lanes)
 MAX_REG_ROWS = _LANES * _REGS[-1]
-_NAMES = tuple(f"modified_lu_rows<{t}>" for t in _TYPES.values()) + tuple(
-    f"modified_lu_regs<{t}, {r}>" for t in _TYPES.values() for r in _REGS
-)
+#: each kernel's source (one module each, so that the register leaf, not yet run on a GPU,
+#: cannot keep the default one from compiling) and its variants
+SOURCES = {"rows": _HEADER + _ROWS_SOURCE, "regs": _HEADER + _REGS_SOURCE}
+_NAMES = {
+    "rows": tuple(f"modified_lu_rows<{t}>" for t in _TYPES.values()),
+    "regs": tuple(f"modified_lu_regs<{t}, {r}>" for t in _TYPES.values() for r in _REGS),
+}
 
-_kernels: dict[str, Any] | None = None
+_kernels: dict[str, dict[str, Any]] = {}
 
 
-def _load() -> dict[str, Any]:
-    """Compile (NVRTC, cached on disk by CuPy) and load every variant once per process."""
-    global _kernels
-    if _kernels is None:
+def _load(kind: str) -> dict[str, Any]:
+    """Compile (NVRTC, cached on disk by CuPy) and load the variants of one kernel
+    (``'rows'`` or ``'regs'``) once per process."""
+    if kind not in _kernels:
         import cupy
 
-        module = cupy.RawModule(code=SOURCE, name_expressions=_NAMES)
-        _kernels = {name: module.get_function(name) for name in _NAMES}
-    return _kernels
+        module = cupy.RawModule(code=SOURCES[kind], name_expressions=_NAMES[kind])
+        _kernels[kind] = {name: module.get_function(name) for name in _NAMES[kind]}
+    return _kernels[kind]
 
 
 def modified_lu(a: Any, d: Any) -> None:
@@ -167,6 +175,6 @@ def modified_lu(a: Any, d: Any) -> None:
     args = (a, np.int64(ld), np.int32(h), np.int32(w), d)
     if REGISTER_LEAF and w <= 32 and h <= MAX_REG_ROWS:
         r = next(r for r in _REGS if _LANES * r >= h)
-        _load()[f"modified_lu_regs<{ctype}, {r}>"]((1,), (32, _LANES), args)
+        _load("regs")[f"modified_lu_regs<{ctype}, {r}>"]((1,), (32, _LANES), args)
     else:
-        _load()[f"modified_lu_rows<{ctype}>"]((1,), (_THREADS,), args)
+        _load("rows")[f"modified_lu_rows<{ctype}>"]((1,), (_THREADS,), args)
