@@ -261,6 +261,31 @@ def _fill_from_band(C: BlockCyclicArray, band: _LocalBand, hermitian: bool) -> N
     b.synchronize()
 
 
+@functools.lru_cache(maxsize=64)
+def upper_blocks(k: int) -> tuple[tuple[int, int], ...]:
+    """The blocks ``(I, J)``, ``I < J``, of a ``k x k`` block matrix: its strict upper
+    triangle of blocks."""
+    return tuple((i, j) for j in range(k) for i in range(j))
+
+
+def _fill_from_lower(C: BlockCyclicArray, hermitian: bool) -> None:
+    """Complete ``C``, computed on its lower triangle, to the full symmetric (Hermitian) matrix
+    in place: every block above the diagonal from its mirror below it (one exchange that moves
+    each such block once, ``engine/mirror.py``; a whole transpose moves the matrix and then
+    selects half of it), and the strict upper triangle of every diagonal block from its own
+    lower one. Collective."""
+    g, b, lay = C.grid, C.grid.backend, C.layout
+    mirror_blocks(b, C._data, lay, g.rank, upper_blocks(lay.nblocks[0]), hermitian)
+    for J in lay.local_block_cols(g.mycol):
+        if lay.block_owner(J, J) == (g.myrow, g.mycol):
+            r0, c0 = lay.local_offset(J, J)
+            h, w = lay.block_extent(J, J)
+            b.launch(
+                b.compute, mirror_triangle, b.xp, C._data[r0 : r0 + h, c0 : c0 + w], "L", hermitian
+            )
+    b.synchronize()
+
+
 def _lower_from_band(C: BlockCyclicArray, band: _LocalBand, hermitian: bool) -> None:
     """Turn ``C``, computed on the balanced band into zeros, into its lower triangle with
     zeros above it, in place: every block below the diagonal outside the band from its mirror
@@ -648,6 +673,8 @@ def rank_k(
     if full and grid.size > 1 and n:
         if band is not None:
             _fill_from_band(Cw, band, hermitian)
+        elif b.name in BALANCED_BAND:
+            _fill_from_lower(Cw, hermitian)
         else:
             _fill_from_triangle(Cw, hermitian)
     elif band is not None and n:
