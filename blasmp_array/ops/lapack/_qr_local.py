@@ -65,9 +65,10 @@ PANEL = 512
 
 #: The one-process QR uses :func:`geqrf_lookahead`, and forms ``Q`` in blocks of
 #: :data:`Q_BLOCK` reflectors, from this ``min(m, n)`` on, where the streams run concurrently
-#: (one GPU). On one H100: at n = 16384 ``np.linalg.qr`` 0.449 s against 0.512 s for the
-#: library's ``geqrf`` and ``orgqr`` (``cupy.linalg.qr`` 0.505 s); at n = 4096 the library's
-#: calls are the faster (0.0336 against 0.0387 s). 8192 is not measured.
+#: (one GPU). On one H100: at n = 16384 ``np.linalg.qr`` 0.387 s against 0.507 s for
+#: ``cupy.linalg.qr``; at n = 8192 and 4096 the library's calls are the faster (``mode='r'``
+#: 0.0797 s against 0.0839 s with ``geqrf`` panels and 0.0998 s with CholeskyQR2 panels at
+#: 8192; docs/qr.md).
 LOOKAHEAD_MIN = 16384
 
 #: Reflectors per block of the one-process ``Q`` formed as GEMMs
@@ -76,10 +77,10 @@ LOOKAHEAD_MIN = 16384
 Q_BLOCK = 1024
 
 #: whether panels are factored by CholeskyQR2 and Householder reconstruction
-#: (:mod:`ops.lapack._cholqr_panel`); None: in the one-process QR where the backend runs
-#: CholeskyQR's passes as GEMMs (``Backend.cholqr_gemms``: the GPU; one H100, n = 16384:
-#: 0.433 s against 0.444 s with ``geqrf`` panels, docs/qr.md), not in the distributed QR (not
-#: yet measured on a GPU); ``$BLASMP_QR_PANEL`` ``cholqr`` or ``lapack`` overrides both
+#: (:mod:`ops.lapack._cholqr_panel`); None: where the backend runs CholeskyQR's passes as
+#: GEMMs (``Backend.cholqr_gemms``: the GPU). One H100, n = 16384: one process 0.387 s
+#: against 0.444 s with ``geqrf`` panels, 2 x 2 processes (block 1024) 0.610 s against 0.644 s
+#: (docs/qr.md); ``$BLASMP_QR_PANEL`` ``cholqr`` or ``lapack`` overrides it
 CHOLQR_PANEL: bool | None = None
 
 #: the least ``rows / width`` of a panel factored by CholeskyQR2 (a square panel's condition
@@ -93,16 +94,16 @@ def cholqr_fits(rows: int, width: int) -> bool:
     return width > 0 and rows >= CHOLQR_PANEL_RATIO * width
 
 
-def cholqr_panels(be: Backend, distributed: bool = False) -> bool:
-    """Whether the tall panels of :func:`geqrf_lookahead` (or, ``distributed``, of the
-    distributed Householder QR) are factored by CholeskyQR2 and Householder reconstruction
+def cholqr_panels(be: Backend) -> bool:
+    """Whether the tall panels of :func:`geqrf_lookahead` and of the distributed Householder
+    QR are factored by CholeskyQR2 and Householder reconstruction
     (:data:`CHOLQR_PANEL`)."""
     env = os.environ.get("BLASMP_QR_PANEL", "")
     if env in ("cholqr", "lapack"):
         return env == "cholqr"
     if CHOLQR_PANEL is not None:
         return CHOLQR_PANEL
-    return be.cholqr_gemms and not distributed
+    return be.cholqr_gemms
 
 
 def geqrf_lookahead(be: Backend, a: Any, nb: int = 0) -> tuple[Any, Any]:
