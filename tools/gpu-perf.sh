@@ -38,6 +38,8 @@
 #   tracest4 / tracechol4 / tracelu4  one traced call on 4 ranks (2x2, MPS), n=$N: solve_triangular
 #                (default block, as face4), Cholesky and LU (block $BLOCK4); the per-step profile of
 #                the 4-rank misses (summarise with tools/trace_summary.py)
+#   traceqr4     one traced np.linalg.qr call on 4 ranks (2x2, MPS, block 1024), n=$N, and its
+#                per-stream summary
 #   door1        the data door on 1 rank, n=$N, default block (256), float64: each row of $DOOR_ROWS
 #                (bm.random.standard_normal/uniform/random, from_numpy, to_numpy, to_numpy(root=0),
 #                to_zarr, from_zarr, to_dask().compute()) checked (--check) and timed against its
@@ -67,7 +69,7 @@
 #                (which of the two 'auto' should take above GATHER_N on the GPU; docs/eigh.md)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
 #           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 vectors1 vectors4 qr1 qr4 spectral1 spectral4 eigroutes4 transpose1
-#           tracelu1 traceqr1 tracest4 tracechol4 tracelu4
+#           tracelu1 traceqr1 tracest4 tracechol4 tracelu4 traceqr4
 #           (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
 #   BASELINES=cupy (--baselines of the 1-rank phases)
@@ -187,6 +189,8 @@ for p in "${phases[@]}"; do
               python3 tools/trace_summary.py "$out/perf-traceqr1.trace.json" >> "$out/perf-traceqr1.log" 2>&1 ;;
     tracelu4) bench tracelu4 4 lu --n "$n" --block "$block4" --grid 2x2 --repeat 1 \
                 --trace "$out/perf-tracelu4.trace.json" ;;
+    traceqr4) bench traceqr4 4 qr --n "$n" --block 1024 --grid 2x2 --repeat 1 --trace "$out/perf-traceqr4.trace.json"
+              python3 tools/trace_summary.py "$out/perf-traceqr4.trace.json" >> "$out/perf-traceqr4.log" 2>&1 ;;
     face1) bench face1 1 "$face" --n "$n" --repeat "$repeat" --compare --baselines "$baselines" ;;
     faces) bench faces 1 "$face" --n "$nsmall" --repeat "$repeat" --check --profile \
              --compare --baselines "$baselines" ;;
@@ -215,7 +219,7 @@ for p in "${phases[@]}"; do
                bench spectral4svd 4 svd --n 8192 --grid 2x2 --repeat 3 ;;
     door1) door door1 1 ;;
     door4) door door4 4 --grid 2x2 ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 traceqr1 tracest4 tracechol4 tracelu4 door1 door4 vectors1 vectors4 qr1 qr4 spectral1 spectral4 eigroutes4 transpose1)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 traceqr1 tracest4 tracechol4 tracelu4 traceqr4 door1 door4 vectors1 vectors4 qr1 qr4 spectral1 spectral4 eigroutes4 transpose1)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"
