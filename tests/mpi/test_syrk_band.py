@@ -23,39 +23,18 @@ from blas3_reference import DTYPES, assert_within_bound, high, random_matrix  # 
 CASES = [(13, 16, 4), (9, 18, 4), (11, 13, 2), (6, 5, 8), (7, 6, 1)]
 
 
-def _count_routes(monkeypatch) -> dict[str, int]:
-    """Calls of the one-dimensional routes' updates (``_syrk_ksplit``, ``_syrk_gathered``),
-    counted as the test runs."""
-    from blasmp_array.ops.blas3 import _syrk_gathered, _syrk_ksplit
-
-    routes = {"gathered": 0, "ksplit": 0}
-    for name, mod in (("gathered", _syrk_gathered), ("ksplit", _syrk_ksplit)):
-
-        def counted(*args, _real=mod.update, _name=name):
-            routes[_name] += 1
-            return _real(*args)
-
-        monkeypatch.setattr(mod, "update", counted)
-    return routes
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}x{c[1]}b{c[2]}")
-@pytest.mark.parametrize("shape", ["band", "triangle", "ksplit", "gathered"])
+@pytest.mark.parametrize("shape", ["band", "triangle", "ksplit"])
 def test_gram_matrix(grid, dtype, case, shape, monkeypatch):
-    from blasmp_array.ops.blas3 import _syrk_gathered, _syrk_ksplit, syrk
+    from blasmp_array.ops.blas3 import _syrk_ksplit, syrk
 
-    # the band on this backend, or the lower triangle and its fill (the GPU's default), or a
-    # one-dimensional grid's route (every case has 2 k >= n): K split always ("ksplit"), or
-    # op(A) gathered where its rows lie along the grid ("gathered": A.T @ A on 1 x P)
+    # the band on this backend, or the lower triangle and its fill (the GPU's default), or K
+    # split over a one-dimensional grid (every case has 2 k >= n)
     monkeypatch.setattr(syrk, "BALANCED_BAND", {grid.backend.name} if shape == "band" else set())
-    # the routes run on host arrays: the CPU backend only
-    oned = grid.backend.name == "cpu" and grid.size > 1 and 1 in grid.shape
-    ksplit = shape in ("ksplit", "gathered") and oned
+    # the route runs on host arrays: the CPU backend only
+    ksplit = shape == "ksplit" and grid.backend.name == "cpu" and grid.size > 1 and 1 in grid.shape
     monkeypatch.setattr(_syrk_ksplit, "BACKENDS", {grid.backend.name} if ksplit else set())
-    if shape != "gathered":
-        monkeypatch.setattr(_syrk_gathered, "applies", lambda *x: False)
-    routes = _count_routes(monkeypatch)
     sent: list = []  # operands each pipeline sends (one process row: SYRK sends only the rows)
     run = syrk.run_pipeline
     monkeypatch.setattr(
@@ -82,11 +61,6 @@ def test_gram_matrix(grid, dtype, case, shape, monkeypatch):
     assert np.array_equal(A.to_numpy(), a), "input modified"
     if ksplit:  # A A^H has no local HERK kernel of its op: it keeps the pipeline
         assert sent == ([2] if herm else []), "K split ran the panel pipeline"
-        # A.T @ A (A.H @ A) gathers A on 1 x P, A @ A.T on P x 1; the other product splits K
-        gathered = int(shape == "gathered" and (grid.nprow == 1 or not herm))
-        local_kernels = 1 if herm else 2
-        assert routes["gathered"] == gathered
-        assert routes["ksplit"] == local_kernels - gathered
     elif grid.size > 1:
         one = shape == "band" and grid.nprow == 1 and not herm
         assert sent == [1 if one else 2] * 2
@@ -150,17 +124,16 @@ def test_new_lower_triangle_syr2k(grid, dtype, case, monkeypatch):
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("trans", ["N", "T"])
 @pytest.mark.parametrize("case", [(10, 13, 3), (12, 7, 4), (9, 9, 9)], ids=str)
-@pytest.mark.parametrize("route", ["ksplit", "gathered"])
-def test_ksplit_into_c(grid, dtype, lower, trans, case, route, monkeypatch):
+def test_ksplit_into_c(grid, dtype, lower, trans, case, monkeypatch):
     """K split into a given ``C`` with ``alpha`` and ``beta`` (HERK ``A^H A`` for a complex
     ``trans='T'``, complex symmetric ``A A^T`` for ``'N'``): the triangle within the bound of
     ``alpha op(A) op(A)^H + beta C``, the other triangle, poisoned with NaN, never written; the
     route taken on every one-dimensional grid, and the panel pipeline where ``2 k < n``."""
-    from blasmp_array.ops.blas3 import _syrk_gathered, syrk
+    from blasmp_array.ops.blas3 import _syrk_ksplit, syrk
 
-    if route == "ksplit":
-        monkeypatch.setattr(_syrk_gathered, "applies", lambda *x: False)
-    routes = _count_routes(monkeypatch)
+    calls: list = []
+    real = _syrk_ksplit.update
+    monkeypatch.setattr(_syrk_ksplit, "update", lambda *x: (calls.append(1), real(*x))[1])
     m, n, nb = case
     herm = np.dtype(dtype).kind == "c" and trans == "T"
     rng = np.random.default_rng(m * n + nb + lower)
@@ -187,7 +160,4 @@ def test_ksplit_into_c(grid, dtype, lower, trans, case, route, monkeypatch):
     assert_within_bound(tri(c), tri(ref), scale, k + 1, dtype, "triangle of alpha A A^H + beta C")
     assert np.all(np.isnan(c[other])), "the other triangle of C was written"
     expect = grid.backend.name == "cpu" and grid.size > 1 and 1 in grid.shape and 2 * k >= nout
-    # op(A)'s rows along the grid: A^T's (trans 'T') on 1 x P, A's ('N') on P x 1
-    along = grid.nprow == 1 if trans == "T" else grid.npcol == 1
-    gathered = expect and route == "gathered" and along
-    assert routes == {"gathered": int(gathered), "ksplit": int(expect and not gathered)}
+    assert len(calls) == (1 if expect else 0)

@@ -48,7 +48,7 @@ from ..engine.panels import (
     make_steps,
     run_pipeline,
 )
-from . import _syrk_gathered, _syrk_ksplit
+from . import _syrk_ksplit
 from .gemm import check_method, check_stages, output_target
 
 __all__ = ["syrk", "rank_k", "triangle_update"]
@@ -626,9 +626,7 @@ def rank_k(
             o2 = compose_op(o1a, "C" if hermitian else "T")
             col_op = compose_op(o2, "T")
             one = dtype.type(1)
-            if ksplit and _syrk_gathered.applies(XA, o1a, Cw):
-                _syrk_gathered.update(XA, o1a, alpha, Cw, uplo)
-            elif ksplit:
+            if ksplit:
                 _syrk_ksplit.update(XA, o1a, alpha, Cw, uplo)
             # one local BLAS call on a 1x1 grid, where the backend has the kernel for the op
             elif meth == "local" and kernel_op and B is None:
