@@ -53,5 +53,5 @@ def test_shipped_table_is_well_formed():
     for backend, entries in fb.TABLE.items():
         assert backend in ("cpu", "gpu")
         for name, rows in entries.items():
-            assert name in ("cholesky", "lu")
+            assert name in ("cholesky", "lu", "qr")
             assert list(rows) == sorted(rows) and all(b >= fb.MIN_BLOCK for _, b in rows)

@@ -2,13 +2,13 @@
 their working copy, per backend, grid and size.
 
 Usage: mpiexec -n N python tools/factor_block_sweep.py [--n 2048 4096] [--blocks 128 256 512 1024]
-       [--ops cholesky,lu_factor,solve,inv] [--nrhs 1024] [--repeat 5] [--default 256]
+       [--ops cholesky,lu_factor,solve,inv,qr] [--nrhs 1024] [--repeat 5] [--default 256]
 
 On the default grid of the N ranks (``$BLASMP_BACKEND`` picks the backend), for each n:
 
 * ``factor at b``: each call (``np.linalg.cholesky(S)``, ``bm.linalg.lu_factor(A)``,
-  ``np.linalg.solve(A, B[:, :nrhs])``, ``np.linalg.inv(A)``) on operands created with block
-  ``b``, with the rule switched off: the factorisation itself at each block;
+  ``np.linalg.solve(A, B[:, :nrhs])``, ``np.linalg.inv(A)``, ``np.linalg.qr(A)``) on operands
+  created with block ``b``, with the rule switched off: the factorisation itself at each block;
 * ``move 256 -> b``: the redistribution of an n x n matrix from the default block to ``b``
   (the working copy's cost; the way back costs about the same);
 * ``default call``: the call as a user makes it, on operands of block ``--default``, with the
@@ -34,9 +34,9 @@ from mpi4py import MPI
 import blasmp_array as bm
 from blasmp_array.ops.engine import _factor_block
 
-CALLS = ("cholesky", "lu_factor", "solve", "inv")
+CALLS = ("cholesky", "lu_factor", "solve", "inv", "qr")
 #: the table entry each call reads (solve and inv factor with LU)
-FACTOR_OF = {"cholesky": "cholesky", "lu_factor": "lu", "solve": "lu", "inv": "lu"}
+FACTOR_OF = {"cholesky": "cholesky", "lu_factor": "lu", "solve": "lu", "inv": "lu", "qr": "qr"}
 
 
 def _timed(fn: Callable[[], Any], grid: Any, sync: Callable[[], None]) -> float:
@@ -61,6 +61,7 @@ def _call(name: str, ops: dict[str, Any]) -> Callable[[], Any]:
         "lu_factor": lambda: bm.linalg.lu_factor(A),
         "solve": lambda: np.linalg.solve(A, B),
         "inv": lambda: np.linalg.inv(A),
+        "qr": lambda: np.linalg.qr(A),
     }[name]
 
 

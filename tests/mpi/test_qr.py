@@ -722,3 +722,66 @@ def test_backend_geqrf_orgqr_ormqr(grid, dtype):
     res = np.abs(be.asnumpy(cq) - a).max() / (np.abs(a).max() * m * eps(dtype))
     assert res < THRESH, f"ormqr: {res:.3g}"
     assert np.all(np.isnan(be.asnumpy(dev)[0])), "geqrf wrote outside its view"
+
+
+# -- the working block (ops/engine/_factor_block.py) -----------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_working_block(grid, dtype, monkeypatch):
+    """Householder QR factors in the rule's block where the backend has a "qr" row (the GPU's):
+    ``np.linalg.qr``, ``qr_multiply`` and ``lstsq`` (``m >= n`` and ``m < n``) within the
+    testers' bounds, their results in the layouts they have without the rule, no
+    RedistributionWarning."""
+    from blas3_reference import check_bound
+
+    from blasmp_array.ops.engine import _factor_block
+    from blasmp_array.ops.lapack.qr import lstsq
+
+    m, n, nb, wb = 29, 23, 3, 8
+    rng = np.random.default_rng(17)
+    a = random_matrix(rng, (m, n), dtype)
+    c = random_matrix(rng, (n, 2), dtype)
+    b = random_matrix(rng, (m, 2), dtype)
+    A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    C = bm.from_numpy(c, block=(nb, 2), grid=grid)
+    B = bm.from_numpy(b, block=(nb, 2), grid=grid)
+    W = bm.from_numpy(np.ascontiguousarray(a[:n, :].conj().T), block=(nb, nb), grid=grid)  # wide
+    calls = [
+        lambda: np.linalg.qr(A),
+        lambda: qr_multiply(A, C, mode="left"),
+        lambda: qr_multiply(A, bm.from_numpy(np.ascontiguousarray(b.T), block=(2, nb), grid=grid)),
+        lambda: lstsq(A, B),
+        lambda: lstsq(W, C),
+    ]
+    plain = [call() for call in calls]  # the layouts without the rule
+    table = {"qr": ((0, wb),)}
+    monkeypatch.setattr(_factor_block, "TABLE", {grid.backend.name: table})
+    monkeypatch.setattr(_factor_block, "MIN_BLOCK", 1)
+    monkeypatch.setattr(_factor_block, "MIN_BLOCKS_PER_PROCESS", 1)
+    seen: list = []
+    factor = _householder.factor
+    monkeypatch.setattr(
+        _householder, "factor", lambda w, **kw: (seen.append(tuple(w.block)), factor(w, **kw))[1]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bm.RedistributionWarning)
+        got = [call() for call in calls]
+    working = _factor_block.working_block(grid.backend.name, grid.shape, n, "qr", nb)
+    assert seen == [(working, working)] * len(calls)
+    assert working > nb or grid.size == 1
+    for before, after in zip(plain, got, strict=True):
+        for x, y in zip(before, after, strict=False):
+            if isinstance(x, bm.BlockCyclicArray):
+                assert y.layout == x.layout, f"{y.layout} where the plain call gives {x.layout}"
+    q, r = (x.to_numpy() for x in got[0])
+    assert_qr(a, q, r, "np.linalg.qr in the working block")
+    qc = got[1][0].to_numpy()
+    ok, worst = check_bound(qc, high(q) @ high(c), np.abs(q) @ np.abs(c), 4 * m, dtype)
+    assert ok, f"Q c: {worst:.3g} x bound"
+    bq = got[2][0].to_numpy()
+    ok, worst = check_bound(bq, high(b.T) @ high(q), np.abs(b.T) @ np.abs(q), 4 * m, dtype)
+    assert ok, f"b^T Q: {worst:.3g} x bound"
+    from test_lstsq import assert_lstsq
+
+    assert_lstsq(a, b, got[3][0].to_numpy(), got[3][1], "lstsq (m > n) in the working block")
+    wide = np.ascontiguousarray(a[:n, :].conj().T)
+    assert_lstsq(wide, c, got[4][0].to_numpy(), got[4][1], "lstsq (m < n) in the working block")

@@ -42,7 +42,7 @@ __all__ = [
 #: backend -> factorisation ('cholesky' or 'lu') -> rows ``(n_min, block)``, ascending ``n_min``
 TABLE: dict[str, dict[str, tuple[tuple[int, int], ...]]] = {
     # one H200 shared by 4 ranks (2x2, MPS), n = 16384, float64 (docs/defaults.md)
-    "gpu": {"cholesky": ((0, 1024),), "lu": ((0, 2048),)},
+    "gpu": {"cholesky": ((0, 1024),), "lu": ((0, 2048),), "qr": ((0, 1024),)},
 }
 
 #: the working block leaves at least this many blocks to every process row and column

@@ -41,6 +41,7 @@ from ...layout import BlockCyclicLayout
 from ..blas3.gemm import gemm
 from ..blas3.trsm import trsm
 from ..engine import _checks as ck
+from ..engine import _factor_block
 from ..engine.redistribute import redistribute
 from . import _householder as hh
 from ._cholqr import cholesky_qr
@@ -201,7 +202,7 @@ def qr_multiply(
         return zeros(shape, dtype, block=a.block, grid=a.grid), zeros(
             (k, n), dtype, block=a.block, grid=a.grid
         )
-    f, q, r = _factorization(a, meth, complete=False, overwrite=bool(overwrite_a))
+    f, q, r, back = _factorization(a, meth, complete=False, overwrite=bool(overwrite_a))
     if q is not None:  # CholeskyQR: Q is explicit
         qq = q.conj() if conj else q
         return (gemm(qq, c) if side == "left" else gemm(c, qq)), r
@@ -209,12 +210,12 @@ def qr_multiply(
     if side == "left":  # Q c = H_0 ... H_{k-1} [c; 0]; conj(Q) c = conj(Q conj(c))
         ext = _rows_like(f.w, (c.conj() if conj else c), m)
         hh.apply_q(f, ext, "N")
-        return (ext.conj().copy() if conj else ext), r
+        return _rows_back(ext.conj().copy() if conj else ext, back), _back(r, back)
     # c Q = (Q^H c^H)^H;  c conj(Q) = (Q^H c^T)^T
     ext = _rows_like(f.w, (c.T if conj else c.H), m)
     hh.apply_q(f, ext, "C")
-    top = ext[:k, :]
-    return (top.T.copy() if conj else top.H.copy()), r
+    top = ext[:k, :] if back is None else _rows_back(ext[:k, :].copy(), back)
+    return (top.T.copy() if conj else top.H.copy()), _back(r, back)
 
 
 def lstsq(
@@ -316,7 +317,7 @@ def lstsq(
         res = _column_norms2(b.resolve(), 0) if n == 0 else np.empty(0, real)
         return x, res, 0, None
     if m >= n:
-        f, q, r = _factorization(a, meth, complete=False, overwrite=bool(overwrite_a))
+        f, q, r, back = _factorization(a, meth, complete=False, overwrite=bool(overwrite_a))
         _check_rank(r, tol, op, "column")
         if q is not None:  # CholeskyQR: Q^H b, then b - Q (Q^H b) for the residues
             y = gemm(q, b, trans_a="C")
@@ -330,18 +331,20 @@ def lstsq(
         hh.apply_q(f, c, "C")
         x = trsm(r, c[:n, :].copy(), side="left", lower=False)
         res = _column_norms2(c, n) if m > n else np.empty(0, real)
-        return x, res, n, None
+        return _rows_back(x, back), res, n, None
     # m < n: the QR of a^H (n x m), x = Q R^{-H} b
     at = a.H.copy()
-    f, q, r = _factorization(at, meth, complete=False, overwrite=True)
+    f, q, r, back = _factorization(at, meth, complete=False, overwrite=True)
     _check_rank(r, tol, op, "row")
+    if back is not None:  # b's rows in the working block of R
+        b = _factor_block.to_block(b.resolve(), r.block[0])
     y = trsm(r, b, side="left", lower=False, trans="C")
     if q is not None:
         return gemm(q, y), np.empty(0, real), m, None
     assert f is not None
     c = _rows_like(f.w, y, n)
     hh.apply_q(f, c, "N")
-    return c, np.empty(0, real), m, None
+    return _rows_back(c, back), np.empty(0, real), m, None
 
 
 @implements(np.linalg.qr)
@@ -455,17 +458,19 @@ def _cholqr_wanted(a: BlockCyclicArray, method: str, complete: bool) -> bool:
 
 def _factorization(
     a: BlockCyclicArray, method: str, complete: bool, overwrite: bool, want_q: bool = True
-) -> tuple[hh.Factorization | None, BlockCyclicArray | None, BlockCyclicArray]:
-    """``(f, Q, R)``: CholeskyQR's explicit ``Q`` (None unless ``want_q``; ``f`` None) or
+) -> tuple[hh.Factorization | None, BlockCyclicArray | None, BlockCyclicArray, int | None]:
+    """``(f, Q, R, back)``: CholeskyQR's explicit ``Q`` (None unless ``want_q``; ``f`` None) or
     Householder QR's factorisation ``f`` (``Q`` None: :func:`hh.apply_q` and :func:`hh.form_q`
-    use ``f``). ``R`` is economic (``min(m, n) x n``)."""
+    use ``f``). ``R`` is economic (``min(m, n) x n``). ``back``: None, or the caller's square
+    block where ``f`` and ``R`` are in the working block of :mod:`ops.engine._factor_block`
+    (the results go back to it: :func:`_back`, :func:`_rows_back`)."""
     m, n = a.shape
     if _cholqr_wanted(a, method, complete):
         done = cholesky_qr(a, want_q=want_q)
         if done is not None:  # else the fallback: Householder QR
-            return None, done[0], done[1]
-    f = _householder(a, overwrite, "qr")
-    return f, None, hh.r_factor(f, min(m, n))
+            return None, done[0], done[1], None
+    f, back = _householder(a, overwrite, "qr")
+    return f, None, hh.r_factor(f, min(m, n)), back
 
 
 def _factor(
@@ -477,23 +482,42 @@ def _factor(
     if k == 0:
         empty = zeros((m, m if complete else k), a.dtype, block=a.block, grid=a.grid)
         return (empty if want_q else None), zeros((k, n), a.dtype, block=a.block, grid=a.grid)
-    f, q, r = _factorization(a, method, complete, overwrite, want_q)
+    f, q, r, back = _factorization(a, method, complete, overwrite, want_q)
     if f is not None and want_q:
-        q = hh.form_q(f, m if complete else k)
-    return q, r
+        q = _back(hh.form_q(f, m if complete else k), back)
+    return q, _back(r, back)
 
 
-def _householder(a: BlockCyclicArray, overwrite: bool, op: str) -> hh.Factorization:
+def _householder(
+    a: BlockCyclicArray, overwrite: bool, op: str, working: bool = True
+) -> tuple[hh.Factorization, int | None]:
     """Householder QR of ``a``, stored with square blocks and source process ``(0, 0)`` first
-    (a window view copied, a lazy view materialised, other blocks or a shifted source moved);
-    in ``a``'s storage only with ``overwrite`` and a stored ``a`` that needs none of that."""
+    (a window view copied, a lazy view materialised, other blocks or a shifted source moved),
+    and, with ``working``, in the working block of :mod:`ops.engine._factor_block` where it has
+    one for the backend and grid (then ``back`` is the square block to return the results in,
+    else None); in ``a``'s storage only with ``overwrite`` and a stored ``a`` that needs none
+    of that."""
     w = a.copy() if a.is_window else a.resolve()
     mb = w.block[0]
     if w.block[1] != mb:
         w = ck.move(w, w.grid, (mb, mb), "a", op, f"a has non-square blocks {w.block}")
     if w.layout.src != (0, 0):
         w = redistribute(w)
-    return hh.factor(w, overwrite=w is not a or (overwrite and not a.is_view))
+    back = None
+    nb = _factor_block.block_for(w, "qr") if working else None
+    if nb is not None:
+        w, back = _factor_block.to_block(w, nb, nb), mb
+    return hh.factor(w, overwrite=w is not a or (overwrite and not a.is_view)), back
+
+
+def _back(x: BlockCyclicArray, back: int | None) -> BlockCyclicArray:
+    """``x`` (square blocks) in the caller's square block ``back`` (None: as it is)."""
+    return x if back is None else _factor_block.to_block(x, back, back)
+
+
+def _rows_back(x: BlockCyclicArray, back: int | None) -> BlockCyclicArray:
+    """``x`` with the caller's row block ``back`` (None: as it is), its column block kept."""
+    return x if back is None else _factor_block.to_block(x, back)
 
 
 # -- helpers ----------------------------------------------------------------------------------

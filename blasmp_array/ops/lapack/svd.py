@@ -345,7 +345,7 @@ def _gathered(a: BlockCyclicArray, full: bool, uv: bool, driver: str, polar: boo
 def _tall(a: BlockCyclicArray, full: bool, uv: bool, driver: str, meth: str) -> Any:
     """``m > n``: ``A = Q R``, the SVD of ``R``, ``U = Q U_R``."""
     m, n = a.shape
-    f = _householder(a, False, "svd")
+    f, _ = _householder(a, False, "svd", working=False)  # the SVD keeps a's block
     r = hh.r_factor(f, n)
     if not uv:
         return _square(r, False, driver) if meth == "band" else _gathered(r, False, False, driver)
