@@ -1,4 +1,5 @@
-"""The block of a factorisation's working copy (Cholesky, LU, and ``solve``/``inv`` through them).
+"""The block of a factorisation's working copy (Cholesky, LU, and ``solve``/``inv`` through them;
+the Householder QR, and ``qr_multiply``/``lstsq`` through it).
 
 The distributed factorisations factor a copy of their input anyway. The step count, the size of
 every panel and of every trailing update follow the block of that copy, and the block that is
@@ -39,9 +40,11 @@ __all__ = [
     "working_block",
 ]
 
-#: backend -> factorisation ('cholesky' or 'lu') -> rows ``(n_min, block)``, ascending ``n_min``
+#: backend -> factorisation ('cholesky', 'lu' or 'qr') -> rows ``(n_min, block)``, ascending
+#: ``n_min``
 TABLE: dict[str, dict[str, tuple[tuple[int, int], ...]]] = {
-    # one H200 shared by 4 ranks (2x2, MPS), n = 16384, float64 (docs/defaults.md)
+    # one H200 (Cholesky, LU) or H100 (QR: 0.646 s at 1024, 0.686 s at 256, 1.047 s at 2048)
+    # shared by 4 ranks (2x2, MPS), n = 16384, float64 (docs/defaults.md, docs/qr.md)
     "gpu": {"cholesky": ((0, 1024),), "lu": ((0, 2048),), "qr": ((0, 1024),)},
 }
 
