@@ -62,8 +62,8 @@ def working_block(
     backend: str, grid_shape: tuple[int, int], n: int, factorisation: str, current: int
 ) -> int:
     """The square block of the working copy of an ``n x n`` (``n`` the smaller dimension)
-    ``factorisation`` ('cholesky', 'lu' or 'qr') on a ``grid_shape`` grid of ``backend``, whose input
-    has square blocks ``current``. Pure: the same on every rank."""
+    ``factorisation`` ('cholesky', 'lu' or 'qr') on a ``grid_shape`` grid of ``backend``, whose
+    input has square blocks ``current``. Pure: the same on every rank."""
     if not enabled or grid_shape[0] * grid_shape[1] == 1:
         return current
     rows = TABLE.get(backend, {}).get(factorisation, ())
