@@ -152,6 +152,20 @@ def test_window_and_layouts(grid):
         X, res, _, _ = lstsq(P[3:, cols[0] : cols[1]], B)
         assert_lstsq(big[3:, cols[0] : cols[1]], b, X.to_numpy(), res, f"window {cols}")
     assert np.array_equal(P.to_numpy(), big)
+    # b a window view too (checked for NaN where it lies), for a tall and a wide a, a NaN
+    # outside the window ignored
+    padded = np.vstack([np.full((1, 2), np.nan), b])
+    Bw = bm.from_numpy(padded, block=(5, 1), grid=grid)[1:, :]
+    X, res, _, _ = lstsq(P[3:, 2:8], Bw)
+    assert_lstsq(big[3:, 2:8], b, X.to_numpy(), res, "window b")
+    wide = np.ascontiguousarray(big[3:, :].T)  # 20 x 47
+    W = bm.from_numpy(wide, block=(6, 6), grid=grid)
+    X, res, _, _ = lstsq(W, Bw[:20, :])
+    assert_lstsq(wide, b[:20], X.to_numpy(), res, "window b, wide a")
+    bad = padded.copy()
+    bad[5, 1] = np.inf
+    with pytest.raises(ValueError, match="b does"):
+        lstsq(P[3:, 2:8], bm.from_numpy(bad, block=(5, 1), grid=grid)[1:, :])
 
 
 def test_zero_size():

@@ -89,6 +89,17 @@ def factor_pair(value: Any, op: str, names: str, factor: str) -> tuple[Any, Any]
     return first, second
 
 
+def _b_flag(xp: Any, b: BlockCyclicArray | None) -> Any:
+    """A 0-d device boolean: whether this rank's elements of ``b`` (a stored matrix or a view;
+    a window view's read in its parent) hold a NaN or an infinity (False for no ``b``)."""
+    from ._triangle import nonfinite_flag
+
+    if b is None:
+        return xp.zeros((), bool)
+    w = b._window
+    return nonfinite_flag(xp, b._data if w is None else w.parent._data[w.local_slices()])
+
+
 def check_finite(
     a: BlockCyclicArray,
     b: BlockCyclicArray | None = None,
@@ -120,7 +131,7 @@ def check_finite(
         rows, cols = target.local_rows(g.myrow), target.local_cols(g.mycol)
         bad, first = window_flags(w, rows, cols, uplo if finite else None, k, zero_diagonal, finite)
         if finite:
-            flags += [bad, nonfinite_flag(xp, b._data) if b is not None else xp.zeros((), bool)]
+            flags += [bad, _b_flag(xp, b)]
         if zero_diagonal:
             flags.append(-first)
     elif finite:
@@ -128,7 +139,7 @@ def check_finite(
             flags.append(nonfinite_flag(xp, a._data))
         else:
             flags.append(triangle_nonfinite_flag(a.layout, a.grid, a._data, uplo, k))
-        flags.append(nonfinite_flag(xp, b._data) if b is not None else xp.zeros((), bool))
+        flags.append(_b_flag(xp, b))
     if zero_diagonal and not a.is_window:
         flags.append(-_first_zero_on_diagonal(a))
     if not flags:

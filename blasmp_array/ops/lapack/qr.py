@@ -336,8 +336,8 @@ def lstsq(
     at = a.H.copy()
     f, q, r, back = _factorization(at, meth, complete=False, overwrite=True)
     _check_rank(r, tol, op, "row")
-    if back is not None:  # b's rows in the working block of R
-        b = _factor_block.to_block(b.resolve(), r.block[0])
+    if back is not None:  # b's rows in the working block of R (a window copied, not warned)
+        b = _factor_block.to_block(b.copy() if b.is_window else b.resolve(), r.block[0])
     y = trsm(r, b, side="left", lower=False, trans="C")
     if q is not None:
         return gemm(q, y), np.empty(0, real), m, None
@@ -540,7 +540,9 @@ def _rows_like(w: BlockCyclicArray, c: BlockCyclicArray, rows: int) -> BlockCycl
     p = c.shape[1]
     lay = BlockCyclicLayout((rows, p), (w.block[0], c.block[1]), w.grid.shape)
     out = zeros(lay.shape, w.dtype, block=lay.block, grid=w.grid)
-    out[: c.shape[0], :] = c
+    # a window view starting inside a block is copied first (no warning: ``out`` is the
+    # operator's own copy of it anyway)
+    out[: c.shape[0], :] = c.copy() if c.is_window else c
     return out
 
 
