@@ -30,8 +30,7 @@ steps, the last one ragged). Step ``k`` (``k0 = k nb``, ``e`` the width of block
    then ``T_k = (I + D triu(V^H V, 1))^{-1} D`` with ``D = diag(tau)`` (LAPACK's ``xlarft``,
    from one HERK of the panel and one unit triangular solve of ``r x r``; it gives ``H_0 ...
    H_{r-1} = I - V T V^H`` exactly as the column recurrence does, ``tau_i = 0`` included).
-   Where ``_qr_local.cholqr_panels`` holds (the GPU), a tall panel is
-   factored instead by
+   Where ``_qr_local.cholqr_panels`` holds (the GPU), a tall panel is factored instead by
    CholeskyQR2 and Householder reconstruction (:mod:`ops.lapack._cholqr_panel`, which gives
    ``T``); the host waits for it and reduces its verdict over the processes, and where it is 0
    (a panel out of CholeskyQR2's range) every process gathers the panel again and factors it
@@ -282,9 +281,8 @@ class _Pipeline:
 
     def _cholqr(self, k: int) -> bool:
         """Whether panel ``k`` is factored by CholeskyQR2 and Householder reconstruction
-        (``_qr_local.cholqr_panels``: the GPU; a panel at least
-        ``CHOLQR_PANEL_RATIO`` times as tall as wide). The shapes and the setting decide: the
-        same on every process."""
+        (``_qr_local.cholqr_panels``: the GPU; a panel at least ``CHOLQR_PANEL_RATIO`` times
+        as tall as wide). The shapes and the setting decide: the same on every process."""
         fits = _qr_local.cholqr_fits(self.m - k * self.nb, self.f.ext(k))
         return fits and _qr_local.cholqr_panels(self.be)
 

@@ -96,14 +96,11 @@ def cholqr_fits(rows: int, width: int) -> bool:
 
 def cholqr_panels(be: Backend) -> bool:
     """Whether the tall panels of :func:`geqrf_lookahead` and of the distributed Householder
-    QR are factored by CholeskyQR2 and Householder reconstruction
-    (:data:`CHOLQR_PANEL`)."""
+    QR are factored by CholeskyQR2 and Householder reconstruction (:data:`CHOLQR_PANEL`)."""
     env = os.environ.get("BLASMP_QR_PANEL", "")
     if env in ("cholqr", "lapack"):
         return env == "cholqr"
-    if CHOLQR_PANEL is not None:
-        return CHOLQR_PANEL
-    return be.cholqr_gemms
+    return be.cholqr_gemms if CHOLQR_PANEL is None else CHOLQR_PANEL
 
 
 def geqrf_lookahead(be: Backend, a: Any, nb: int = 0) -> tuple[Any, Any]:

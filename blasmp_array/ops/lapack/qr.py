@@ -336,8 +336,9 @@ def lstsq(
     at = a.H.copy()
     f, q, r, back = _factorization(at, meth, complete=False, overwrite=True)
     _check_rank(r, tol, op, "row")
-    if back is not None:  # b's rows in the working block of R (a window copied, not warned)
-        b = _factor_block.to_block(b.copy() if b.is_window else b.resolve(), r.block[0])
+    if back is not None:  # b's rows in the working block of R (a window copied, not warned;
+        # a lazy view moved as it is, materialised by the move itself)
+        b = _factor_block.to_block(b.copy() if b.is_window else b, r.block[0])
     y = trsm(r, b, side="left", lower=False, trans="C")
     if q is not None:
         return gemm(q, y), np.empty(0, real), m, None
