@@ -43,10 +43,11 @@ def new_array(
         Value of every element (written on the host thread, before anything is enqueued);
         uninitialised if omitted (or :data:`_DEBUG_FILL` when that is set).
     """
-    dt = np.dtype(dtype)
-    data = grid.backend.empty(layout.local_shape(grid.myrow, grid.mycol), dt)
+    if layout.grid_shape != grid.shape:
+        raise ValueError(f"layout grid {layout.grid_shape} differs from grid {grid.shape}")
+    data = grid.backend.empty(layout.local_shape(grid.myrow, grid.mycol), np.dtype(dtype))
     _fill(data, fill)
-    return BlockCyclicArray(data, layout, grid)
+    return BlockCyclicArray._of(data, layout, grid)  # the local shape is the layout's
 
 
 def scratch(xp: Any, shape: tuple[int, ...], dtype: Any, order: str = "C") -> Any:

@@ -233,7 +233,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
             return _dispatch.method("materialize_window")(self)  # ops/engine/indexing.py
         if not self.is_view:
             return self
-        return BlockCyclicArray(self._data, self.layout, self.grid)
+        return BlockCyclicArray._of(self._data, self.layout, self.grid)
 
     def shares_storage(self, other: BlockCyclicArray) -> bool:
         """True when both are views of the same stored matrix."""
@@ -241,15 +241,14 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
         return mine is (other._data if other._window is None else other._window.parent._data)
 
     def _with_flags(self, transposed: bool, conjugated: bool) -> BlockCyclicArray:
-        """This 2-D array (its storage, or its window) under the given view flags."""
-        return BlockCyclicArray(
-            self._data,
-            self.layout,
-            self.grid,
-            transposed=transposed,
-            conjugated=conjugated,
-            window=self._window,
-        )
+        """This 2-D array (its storage, or its window) under the given view flags (the same
+        storage: no validation, no copy)."""
+        new = object.__new__(BlockCyclicArray)
+        new.__dict__.update(self.__dict__)
+        new._transposed = transposed
+        new._conjugated = conjugated and new._dtype.kind == "c"
+        new._vector = False
+        return new
 
     @property
     def local(self) -> Any:

@@ -250,6 +250,7 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
         self._names = itertools.count()
         self._stamps: list[tuple[Any, Callable[[float], Any]]] = []
         self._node_key = (MPI.Get_processor_name(), self.device_id)
+        self._alone = self._pcomm.Get_size() == 1  # no allocation needs an agreement
         self._rt.at_exit.append(self.free_all)
 
     def device_key(self) -> Any:
@@ -262,7 +263,9 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
         the queued allocations that are dead on every rank. Returns the allocation and a CuPy
         ``UnownedMemory`` over it whose owner token queues the id when it dies."""
         dead = sorted({i for i in self._dead if i in self._allocs})
-        info = self._pcomm.allgather((int(nbytes), dead, self._node_key))
+        mine = (int(nbytes), dead, self._node_key)
+        # one process agrees with itself: no pickled allgather on its per-array host path
+        info = [mine] if self._alone else self._pcomm.allgather(mine)
         common = sorted(set.intersection(*(set(x[1]) for x in info)))
         need = max(x[0] for x in info)
         need = max(_ALIGN, -(-need // _ALIGN) * _ALIGN)

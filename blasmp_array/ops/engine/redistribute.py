@@ -80,6 +80,7 @@ than one message's temporary; no rank ever holds the whole matrix.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -255,6 +256,8 @@ def transpose(
     """
     if not isinstance(A, BlockCyclicArray):
         raise TypeError(f"transpose expects a BlockCyclicArray, got {type(A).__name__}")
+    if transport is None and A.grid.size == 1 and not A.is_view:
+        return _transpose_alone(A, conjugate)
     view = A.T.conj() if conjugate else A.T
     return redistribute(
         view,
@@ -264,6 +267,24 @@ def transpose(
         num_stages=num_stages,
         transport=transport,
     )
+
+
+def _transpose_alone(A: BlockCyclicArray, conjugate: bool) -> BlockCyclicArray:
+    """:func:`transpose` of a stored ``A`` on one process: one transposing copy, the kernel of
+    the array module's ``ascontiguousarray(a.T)``, behind as little host work as the public call
+    allows (its arguments were checked; the layout is cached per source layout)."""
+    out = new_array(_transposed_layout(A.layout), A.grid, A.dtype)
+    if conjugate and A.dtype.kind == "c":
+        A.backend.xp.conj(A._data.T, out=out._data)
+    else:
+        out._data[...] = A._data.T
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _transposed_layout(layout: BlockCyclicLayout) -> BlockCyclicLayout:
+    """The layout :func:`redistribute` gives the transpose: source process ``(0, 0)``."""
+    return BlockCyclicLayout(layout.shape[::-1], layout.block[::-1], layout.grid_shape[::-1])
 
 
 # -- windows ----------------------------------------------------------------------------------
