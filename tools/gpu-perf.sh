@@ -58,6 +58,8 @@
 #                least-squares rows checked (the testers' ratios on the host; n=$N's would take minutes)
 #   qr4          the same calls on 4 ranks (2x2, MPS; the tall-skinny QR also on 4x1, whose
 #                processes hold whole rows), without CuPy (compare with qr1)
+#   qrsq         np.linalg.qr at n=$N (block 1024) on 1 rank against CuPy, then on 4 ranks (2x2, MPS,
+#                every rank on the one GPU: the gathered route, docs/qr.md), in one call
 #   spectral1    eigh and eigvalsh at n=$NSMALL (checked) and $N, svd at n=8192 (LAPACK's route and
 #                method='polar', checked), 1 rank, against CuPy
 #   spectral4    the same calls on 4 ranks (2x2, MPS; checked at n=$NSMALL), without CuPy (compare
@@ -68,7 +70,7 @@
 #                route (the root's one-process device two-stage) against the distributed two-stage
 #                (which of the two 'auto' should take above GATHER_N on the GPU; docs/eigh.md)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
-#           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 vectors1 vectors4 qr1 qr4 spectral1 spectral4 eigroutes4 transpose1
+#           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 vectors1 vectors4 qr1 qr4 qrsq spectral1 spectral4 eigroutes4 transpose1
 #           tracelu1 traceqr1 tracest4 tracechol4 tracelu4 traceqr4
 #           (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
@@ -206,6 +208,9 @@ for p in "${phases[@]}"; do
     qr1) bench qr1 1 qr --n "$n" --block 1024 --repeat "$repeat" --compare --baselines "$baselines"
          bench qr1tall 1 qr_tall --m 1048576 --n 256 --repeat "$repeat" --check --profile --compare --baselines "$baselines"
          bench qr1lstsq 1 lstsq --m 32768 --n 4096 --k 1 --repeat "$repeat" --check --profile --compare --baselines "$baselines" ;;
+    qrsq) bench qrsq1 1 qr --n "$n" --block 1024 --repeat "$repeat" --compare --baselines "$baselines"
+          bench qrsq4 4 qr --n "$n" --block 1024 --grid 2x2 --repeat "$repeat"
+          cat "$out/perf-qrsq1.log" "$out/perf-qrsq4.log" > "$out/perf-qrsq.log" 2>/dev/null ;;
     qr4) bench qr4 4 qr --n "$n" --block 1024 --grid 2x2 --repeat "$repeat"
          bench qr4tall 4 qr_tall --m 1048576 --n 256 --grid 2x2 --repeat "$repeat" --check --profile
          bench qr4tallcol 4 qr_tall --m 1048576 --n 256 --grid 4x1 --repeat "$repeat" --check --profile
@@ -219,7 +224,7 @@ for p in "${phases[@]}"; do
                bench spectral4svd 4 svd --n 8192 --grid 2x2 --repeat 3 ;;
     door1) door door1 1 ;;
     door4) door door4 4 --grid 2x2 ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 traceqr1 tracest4 tracechol4 tracelu4 traceqr4 door1 door4 vectors1 vectors4 qr1 qr4 spectral1 spectral4 eigroutes4 transpose1)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 traceqr1 tracest4 tracechol4 tracelu4 traceqr4 door1 door4 vectors1 vectors4 qr1 qr4 qrsq spectral1 spectral4 eigroutes4 transpose1)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"

@@ -25,7 +25,8 @@ import pytest
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.ops.lapack import _cholqr, _cholqr_panel, _householder, _qr_local
+from blasmp_array.ops.lapack import _cholqr, _cholqr_panel, _householder, _qr_gathered, _qr_local
+from blasmp_array.ops.lapack import qr as qr_module
 from blasmp_array.ops.lapack.qr import qr, qr_multiply
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -37,6 +38,13 @@ THRESH = 30.0
 
 # (m, n, block): tall-skinny (CholeskyQR), square and ragged, wide, n inside one block, block 1
 SHAPES = [(60, 9, 4), (23, 23, 5), (13, 29, 4), (31, 7, 16), (9, 6, 1), (40, 26, 6)]
+
+
+@pytest.fixture(autouse=True)
+def grid_pipeline(monkeypatch):
+    """Every test but the gathered route's runs the grid's pipeline, also where the ranks share
+    one GPU (whose ``qr`` would otherwise gather the matrix, ``ops/lapack/_qr_gathered.py``)."""
+    monkeypatch.setattr(_qr_gathered, "ON_ONE_DEVICE", False)
 
 
 def square_grid():
@@ -116,6 +124,65 @@ SAMPLE = [
 )
 def test_qr(grid, dtype, shape, mode):
     run_case(grid, dtype, *shape, mode)
+
+
+GATHERED = [
+    (np.float64, (23, 23, 5), "economic"),
+    (np.complex64, (13, 29, 4), "full"),
+    (np.float32, (40, 26, 6), "r"),
+    (np.complex128, (31, 7, 16), "full"),
+]
+
+
+@pytest.fixture
+def one_device(monkeypatch):
+    """Every rank names one device (as ranks sharing one GPU do); the calls of the gathered
+    route are counted."""
+    monkeypatch.setattr(_qr_gathered, "ON_ONE_DEVICE", True)
+    monkeypatch.setattr(_qr_gathered, "_device_key", lambda be: "one device")
+    calls = []
+    real = qr_module.gathered_qr
+    monkeypatch.setattr(qr_module, "gathered_qr", lambda *x, **k: calls.append(1) or real(*x, **k))
+    return calls
+
+
+@pytest.mark.parametrize(
+    "dtype,shape,mode",
+    GATHERED,
+    ids=[f"{np.dtype(d).name}-{s[0]}x{s[1]}b{s[2]}-{mo}" for d, s, mo in GATHERED],
+)
+def test_gathered_route(grid, dtype, shape, mode, one_device):
+    """Ranks on one device factor the matrix on process 0 (Householder QR there) and scatter
+    the factors: the testers' bounds, ``R``'s exact zeros and the layouts of the grid's route;
+    one process never gathers."""
+    run_case(grid, dtype, *shape, mode, "householder")
+    assert bool(one_device) == (grid.size > 1)
+
+
+def test_gathered_route_of_views(grid, one_device):
+    """``np.linalg.qr`` of a transposed view and of a window view, gathered as viewed."""
+    rng = np.random.default_rng(5)
+    a = random_matrix(rng, (27, 19), np.float64)
+    A = bm.from_numpy(a, block=(4, 4), grid=grid)
+    for view, ref in ((A.T, a.T), (A[1:, 2:], a[1:, 2:])):
+        q, r = np.linalg.qr(view)
+        assert q.shape == (ref.shape[0], min(ref.shape)) and q.block == (4, 4)
+        assert_qr(ref, q.to_numpy(), r.to_numpy(), f"view {ref.shape}")
+    assert np.array_equal(A.to_numpy(), a)
+    assert bool(one_device) == (grid.size > 1)
+
+
+def test_gathered_route_error_on_every_rank(grid, one_device, monkeypatch):
+    """An error of process 0's factorisation is raised on every rank (nothing hangs); on one
+    process the one-process factorisation raises it."""
+
+    def fail(be, a):
+        raise MemoryError("out of device memory (test)")
+
+    monkeypatch.setattr(_householder, "local_geqrf", fail)
+    A = bm.from_numpy(np.eye(12), block=(4, 4), grid=grid)
+    with pytest.raises(MemoryError, match="test"):
+        np.linalg.qr(A)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])

@@ -158,7 +158,7 @@ def _sample(backend: Backend, xp: Any, dtype: np.dtype) -> None:
     take_rows(src[3:], panel, idx)
     take_rows(src[1:], panel, slice(0, 4))
     w = xp.zeros((4, 4), dtype)
-    _triu_into(xp, w, panel[:4, :4])
+    triu_into(xp, w, panel[:4, :4])
     assign(w, panel[:4, :4])
     _eye_into(xp, w)
 
@@ -321,7 +321,8 @@ class _Pipeline:
         return ready
 
 
-def _triu_into(xp: Any, out: Any, src: Any) -> None:
+def triu_into(xp: Any, out: Any, src: Any) -> None:
+    """``out[...] = triu(src)`` (a kernel for ``Backend.launch``)."""
     out[...] = xp.triu(src)
 
 
@@ -484,22 +485,8 @@ def form_q(f: Factorization, ncols: int) -> BlockCyclicArray:
     if f.local is not None:
         out = new_array(lay, grid, w.dtype)
         begin_pipeline(be, w.dtype)
-        xp, comp = be.xp, be.compute
-        tau = f.taus[0]
-        width = _local_q_block(be, min(f.local.shape))
-        if width:
-            _blocked_q(be, f.local, tau, out._data, width)  # synchronises
-            return out
-        info = xp.zeros(1, np.int32)
-        if ncols <= f.local.shape[1]:
-            q = f.local[:, :ncols]
-        else:
-            q = xp.empty((m, ncols), w.dtype, order="F")
-            be.launch(comp, assign, q[:, : f.local.shape[1]], f.local)
-        be.orgqr(q, tau, info, comp)
-        be.launch(comp, assign, out._data, q)
-        be.synchronize()
-        f.local = None  # orgqr overwrote it
+        if local_q(be, f.local, f.taus[0], out._data):
+            f.local = None  # orgqr overwrote it
         return out
     q = eye(m, ncols, dtype=w.dtype, block=w.block, grid=grid)
     begin_pipeline(be, w.dtype)
@@ -507,6 +494,29 @@ def form_q(f: Factorization, ncols: int) -> BlockCyclicArray:
     # synchronises
     _apply_steps(f, q, "N", list(range(f.steps - 1, -1, -1)), lambda k, col: _before(lq, k, col, 1))
     return q
+
+
+def local_q(be: Backend, fa: Any, tau: Any, q: Any) -> bool:
+    """``q`` (``m x ncols``, C-ordered, ``min(m, n) <= ncols <= m``) := the first columns of
+    ``Q`` from the column-major ``geqrf`` output ``fa`` and ``tau`` of one process (LAPACK
+    ``xorgqr``, or :func:`_blocked_q`). Returns whether ``fa`` was overwritten. Local;
+    synchronises."""
+    xp, comp = be.xp, be.compute
+    m, ncols = q.shape
+    width = _local_q_block(be, min(fa.shape))
+    if width:
+        _blocked_q(be, fa, tau, q, width)  # synchronises
+        return False
+    info = xp.zeros(1, np.int32)
+    if ncols <= fa.shape[1]:
+        work = fa[:, :ncols]
+    else:
+        work = xp.empty((m, ncols), fa.dtype, order="F")
+        be.launch(comp, assign, work[:, : fa.shape[1]], fa)
+    be.orgqr(work, tau, info, comp)
+    be.launch(comp, assign, q, work)
+    be.synchronize()
+    return ncols <= fa.shape[1]
 
 
 def _local_q_block(be: Backend, k: int) -> int:
@@ -560,7 +570,7 @@ def r_factor(f: Factorization, rows: int) -> BlockCyclicArray:
         out = new_array(BlockCyclicLayout((rows, n), w.block, w.grid.shape), w.grid, w.dtype)
         be = w.backend
         begin_pipeline(be, w.dtype)
-        be.launch(be.compute, _triu_into, be.xp, out._data, f.local[:rows])
+        be.launch(be.compute, triu_into, be.xp, out._data, f.local[:rows])
         be.synchronize()
         return out
     out = window(w, (0, rows), (0, n)).copy()
@@ -586,21 +596,26 @@ _LOCAL_ON_ONE_PROCESS = True
 
 
 def _local_factor(w: BlockCyclicArray) -> Factorization:
-    """One ``geqrf`` of a column-major copy; where the streams run concurrently (a GPU) and
+    """:func:`local_geqrf` of ``w``'s local matrix (one process)."""
+    begin_pipeline(w.backend, w.dtype)
+    fa, tau = local_geqrf(w.backend, w._data)
+    return Factorization(w, [tau], [], local=fa)
+
+
+def local_geqrf(be: Backend, a: Any) -> tuple[Any, Any]:
+    """``(fa, tau)``: LAPACK's ``geqrf`` of the C-ordered local matrix ``a`` in a column-major
+    copy (``a`` untouched): one ``geqrf``, or, where the streams run concurrently (a GPU) and
     ``min(m, n) >= _qr_local.LOOKAHEAD_MIN``, the blocked QR with the panels beside the
     trailing update (:func:`ops.lapack._qr_local.geqrf_lookahead`), which leaves the same
-    layout."""
-    be = w.backend
-    xp, comp = be.xp, be.compute
-    m, n = w.shape
-    begin_pipeline(be, w.dtype)
+    layout. Local; synchronises."""
+    m, n = a.shape
     if be.concurrent_streams and min(m, n) >= _qr_local.LOOKAHEAD_MIN:
-        fa, tau = _qr_local.geqrf_lookahead(be, w._data)
-        return Factorization(w, [tau], [], local=fa)
-    fa = xp.empty((m, n), w.dtype, order="F")
-    tau = xp.zeros(min(m, n), w.dtype)
+        return _qr_local.geqrf_lookahead(be, a)
+    xp, comp = be.xp, be.compute
+    fa = xp.empty((m, n), a.dtype, order="F")
+    tau = xp.zeros(min(m, n), a.dtype)
     info = xp.zeros(1, np.int32)
-    be.launch(comp, assign, fa, w._data)
+    be.launch(comp, assign, fa, a)
     be.geqrf(fa, tau, info, comp)
     be.synchronize()
-    return Factorization(w, [tau], [], local=fa)
+    return fa, tau

@@ -9,7 +9,10 @@ factorisations -> the distributed operators and the backend's LAPACK:
   package), two (three) reductions of an ``n x n`` Gram matrix in all;
 * :mod:`ops.lapack._householder` -- blocked Householder QR on the grid (ScaLAPACK ``pxgeqrf``, with
   ``Q`` formed as ``pxorgqr`` or applied as ``pxormqr``), and on one process one LAPACK
-  (cuSOLVER) ``geqrf`` and ``orgqr``/``ormqr``.
+  (cuSOLVER) ``geqrf`` and ``orgqr``/``ormqr``;
+* :mod:`ops.lapack._qr_gathered` -- where every process computes on one device (several ranks
+  on one GPU), :func:`qr` and ``np.linalg.qr`` gather the matrix on process 0 and factor it
+  there with the one-process kernels (:func:`qr_multiply` and :func:`lstsq` keep the grid).
 
 The automatic choice (``method='auto'``), the same on every rank (it reads shapes only)
 --------------------------------------------------------------------------------------------
@@ -45,6 +48,7 @@ from ..engine import _factor_block
 from ..engine.redistribute import redistribute
 from . import _householder as hh
 from ._cholqr import cholesky_qr
+from ._qr_gathered import gathered_qr, one_device
 from .solves import promote
 
 __all__ = ["qr", "qr_multiply", "lstsq", "TALL_RATIO", "FEW_BLOCKS"]
@@ -483,6 +487,8 @@ def _factor(
     if k == 0:
         empty = zeros((m, m if complete else k), a.dtype, block=a.block, grid=a.grid)
         return (empty if want_q else None), zeros((k, n), a.dtype, block=a.block, grid=a.grid)
+    if not _cholqr_wanted(a, method, complete) and one_device(a.backend, a.grid.size):
+        return gathered_qr(a, want_q, complete)
     f, q, r, back = _factorization(a, method, complete, overwrite, want_q)
     if f is not None and want_q:
         q = _back(hh.form_q(f, m if complete else k), back)
