@@ -278,6 +278,43 @@ def test_matmul_self_product_local_equals_distributed(grid, dtype):
     assert_within_bound(dist_result, high(ah) @ high(a), scale, 17, dtype, "grid")
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "views,shape", [("NN", (9, 7, 5)), ("TN", (6, 11, 4)), ("NT", (13, 3, 8)), ("TT", (5, 0, 6))]
+)
+def test_one_process_gemm_matches_the_general_path(grid, dtype, views, shape, monkeypatch):
+    """``A @ B`` on one process takes the local product (``gemm_one_process``), with the
+    general path's layout and result (``k = 0`` included: zeros, never the NaN poison); grids
+    of several processes, conjugated views and mixed dtypes take the general path."""
+    from blasmp_array.ops.blas3 import matmul as matmul_module
+
+    m, k, n = shape
+    rng = np.random.default_rng(17)
+    a = random_matrix(rng, (k, m) if views[0] == "T" else (m, k), dtype)
+    b = random_matrix(rng, (n, k) if views[1] == "T" else (k, n), dtype)
+    kb = 4 if views[0] == "T" else 3  # the K block of op(A); op(B)'s conforms to it
+    A, B = dist(a, grid, (4, 3)), dist(b, grid, (5, kb) if views[1] == "T" else (kb, 5))
+    left, right = (A.T if views[0] == "T" else A), (B.T if views[1] == "T" else B)
+    la, ra = (a.T if views[0] == "T" else a), (b.T if views[1] == "T" else b)
+    taken = []
+    real = matmul_module.gemm_one_process
+    monkeypatch.setattr(
+        matmul_module, "gemm_one_process", lambda x, y: taken.append(real(x, y)) or taken[-1]
+    )
+    got = left @ right
+    assert (taken[-1] is not None) == (grid.size == 1)
+    assert got.shape == (m, n) and got.block == (left.block[0], right.block[1])
+    monkeypatch.setattr(matmul_module, "gemm_one_process", lambda x, y: None)
+    general = left @ right
+    assert general.layout == got.layout
+    scale = np.abs(la) @ np.abs(ra)
+    assert_within_bound(got.to_numpy(), high(la) @ high(ra), scale, max(k, 1), dtype, views)
+    monkeypatch.setattr(matmul_module, "gemm_one_process", real)
+    assert real(A.conj(), A.T) is None or np.dtype(dtype).kind != "c"
+    other = {"f": "d", "d": "f", "F": "D", "D": "F"}[np.dtype(dtype).char]  # mixed precision
+    assert real(left, dist(ra.astype(other), grid, (kb, 5))) is None
+
+
 # -- triangles: NaN outside is never read, NaN inside is reported ------------------------------
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("lower", [True, False])

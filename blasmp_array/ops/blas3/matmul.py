@@ -31,7 +31,7 @@ from ..engine import _checks as ck
 from ..engine.elementwise import aligned
 from ..engine.panels import compose_op
 from ..engine.redistribute import redistribute
-from .gemm import gemm
+from .gemm import gemm, gemm_one_process, memory_key
 from .matvec import matvec, matvec_one_process
 from .syrk import rank_k
 
@@ -56,9 +56,12 @@ def matmul(a: BlockCyclicArray, b: BlockCyclicArray) -> BlockCyclicArray:
     BlockCyclicArray or scalar
         The ``m x n`` product on ``a``'s grid (a vector, or a NumPy scalar, as above).
     """
-    if type(a) is BlockCyclicArray and type(b) is BlockCyclicArray and a._vector != b._vector:
-        # A @ x or x @ A on one process: the product and little else
-        fast = matvec_one_process(a, b, "N") if b._vector else matvec_one_process(b, a, "T")
+    if type(a) is BlockCyclicArray and type(b) is BlockCyclicArray:
+        # one process: the product and little else (A @ x, x @ A, A @ B)
+        if a._vector != b._vector:
+            fast = matvec_one_process(a, b, "N") if b._vector else matvec_one_process(b, a, "T")
+        else:
+            fast = None if a._vector else gemm_one_process(a, b)
         if fast is not None:
             return fast
     if not (isinstance(a, BlockCyclicArray) and isinstance(b, BlockCyclicArray)):
@@ -153,14 +156,7 @@ def _same_stored_matrix(a: BlockCyclicArray, b: BlockCyclicArray) -> bool:
         return True
     if a.layout != b.layout or a.dtype != b.dtype:
         return False
-    same = _memory(a._data) == _memory(b._data)
+    same = memory_key(a._data) == memory_key(b._data)
     if a.grid.size == 1:
         return same
     return bool(a.grid.backend.allreduce(int(same), op="min"))
-
-
-def _memory(x: Any) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-    ptr = getattr(getattr(x, "data", None), "ptr", None)  # CuPy
-    if ptr is None:
-        ptr = x.__array_interface__["data"][0]  # NumPy
-    return int(ptr), tuple(x.shape), tuple(x.strides)
