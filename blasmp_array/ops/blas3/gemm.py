@@ -293,18 +293,12 @@ def gemm_one_process(A: BlockCyclicArray, B: BlockCyclicArray) -> BlockCyclicArr
     shapes that do not conform, operands over one memory). At n = 4096 on a GPU the general
     path's checks delayed the one GEMM kernel by a visible share of its time
     (docs/blas3.md, "The fixed cost of a call")."""
-    g = A.grid
     if (
-        g.size != 1
-        or (B.grid is not g and not B.grid.same_as(g))
-        or A._window is not None
-        or B._window is not None
+        not ck.one_process_pair(A, B)
         or A._conjugated
         or B._conjugated
         or A._vector
         or B._vector
-        or A._dtype != B._dtype
-        or A._dtype not in _BLAS_DTYPES
         or A._data is B._data
     ):
         return None
@@ -313,6 +307,7 @@ def gemm_one_process(A: BlockCyclicArray, B: BlockCyclicArray) -> BlockCyclicArr
         return None
     opa, opb = ("T" if A._transposed else "N"), ("T" if B._transposed else "N")
     layout = _product_layout(ma, nb, A.block[0], B.block[1])
+    g = A.grid
     out = new_array(layout, g, A._dtype)
     be = g.backend
     begin_pipeline(be, A._dtype)
@@ -321,9 +316,6 @@ def gemm_one_process(A: BlockCyclicArray, B: BlockCyclicArray) -> BlockCyclicArr
         _local_gemm(be, one, A._data, opa, B._data, opb, zero, out._data)
     be.synchronize()
     return out
-
-
-_BLAS_DTYPES = frozenset(np.dtype(t) for t in "fdFD")
 
 
 @functools.lru_cache(maxsize=64)

@@ -41,6 +41,7 @@ import numpy as np
 
 from ...array import BLAS_DTYPES, BlockCyclicArray
 from ...layout import BlockCyclicLayout
+from ..engine import _checks as ck
 from ..engine._checks import OP_OF_FLAGS
 from ..engine._vectors import from_host, put_pieces, take_local
 from ..engine.panels import compose_op
@@ -82,25 +83,13 @@ def matvec_one_process(
     :func:`_local`'s product and nothing else, since at ``n = 256`` every Python call of the
     general route costs a visible share of the ``gemv`` (docs/numpy.md, "Vectors"). ``matmul``
     calls it before its own checks; it returns None where the shapes do not conform."""
-    g = a.grid
-    if (
-        g.size != 1
-        or (x.grid is not g and not x.grid.same_as(g))
-        or a._window is not None
-        or x._window is not None
-        or x._transposed
-        or x._conjugated
-        or (a._dtype is not x._dtype and a._dtype != x._dtype)
-        or a._dtype not in _BLAS_DTYPES
-    ):
+    if not ck.one_process_pair(a, x) or x._transposed or x._conjugated:
         return None
     op = _OP[a._transposed, a._conjugated, trans]  # 'N', 'T', 'C' or 'R' over a's storage
     if a.layout.shape[1 if op in ("N", "R") else 0] != x.layout.shape[0]:
         return None  # matmul's shape error
     return _local(a, x, op)
 
-
-_BLAS_DTYPES = frozenset(BLAS_DTYPES)
 
 #: ``compose_op(op_of(a), trans)`` by ``(a._transposed, a._conjugated, trans)``
 _OP = {

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..._warnings import RedistributionWarning
-from ...array import BlockCyclicArray, blas_dtype, check_dtype
+from ...array import BLAS_DTYPES, BlockCyclicArray, blas_dtype, check_dtype
 
 __all__ = [
     "check_trans",
@@ -336,3 +336,20 @@ def store(target: BlockCyclicArray, value: BlockCyclicArray) -> None:
         target._data[...] = value._data
         return
     copy_window(value, (0, 0), target, (0, 0), target.shape)
+
+
+_BLAS_DTYPES = frozenset(BLAS_DTYPES)
+
+
+def one_process_pair(a: BlockCyclicArray, b: BlockCyclicArray) -> bool:
+    """Whether ``a`` and ``b`` are on one 1x1 grid, neither a window view, of one BLAS dtype:
+    what the one-process products (``A @ x``, ``A @ B``) need before their own tests."""
+    g = a.grid
+    return (
+        g.size == 1
+        and (b.grid is g or b.grid.same_as(g))
+        and a._window is None
+        and b._window is None
+        and (a._dtype is b._dtype or a._dtype == b._dtype)
+        and a._dtype in _BLAS_DTYPES
+    )
