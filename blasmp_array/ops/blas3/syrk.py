@@ -251,13 +251,23 @@ def _fill_from_band(C: BlockCyclicArray, band: _LocalBand, hermitian: bool) -> N
     in place: every block outside the band from its mirror in the band (``C[I, J] := C[J,
     I]^T``, ``^H``; one exchange that moves only those blocks, ``engine/mirror.py``), and the
     strict upper triangle of every diagonal block from its own lower one. Collective."""
+    diagonals = [(diag, (c0, c1)) for c0, c1, _, _, diag in band.cols if diag is not None]
+    _mirror_fill(C, outside_band(C.layout.nblocks[0]), diagonals, hermitian)
+
+
+def _mirror_fill(
+    C: BlockCyclicArray,
+    blocks: Sequence[tuple[int, int]],
+    diagonals: Sequence[tuple[tuple[int, int], tuple[int, int]]],
+    hermitian: bool,
+) -> None:
+    """``C``'s ``blocks`` from their mirrors (one exchange, ``engine/mirror.py``), then the
+    strict upper triangle of each local diagonal block ``((r0, r1), (c0, c1))`` (local
+    coordinates) from its lower one. Collective."""
     g, b = C.grid, C.grid.backend
-    blocks = outside_band(C.layout.nblocks[0])
     mirror_blocks(b, C._data, C.layout, g.rank, blocks, hermitian)
-    for c0, c1, _, _, diag in band.cols:
-        if diag is not None:
-            d0, d1 = diag  # C[J, J]: its lower triangle mirrored, on this process
-            b.launch(b.compute, mirror_triangle, b.xp, C._data[d0:d1, c0:c1], "L", hermitian)
+    for (r0, r1), (c0, c1) in diagonals:
+        b.launch(b.compute, mirror_triangle, b.xp, C._data[r0:r1, c0:c1], "L", hermitian)
     b.synchronize()
 
 
@@ -274,16 +284,13 @@ def _fill_from_lower(C: BlockCyclicArray, hermitian: bool) -> None:
     each such block once, ``engine/mirror.py``; a whole transpose moves the matrix and then
     selects half of it), and the strict upper triangle of every diagonal block from its own
     lower one. Collective."""
-    g, b, lay = C.grid, C.grid.backend, C.layout
-    mirror_blocks(b, C._data, lay, g.rank, upper_blocks(lay.nblocks[0]), hermitian)
+    g, lay = C.grid, C.layout
+    diagonals = []
     for J in lay.local_block_cols(g.mycol):
         if lay.block_owner(J, J) == (g.myrow, g.mycol):
-            r0, c0 = lay.local_offset(J, J)
-            h, w = lay.block_extent(J, J)
-            b.launch(
-                b.compute, mirror_triangle, b.xp, C._data[r0 : r0 + h, c0 : c0 + w], "L", hermitian
-            )
-    b.synchronize()
+            (r0, c0), (h, w) = lay.local_offset(J, J), lay.block_extent(J, J)
+            diagonals.append(((r0, r0 + h), (c0, c0 + w)))
+    _mirror_fill(C, upper_blocks(lay.nblocks[0]), diagonals, hermitian)
 
 
 def _lower_from_band(C: BlockCyclicArray, band: _LocalBand, hermitian: bool) -> None:
