@@ -273,9 +273,8 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
         # again (NVSHMEM's malloc and free are collective and cost more than a small GEMM);
         # the same choice on every rank: ids and sizes are symmetric
         reuse = next((i for i in common if self._allocs[i].nbytes == need), None)
-        others = [i for i in common if i != reuse]
-        if others:
-            self._free_ids(others)  # drains the streams first
+        if common:
+            self._free_ids([i for i in common if i != reuse])  # drains the streams first
         if reuse is not None:
             return self._take_over(reuse)
         # NVSHMEM keeps freed heap memory mapped and reuses it: only growth beyond the peak
