@@ -11,6 +11,7 @@ from typing import Any
 __all__ = ["CALLS"]
 
 CALLS: dict[str, Callable[[Any, Any, Any], Any]] = {
+    "A @ A": lambda A, x, xp: A @ A,
     "A @ x": lambda A, x, xp: A @ x,
     "x @ A": lambda A, x, xp: x @ A,
     "x @ y": lambda A, x, xp: x @ x,

@@ -290,21 +290,18 @@ def gemm_one_process(A: BlockCyclicArray, B: BlockCyclicArray) -> BlockCyclicArr
     """``A @ B`` on one process (stored operands or lazy transposes, one BLAS dtype): the
     local product into a fresh result, with :func:`gemm`'s layout and nothing else; None
     where :func:`gemm`'s general path is needed (windows, conjugated views, mixed dtypes,
-    shapes that do not conform, operands over one memory). At n = 4096 on a GPU the general
-    path's checks delayed the one GEMM kernel by a visible share of its time
-    (docs/blas3.md, "The fixed cost of a call")."""
-    if (
-        not ck.one_process_pair(A, B)
-        or A._conjugated
-        or B._conjugated
-        or A._vector
-        or B._vector
-        or A._data is B._data
-    ):
+    shapes that do not conform) or SYRK is (a matrix times its own transpose). At n = 4096
+    on a GPU the general path's checks delayed the one GEMM kernel by a visible share of its
+    time (docs/blas3.md, "The fixed cost of a call")."""
+    if not ck.one_process_pair(A, B) or A._conjugated or B._conjugated or A._vector or B._vector:
         return None
     (ma, ka), (kb, nb) = A._shape2, B._shape2
-    if ka != kb or memory_key(A._data)[0] == memory_key(B._data)[0]:
+    if ka != kb:
         return None
+    if A._transposed != B._transposed and (
+        A._data is B._data or memory_key(A._data)[0] == memory_key(B._data)[0]
+    ):
+        return None  # A.T @ A, A @ A.T: matmul's SYRK
     opa, opb = ("T" if A._transposed else "N"), ("T" if B._transposed else "N")
     layout = _product_layout(ma, nb, A.block[0], B.block[1])
     g = A.grid
