@@ -243,12 +243,7 @@ class BlockCyclicArray(NDArrayOperatorsMixin):
     def _with_flags(self, transposed: bool, conjugated: bool) -> BlockCyclicArray:
         """This 2-D array (its storage, or its window) under the given view flags (the same
         storage: no validation, no copy)."""
-        new = object.__new__(BlockCyclicArray)
-        new.__dict__.update(self.__dict__)
-        new._transposed = transposed
-        new._conjugated = conjugated and new._dtype.kind == "c"
-        new._vector = False
-        return new
+        return self._face(transposed=transposed, conjugated=conjugated, vector=False)
 
     @property
     def local(self) -> Any:

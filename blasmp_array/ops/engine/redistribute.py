@@ -189,15 +189,8 @@ def redistribute(
     # named explicitly still runs its exchange)
     alone = transport is None and A.grid.size == 1 and dst_grid.size == 1 and A._window is None
     if same or alone:
-        # a local (transposing, conjugating) copy: the kernel of the array module's
-        # ascontiguousarray
-        out = new_array(dst_layout, dst_grid, A.dtype)
         src = A._data.T if A._transposed else A._data
-        if A._conjugated and np.dtype(A.dtype).kind == "c":
-            backend.xp.conj(src, out=out._data)
-        else:
-            out._data[...] = src
-        return out
+        return _copied_alone(dst_layout, dst_grid, src, A._conjugated)
 
     src_rank_of: RankOf
     if A._transposed:
@@ -273,11 +266,20 @@ def _transpose_alone(A: BlockCyclicArray, conjugate: bool) -> BlockCyclicArray:
     """:func:`transpose` of a stored ``A`` on one process: one transposing copy, the kernel of
     the array module's ``ascontiguousarray(a.T)``, behind as little host work as the public call
     allows (its arguments were checked; the layout is cached per source layout)."""
-    out = new_array(_transposed_layout(A.layout), A.grid, A.dtype)
-    if conjugate and A.dtype.kind == "c":
-        A.backend.xp.conj(A._data.T, out=out._data)
+    return _copied_alone(_transposed_layout(A.layout), A.grid, A._data.T, conjugate)
+
+
+def _copied_alone(
+    layout: BlockCyclicLayout, grid: ProcessGrid, src: Any, conjugate: bool
+) -> BlockCyclicArray:
+    """A new array of ``layout`` on ``grid`` holding the local ``src`` (conjugated where asked
+    and complex): one local (transposing, conjugating) copy, the kernel of the array module's
+    ``ascontiguousarray``."""
+    out = new_array(layout, grid, src.dtype)
+    if conjugate and src.dtype.kind == "c":
+        grid.backend.xp.conj(src, out=out._data)
     else:
-        out._data[...] = A._data.T
+        out._data[...] = src
     return out
 
 
