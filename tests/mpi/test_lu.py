@@ -32,6 +32,7 @@ import scipy.linalg as sla
 from mpi4py import MPI
 
 import blasmp_array as bm
+from blasmp_array.ops.engine import devices
 from blasmp_array.ops.lapack import _lu_local
 from blasmp_array.ops.lapack import lu as lu_module
 from blasmp_array.ops.lapack.lu import lu_factor, lu_solve, solve
@@ -42,6 +43,13 @@ from conftest import with_source  # noqa: E402
 
 # (n, block): ragged n, n smaller than one block, blocks 1..64
 CASES = [(37, 5), (5, 16), (23, 1), (70, 64), (29, 3), (40, 8)]
+
+
+@pytest.fixture(autouse=True)
+def grid_pipeline(monkeypatch):
+    """Every test but the gathered route's runs the grid's pipeline, also where the ranks share
+    one GPU (whose LU would otherwise gather the matrix, ``ops/lapack/_lu_gathered.py``)."""
+    monkeypatch.setattr(devices, "ON_ONE_DEVICE", False)
 
 
 def perm_of(piv: np.ndarray) -> np.ndarray:
@@ -286,7 +294,7 @@ def test_panel_factored_once_per_shared_device(grid, dtype, case, monkeypatch):
     """Ranks that share a device (here pairs of ranks, as MPS puts several on one GPU): only
     the lowest rank of each device factors the panels and puts them to the others; the factor
     and pivots are LAPACK's on every rank, and a singular matrix raises on every rank."""
-    monkeypatch.setattr(lu_module, "_device_key", lambda be: be.rank // 2)
+    monkeypatch.setattr(devices, "device_key", lambda be: be.rank // 2)
     be = grid.backend
     calls = []
     getrf = be.getrf
@@ -310,7 +318,7 @@ def test_panel_factored_on_the_comm_stream(grid, shared, monkeypatch):
     only; run here on the CPU backend's stream threads, with and without shared devices."""
     monkeypatch.setattr(grid.backend, "concurrent_streams", True)
     if shared:
-        monkeypatch.setattr(lu_module, "_device_key", lambda be: be.rank // 2)
+        monkeypatch.setattr(devices, "device_key", lambda be: be.rank // 2)
     for dtype, (n, nb) in [(np.float64, (45, 6)), (np.complex64, (33, 8)), (np.float32, (20, 3))]:
         run_case(grid, dtype, n, nb)
     a = random_matrix(np.random.default_rng(7), (30, 30), np.float64)
@@ -423,6 +431,92 @@ def test_source_process_offset(grid):
     assert solve_ok(a, lu.to_numpy(), piv, X.to_numpy(), b, np.complex128)[0]
 
 
+# -- ranks on one device: the gathered route (ops/lapack/_lu_gathered.py) -----------------------
+@pytest.fixture
+def one_device(monkeypatch):
+    """Every rank names one device (as ranks sharing one GPU do); the calls of the gathered
+    route are counted."""
+    monkeypatch.setattr(devices, "ON_ONE_DEVICE", True)
+    monkeypatch.setattr(devices, "device_key", lambda be: "one device")
+    calls = []
+    real = lu_module.gathered_lu
+    monkeypatch.setattr(lu_module, "gathered_lu", lambda *x, **k: calls.append(1) or real(*x, **k))
+    return calls
+
+
+GATHERED = [
+    (np.float64, (37, 5)),
+    (np.complex64, (70, 64)),
+    (np.float32, (23, 1)),
+    (np.complex128, (29, 3)),
+]
+
+
+@pytest.mark.parametrize(
+    "dtype,case", GATHERED, ids=[f"{np.dtype(d).name}-{c[0]}x{c[1]}" for d, c in GATHERED]
+)
+def test_gathered_route(grid, dtype, case, one_device):
+    """Ranks on one device factor the matrix on process 0 and scatter the factor: LAPACK's
+    pivots on every rank, the bounded backward error and the input's layout; one process never
+    gathers."""
+    run_case(grid, dtype, *case)
+    assert len(one_device) == (grid.size > 1)
+
+
+def test_gathered_route_shapes_layouts_and_solves(grid, one_device):
+    """Rectangular and singular matrices, a shifted source process, ``overwrite_a``, a lazy
+    view, and the calls built on the factor (solve, inv, det) through the gathered route."""
+    for m, n, nb in ((23, 37, 5), (30, 9, 4)):
+        a = random_matrix(np.random.default_rng(m + n), (m, n), np.float64)
+        lu, piv = lu_factor(bm.from_numpy(a, block=(nb, nb), grid=grid))
+        np.testing.assert_array_equal(piv, sla.lu_factor(a)[1])
+        assert factor_ok(a, lu.to_numpy(), piv, np.float64)[0]
+    a = random_matrix(np.random.default_rng(9), (9, 14), np.float64)
+    a[:, 6] = 0
+    with pytest.raises(np.linalg.LinAlgError, match="column 6"):
+        lu_factor(bm.from_numpy(a, block=(4, 4), grid=grid))
+    n, nb = 27, 4
+    a = random_matrix(np.random.default_rng(8), (n, n), np.complex128)
+    A = with_source(a, grid, (nb, nb), (grid.nprow - 1, grid.npcol - 1))
+    lu, piv = lu_factor(A)
+    assert lu.layout == A.layout and lu.grid is A.grid
+    np.testing.assert_array_equal(piv, sla.lu_factor(a)[1])
+    assert factor_ok(a, lu.to_numpy(), piv, np.complex128)[0]
+    W = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    R, piv = lu_factor(W, overwrite_a=True)
+    assert R is W and factor_ok(a, W.to_numpy(), piv, np.complex128)[0]
+    lu, piv = lu_factor(bm.from_numpy(a, block=(nb, nb), grid=grid).T)
+    np.testing.assert_array_equal(piv, sla.lu_factor(a.T)[1])
+    b = random_matrix(np.random.default_rng(10), (n, 3), np.complex128)
+    B = bm.from_numpy(b, block=(nb, 2), grid=grid)
+    A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    lu, piv = sla.lu_factor(a)
+    assert solve_ok(a, lu, piv, np.linalg.solve(A, B).to_numpy(), b, np.complex128)[0]
+    ai = np.linalg.inv(A).to_numpy()
+    res = np.linalg.norm(a @ ai - np.eye(n), 1)
+    eps = np.finfo(np.float64).eps
+    assert res <= 50 * n * eps * np.linalg.norm(a, 1) * np.linalg.norm(ai, 1)
+    assert abs(np.linalg.det(A) - np.linalg.det(a)) <= 50 * n * eps * abs(np.linalg.det(a))
+    assert len(one_device) == (9 if grid.size > 1 else 0)
+
+
+def test_gathered_route_error_on_every_rank(grid, one_device, monkeypatch):
+    """An error of process 0's factorisation is raised on every rank (nothing hangs)."""
+    from blasmp_array.ops.lapack import _lu_gathered
+
+    def fail(be, a):
+        raise MemoryError("out of device memory (test)")
+
+    monkeypatch.setattr(_lu_gathered, "factor_local", fail)
+    A = bm.from_numpy(np.eye(12) + 1, block=(4, 4), grid=grid)
+    if grid.size == 1:
+        lu, piv = lu_factor(A)  # one process: its own factorisation, no gathered route
+        assert factor_ok(np.eye(12) + 1, lu.to_numpy(), piv, np.float64)[0]
+        return
+    with pytest.raises(MemoryError, match="test"):
+        lu_factor(A)
+
+
 def test_repeated_calls_bit_identical(grid):
     """Races between the streams or the exchanges would show as differing bits (20 calls on
     the GPU node, as the issue asks; 4 on the CPU, which CI runs on 2 cores)."""
@@ -522,9 +616,9 @@ def test_one_process_uses_the_lookahead_where_streams_are_concurrent(grid, case,
     monkeypatch.setattr(_lu_local, "PANEL", 6)
     monkeypatch.setattr(_lu_local, "LOOKAHEAD_MIN", 7)
     calls = []
-    real = lu_module.getrf_lookahead
+    real = _lu_local.getrf_lookahead
     monkeypatch.setattr(
-        lu_module, "getrf_lookahead", lambda *a, **k: (calls.append(1), real(*a, **k))[1]
+        _lu_local, "getrf_lookahead", lambda *a, **k: (calls.append(1), real(*a, **k))[1]
     )
     run_case(grid, np.float64, *case)
     assert len(calls) == (1 if grid.size == 1 and n >= 7 else 0)

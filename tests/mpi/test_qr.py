@@ -25,7 +25,8 @@ import pytest
 from mpi4py import MPI
 
 import blasmp_array as bm
-from blasmp_array.ops.lapack import _cholqr, _cholqr_panel, _householder, _qr_gathered, _qr_local
+from blasmp_array.ops.engine import devices
+from blasmp_array.ops.lapack import _cholqr, _cholqr_panel, _householder, _qr_local
 from blasmp_array.ops.lapack import qr as qr_module
 from blasmp_array.ops.lapack.qr import qr, qr_multiply
 
@@ -44,7 +45,7 @@ SHAPES = [(60, 9, 4), (23, 23, 5), (13, 29, 4), (31, 7, 16), (9, 6, 1), (40, 26,
 def grid_pipeline(monkeypatch):
     """Every test but the gathered route's runs the grid's pipeline, also where the ranks share
     one GPU (whose ``qr`` would otherwise gather the matrix, ``ops/lapack/_qr_gathered.py``)."""
-    monkeypatch.setattr(_qr_gathered, "ON_ONE_DEVICE", False)
+    monkeypatch.setattr(devices, "ON_ONE_DEVICE", False)
 
 
 def square_grid():
@@ -138,8 +139,8 @@ GATHERED = [
 def one_device(monkeypatch):
     """Every rank names one device (as ranks sharing one GPU do); the calls of the gathered
     route are counted."""
-    monkeypatch.setattr(_qr_gathered, "ON_ONE_DEVICE", True)
-    monkeypatch.setattr(_qr_gathered, "_device_key", lambda be: "one device")
+    monkeypatch.setattr(devices, "ON_ONE_DEVICE", True)
+    monkeypatch.setattr(devices, "device_key", lambda be: "one device")
     calls = []
     real = qr_module.gathered_qr
     monkeypatch.setattr(qr_module, "gathered_qr", lambda *x, **k: calls.append(1) or real(*x, **k))

@@ -47,6 +47,7 @@ from ..engine._warmup import warmup_kernels
 from . import _lookahead
 
 __all__ = [
+    "factor_local",
     "getrf_lookahead",
     "panel_edges",
     "solve_unit_lower",
@@ -65,6 +66,23 @@ LOOKAHEAD_MIN = 16384
 
 #: The largest triangle :func:`solve_unit_lower` hands to the backend's ``trsm`` in one call.
 TRSM_LEAF = 512
+
+
+def factor_local(be: Backend, a: Any) -> tuple[np.ndarray, int]:
+    """LU with partial pivoting of the local ``m x n`` ``a`` in place, as one process factors
+    a matrix it holds whole: :func:`getrf_lookahead` where the streams run concurrently (a GPU)
+    and ``min(m, n) >=`` :data:`LOOKAHEAD_MIN`, else one ``getrf`` (LAPACK blocks and threads it
+    itself). Returns the 0-based interchanges (``int32``, host) and the column of the first
+    exactly zero pivot (``-1`` if none). Synchronises."""
+    if be.concurrent_streams and min(a.shape) >= LOOKAHEAD_MIN:
+        return getrf_lookahead(be, a)
+    ipiv = be.xp.zeros(min(a.shape), dtype=np.int32)
+    info = be.xp.zeros(1, dtype=np.int32)
+    be.begin()
+    be.getrf(a, ipiv, info, be.compute)
+    be.synchronize()
+    inf = int(be.asnumpy(info)[0])
+    return be.asnumpy(ipiv).astype(np.int32), (inf - 1 if inf > 0 else -1)
 
 
 def getrf_lookahead(be: Backend, a: Any, nb: int = 0, first: int = -1) -> tuple[np.ndarray, int]:

@@ -10,8 +10,9 @@ which then runs on all of them.
 
 Protocol (collective; every step is the same on every rank):
 
-1. ``# device keys -> every process`` (one host ``allgather``, :func:`one_device`): the route is
-   taken only when every process names the same device.
+1. ``# device keys -> every process`` (one host ``allgather``,
+   :func:`ops.engine.devices.one_device`, called by ``qr``): the route is taken only when every
+   process names the same device.
 2. The warm-up of the dtype's kernels on every process (collective on the GPU, so never on the
    root alone), then ``gather_to_backend``: row panels put device to device into one
    C-ordered array on process 0.
@@ -31,29 +32,11 @@ from typing import Any
 
 from ..._alloc import scratch
 from ...array import BlockCyclicArray
-from ...backends.base import Backend
 from ...creation import gather_to_backend, scatter_from_backend
 from ..engine._warmup import begin_pipeline
 from . import _householder as hh
 
-__all__ = ["one_device", "gathered_qr"]
-
-#: where False, every grid takes the distributed pipeline (tests of that pipeline on one GPU)
-ON_ONE_DEVICE = True
-
-
-def _device_key(be: Backend) -> Any:
-    """The device ``be`` computes on (a seam for tests that share one device on the CPU)."""
-    return be.device_key()
-
-
-def one_device(be: Backend, size: int) -> bool:
-    """Whether the ``size > 1`` processes of ``be`` all compute on one device (collective: one
-    host ``allgather``; the same answer on every rank)."""
-    if not ON_ONE_DEVICE or size == 1:
-        return False
-    keys = be.allgather(_device_key(be))
-    return all(k == keys[0] for k in keys)
+__all__ = ["gathered_qr"]
 
 
 def gathered_qr(

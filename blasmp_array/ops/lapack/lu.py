@@ -152,8 +152,9 @@ from ..engine import _checks as ck
 from ..engine import _factor_block
 from ..engine._exchange import Message, Plan, positions_index, run_plan
 from ..engine._warmup import warmup_kernels
-from . import _lu_local
-from ._lu_local import getrf_lookahead, minus_product, solve_unit_lower
+from ..engine.devices import device_groups, one_device
+from ._lu_gathered import gathered_lu
+from ._lu_local import factor_local, minus_product, solve_unit_lower
 
 __all__ = ["lu_factor", "lu_solve", "solve", "factor", "factor_working", "permute_rows"]
 
@@ -524,6 +525,9 @@ def factor_working(
         ck.check_finite(w, None, op)
     if min(w.shape) == 0:
         return (w.copy() if not in_place and w is a else w), np.zeros(0, dtype=np.int32), -1, None
+    if one_device(w.backend, w.grid.size):  # ranks sharing one GPU: factored on process 0
+        lu, piv, zero = gathered_lu(w, in_place)
+        return lu, piv, zero, None
     caller = w
     nb = _factor_block.block_for(w, "lu")
     if nb is not None:  # the working copy in the working block (docs/defaults.md)
@@ -594,27 +598,6 @@ def _slogdet(a: Any, op: str) -> tuple[Any, Any]:
 
 
 # -- row moves: plans over the one-sided exchange ----------------------------------------------
-def _device_key(be: Backend) -> Any:
-    """The device ``be`` computes on (a seam for tests that share devices on the CPU)."""
-    return be.device_key()
-
-
-def _device_groups(
-    be: Backend,
-) -> tuple[int, tuple[int, ...], tuple[tuple[int, tuple[int, ...]], ...]]:
-    """``(leader, leaders, shared)``: the rank that factors the panels for this process's
-    device (the lowest rank on it), the leaders of all devices, and ``(leader, other ranks)``
-    of every device that several ranks share (collective: one host ``allgather``; the same on
-    every rank)."""
-    keys = be.allgather(_device_key(be))
-    groups: dict[Any, list[int]] = {}
-    for rank, key in enumerate(keys):
-        groups.setdefault(key, []).append(rank)
-    shared = tuple((g[0], tuple(g[1:])) for g in groups.values() if len(g) > 1)
-    leaders = tuple(sorted(g[0] for g in groups.values()))
-    return groups[keys[be.rank]][0], leaders, shared
-
-
 @dataclass(frozen=True)
 class _Move:
     """Rows ``src`` (local row indices on ``sender``, every column of the kernels' source
@@ -830,7 +813,7 @@ class _LUPipeline:
         be, m, nb = self.be, self.m, self.nb
         piv = np.empty(min(m, self.n), dtype=np.int32)
         zero = -1
-        self.leader, self.leaders, self.shared = _device_groups(be)
+        self.leader, self.leaders, self.shared = device_groups(be)
         panel = self._gather_panel(self._gather_setup(0), None)
         factored = self._factor(0, panel)
         gather = self._gather_setup(1) if self.K > 1 else None
@@ -896,20 +879,8 @@ class _LUPipeline:
         return be.bcast(res)
 
     def _run_one_process(self) -> tuple[np.ndarray, int]:
-        """One process holds the whole matrix. Where the streams run concurrently (a GPU) and
-        ``min(m, n) >= _lu_local.LOOKAHEAD_MIN``: the blocked LU with the panel factored on the
-        comm stream beside the update (:func:`ops.lapack._lu_local.getrf_lookahead`); else one
-        ``getrf`` of it (LAPACK blocks and threads it itself). Both give LAPACK's pivots."""
-        be = self.be
-        if be.concurrent_streams and min(self.m, self.n) >= _lu_local.LOOKAHEAD_MIN:
-            return getrf_lookahead(be, self.w._data)
-        ipiv = be.xp.zeros(min(self.m, self.n), dtype=np.int32)
-        info = be.xp.zeros(1, dtype=np.int32)
-        be.begin()
-        be.getrf(self.w._data, ipiv, info, be.compute)
-        be.synchronize()
-        inf = int(be.asnumpy(info)[0])
-        return be.asnumpy(ipiv).astype(np.int32), (inf - 1 if inf > 0 else -1)
+        """One process holds the whole matrix: :func:`ops.lapack._lu_local.factor_local`."""
+        return factor_local(self.be, self.w._data)
 
     def _gather_setup(self, k: int) -> tuple[Plan, Any, _RowKernels]:
         """The plan of ``# A[k0:, block column k] -> the leaders`` (step 1), its panel buffer

@@ -45,10 +45,11 @@ from ..blas3.gemm import gemm
 from ..blas3.trsm import trsm
 from ..engine import _checks as ck
 from ..engine import _factor_block
+from ..engine.devices import one_device
 from ..engine.redistribute import redistribute
 from . import _householder as hh
 from ._cholqr import cholesky_qr
-from ._qr_gathered import gathered_qr, one_device
+from ._qr_gathered import gathered_qr
 from .solves import promote
 
 __all__ = ["qr", "qr_multiply", "lstsq", "TALL_RATIO", "FEW_BLOCKS"]
