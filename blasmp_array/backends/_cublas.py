@@ -185,6 +185,41 @@ class CublasKernels:
         arr = np.array(value, dtype=dtype)
         return arr, arr.ctypes.data
 
+    # -- transposing copy ----------------------------------------------------------------
+    def transpose(self, stream, out, src) -> None:  # type: ignore[no-untyped-def]
+        """``out := src^T`` for a real C-ordered ``m x n`` ``src`` and ``n x m`` ``out`` (row
+        strides of at least their widths): cuBLAS's ``geam`` with ``alpha = 1, beta = 0``, the
+        transposition its documentation names, in its in-place form (``B = C``, which
+        ``beta = 0`` does not read). Column-major, ``src`` is ``S = src^T`` and ``out`` is
+        ``O = out^T``: ``O = S^T``."""
+        dt = np.dtype(out.dtype)
+        m, n = src.shape
+        ld_s, ld_o = _blas_layout(src), _blas_layout(out)
+        if dt.kind != "f" or src.dtype != dt or out.shape != (n, m) or None in (ld_s, ld_o):
+            raise ValueError(
+                f"transpose: needs real C-ordered {dt} matrices of shapes (m, n) and (n, m), got "
+                f"{src.dtype} {tuple(src.shape)} and {out.dtype} {tuple(out.shape)}"
+            )
+        if m == 0 or n == 0:
+            return
+        _one, p1 = self._ptr(1, dt)
+        _zero, p0 = self._ptr(0, dt)
+        self._fn(dt, "geam")(
+            self.handle(stream),
+            _OP["T"],
+            _OP["N"],
+            m,
+            n,
+            p1,
+            src.data.ptr,
+            ld_s,
+            p0,
+            out.data.ptr,
+            ld_o,
+            out.data.ptr,
+            ld_o,
+        )
+
     # -- GEMM ----------------------------------------------------------------------------
     def gemm(self, stream, alpha, a, b, beta, c, trans_a, trans_b) -> None:  # type: ignore[no-untyped-def]
         """``c := alpha op(a) op(b) + beta c``."""

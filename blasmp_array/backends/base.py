@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from .._local_views import as_local_view
+from ._host_copy import assign
 from ._staging import HostCopier, copy_threads
 
 __all__ = [
@@ -185,6 +186,14 @@ class Backend(abc.ABC):
     def asarray(self, a: Any, dtype: Any = None) -> Any:
         """Move a host array to the backend's memory."""
         return self.xp.asarray(a, dtype=dtype)
+
+    def copy_local(self, out: Any, src: Any, conjugate: bool = False) -> None:
+        """``out[...] = src`` (``conj(src)`` where asked and complex) for local matrices of one
+        shape, ``src`` of any strides (``x.T`` of a C-ordered ``x``: a transposing copy), on the
+        array module's current stream: the one copy of the one-process transpose and
+        redistribution. Here the host's (``?omatcopy`` where it transposes,
+        ``_host_copy.assign``)."""
+        assign(out, src, conjugate)
 
     # -- host staging (NumPy in and out of local matrices) -----------------------------------
     #: processes of this node sharing its cores (set by the backends; sizes the copy threads)

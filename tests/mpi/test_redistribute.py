@@ -493,6 +493,24 @@ def test_one_process_moves_are_one_copy(conj, dtype):
     assert all(COMM.allgather(bool(seen) == (SIZE > 1)))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("conj", [False, True])
+def test_transpose_moves_bits(dtype, conj):
+    """A transpose copies bits, not values: -0.0, infinities, NaN and subnormals come through
+    unchanged into the NaN-poisoned result (on one process a library's transposing copy,
+    ``Backend.copy_local``: cuBLAS's ``geam`` on a GPU, ``?omatcopy`` on the host)."""
+    grid = grid_of(bm.square_grid_shape(SIZE))
+    real = np.dtype(np.dtype(dtype).type(0).real.dtype)
+    tiny = np.finfo(real).smallest_subnormal
+    special = np.array([-0.0, np.inf, -np.inf, np.nan, tiny, -tiny, 1.5, -2.0], dtype=real)
+    rng = np.random.default_rng(46)
+    a = rng.choice(special, size=(37, 29)).astype(dtype)
+    if a.dtype.kind == "c":
+        a.imag = rng.choice(special, size=a.shape)
+    T = rd.transpose(build(a, grid, (5, 4)), conjugate=conj)
+    assert_holds(T, a.conj().T if conj else a.T, grid=grid, block=(4, 5))
+
+
 @pytest.mark.skipif(SIZE == 1, reason="one rank puts nothing: no signal to lose")
 def test_missing_signal_times_out_on_every_rank(monkeypatch):
     """A sender that puts its data without the ready signal: the receiver's wait times out

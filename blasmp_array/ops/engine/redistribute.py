@@ -263,9 +263,10 @@ def transpose(
 
 
 def _transpose_alone(A: BlockCyclicArray, conjugate: bool) -> BlockCyclicArray:
-    """:func:`transpose` of a stored ``A`` on one process: one transposing copy, the kernel of
-    the array module's ``ascontiguousarray(a.T)``, behind as little host work as the public call
-    allows (its arguments were checked; the layout is cached per source layout)."""
+    """:func:`transpose` of a stored ``A`` on one process: one transposing copy
+    (:meth:`Backend.copy_local`: cuBLAS's on a GPU, ``?omatcopy`` on the host), behind as
+    little host work as the public call allows (its arguments were checked; the layout is
+    cached per source layout)."""
     return _copied_alone(_transposed_layout(A.layout), A.grid, A._data.T, conjugate)
 
 
@@ -273,13 +274,9 @@ def _copied_alone(
     layout: BlockCyclicLayout, grid: ProcessGrid, src: Any, conjugate: bool
 ) -> BlockCyclicArray:
     """A new array of ``layout`` on ``grid`` holding the local ``src`` (conjugated where asked
-    and complex): one local (transposing, conjugating) copy, the kernel of the array module's
-    ``ascontiguousarray``."""
+    and complex): one local (transposing, conjugating) copy, :meth:`Backend.copy_local`."""
     out = new_array(layout, grid, src.dtype)
-    if conjugate and src.dtype.kind == "c":
-        grid.backend.xp.conj(src, out=out._data)
-    else:
-        out._data[...] = src
+    grid.backend.copy_local(out._data, src, conjugate)
     return out
 
 
