@@ -47,6 +47,12 @@ _PREFIX = {
 }
 
 
+#: the dtypes :meth:`CublasKernels.transpose` copies exactly: ``geam`` computes ``alpha * a``,
+#: which for a complex ``a`` is a complex product (a NaN or an infinity of one part turns the
+#: other into NaN), not a copy
+_GEAM = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+
+
 def _check(name: str, value: str, allowed: str) -> str:
     if not isinstance(value, str) or value.upper() not in allowed:
         raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
@@ -186,39 +192,51 @@ class CublasKernels:
         return arr, arr.ctypes.data
 
     # -- transposing copy ----------------------------------------------------------------
-    def transpose(self, stream, out, src) -> None:  # type: ignore[no-untyped-def]
-        """``out := src^T`` for a real C-ordered ``m x n`` ``src`` and ``n x m`` ``out`` (row
-        strides of at least their widths): cuBLAS's ``geam`` with ``alpha = 1, beta = 0``, the
-        transposition its documentation names, in its in-place form (``B = C``, which
-        ``beta = 0`` does not read). Column-major, ``src`` is ``S = src^T`` and ``out`` is
-        ``O = out^T``: ``O = S^T``."""
+    def transpose(self, stream, out, src) -> bool:  # type: ignore[no-untyped-def]
+        """``out[...] = src`` where the copy transposes and cuBLAS can make it: real matrices
+        of one dtype, one of them C-ordered and the other the transpose of a C-ordered one
+        (row strides of at least their widths, no overlap); returns False, copying nothing,
+        otherwise. cuBLAS's ``geam`` with ``alpha = 1, beta = 0`` (the transposition its
+        documentation names) in its in-place form (``B = C``, which ``beta = 0`` does not
+        read). With ``out`` and ``src.T`` C-ordered (else ``out.T`` and ``src``), read
+        column-major, ``src.T`` is ``S`` and ``out`` is ``O = S^T``."""
         dt = np.dtype(out.dtype)
-        m, n = src.shape
-        ld_s, ld_o = _blas_layout(src), _blas_layout(out)
-        if dt.kind != "f" or src.dtype != dt or out.shape != (n, m) or None in (ld_s, ld_o):
-            raise ValueError(
-                f"transpose: needs real C-ordered {dt} matrices of shapes (m, n) and (n, m), got "
-                f"{src.dtype} {tuple(src.shape)} and {out.dtype} {tuple(out.shape)}"
-            )
-        if m == 0 or n == 0:
-            return
+        if (
+            dt not in _GEAM
+            or src.dtype != dt
+            or out.ndim != 2
+            or out.shape != src.shape
+            or min(out.shape) < 2
+        ):
+            return False
+        ld_o, ld_s = _blas_layout(out), _blas_layout(src.T)
+        if ld_o is None or ld_s is None:
+            out, src = out.T, src.T
+            ld_o, ld_s = _blas_layout(out), _blas_layout(src.T)
+            if ld_o is None or ld_s is None:
+                return False
+        if cupy.may_share_memory(out, src):
+            return False
+        m, n = out.shape  # S = src.T is m x n row-major: n x m column-major; O is m x n
         _one, p1 = self._ptr(1, dt)
         _zero, p0 = self._ptr(0, dt)
+        o = out.data.ptr
         self._fn(dt, "geam")(
             self.handle(stream),
             _OP["T"],
             _OP["N"],
-            m,
             n,
+            m,
             p1,
             src.data.ptr,
             ld_s,
             p0,
-            out.data.ptr,
+            o,
             ld_o,
-            out.data.ptr,
+            o,
             ld_o,
         )
+        return True
 
     # -- GEMM ----------------------------------------------------------------------------
     def gemm(self, stream, alpha, a, b, beta, c, trans_a, trans_b) -> None:  # type: ignore[no-untyped-def]

@@ -83,8 +83,6 @@ _MEMORY_MARGIN = 256 << 20  # bytes of device memory left for cuBLAS workspaces 
 #: ``asarray``/``asnumpy`` of a 2-D array of at least this many bytes go through the pinned
 #: staging (``_pinned.py``); smaller ones (index vectors, scalars) through CuPy directly
 PINNED_MIN_BYTES = 1 << 20
-#: the dtypes :meth:`GPUBackend.copy_local` transposes by cuBLAS's ``geam``
-_GEAM_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 
 class StreamError(RuntimeError):
@@ -414,24 +412,13 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
         return a.get(stream=cur)
 
     def copy_local(self, out: Any, src: Any, conjugate: bool = False) -> None:
-        """A real transposing copy (``src = x.T`` of a C-ordered ``x`` into a C-ordered
-        ``out``) by cuBLAS's ``geam`` transposition (``CublasKernels.transpose``), which moves a
-        matrix at about twice the rate of CuPy's elementwise transposing copy (docs/
-        redistribution.md, "One process"); anything else by CuPy. Complex matrices stay with
-        CuPy: ``geam`` multiplies by ``alpha = 1``, a complex product that turns the other
-        part of a NaN or an infinity into NaN, not a copy."""
-        if (
-            src.ndim == 2
-            and min(src.shape) > 1
-            and out.dtype in _GEAM_DTYPES
-            and src.dtype == out.dtype
-            and out.flags.c_contiguous
-            and src.T.flags.c_contiguous
-        ):
-            self._blas.transpose(cupy.cuda.get_current_stream(), out, src.T)
-        elif conjugate and src.dtype.kind == "c":
+        """A real transposing copy by cuBLAS's ``geam`` transposition
+        (``CublasKernels.transpose``), which moved a matrix at about twice the rate of CuPy's
+        elementwise transposing copy (docs/redistribution.md, "One process"); anything else
+        (complex matrices, copies that do not transpose) by CuPy."""
+        if conjugate and src.dtype.kind == "c":
             cupy.conj(src, out=out)
-        else:
+        elif not self._blas.transpose(cupy.cuda.get_current_stream(), out, src):
             out[...] = src
 
     def asarray(self, a: Any, dtype: Any = None) -> cupy.ndarray:

@@ -512,9 +512,9 @@ def local_q(be: Backend, fa: Any, tau: Any, q: Any) -> bool:
         work = fa[:, :ncols]
     else:
         work = xp.empty((m, ncols), fa.dtype, order="F")
-        be.launch(comp, assign, work[:, : fa.shape[1]], fa)
+        be.launch(comp, be.copy_local, work[:, : fa.shape[1]], fa)
     be.orgqr(work, tau, info, comp)
-    be.launch(comp, assign, q, work)
+    be.launch(comp, be.copy_local, q, work)
     be.synchronize()
     return ncols <= fa.shape[1]
 
@@ -550,7 +550,7 @@ def _blocked_q(be: Backend, fa: Any, tau: Any, q: Any, width: int) -> None:
     for k0 in range(((p - 1) // width) * width, -1, -width):
         b = min(width, p - k0)
         v = xp.empty((m - k0, b), fa.dtype, order="F")
-        be.launch(comp, assign, v, fa[k0:, k0 : k0 + b])
+        be.launch(comp, be.copy_local, v, fa[k0:, k0 : k0 + b])
         be.launch(comp, unit_lower, xp, v, b, b)
         t = t_factor(be, v, tau[k0 : k0 + b], keep)
         keep += [v, t, apply_block(be, v, t, q[k0:, k0:], "N")]
@@ -615,7 +615,7 @@ def local_geqrf(be: Backend, a: Any) -> tuple[Any, Any]:
     fa = xp.empty((m, n), a.dtype, order="F")
     tau = xp.zeros(min(m, n), a.dtype)
     info = xp.zeros(1, np.int32)
-    be.launch(comp, assign, fa, a)
+    be.launch(comp, be.copy_local, fa, a)
     be.geqrf(fa, tau, info, comp)
     be.synchronize()
     return fa, tau

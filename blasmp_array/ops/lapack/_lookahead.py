@@ -36,7 +36,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..._alloc import scratch
-from ...backends._host_copy import assign
 from ...backends.base import Backend
 
 __all__ = ["Steps", "MatrixSteps", "run"]
@@ -85,7 +84,7 @@ class MatrixSteps:
     def load(self, k: int, panel: Any) -> None:
         """Compute stream: ``a[k0:, k0:k1]`` into the column-major ``panel``."""
         k0, k1, _ = self.block_columns(k)
-        self.be.launch(self.be.compute, assign, panel, self.a[k0:, k0:k1])
+        self.be.launch(self.be.compute, self.be.copy_local, panel, self.a[k0:, k0:k1])
 
 
 def run(be: Backend, edges: list[int], rows: int, dtype: Any, steps: Steps) -> None:

@@ -156,7 +156,7 @@ class _GetrfSteps(_lookahead.MatrixSteps):
                 be.launch(be.compute, _move_rows, a[:, k2:], *rows)
             if k0 > 0:
                 be.launch(be.compute, _move_rows, a[:, :k0], *rows)
-        be.launch(be.compute, assign, a[k0:, k0:k1], panel)
+        be.launch(be.compute, be.copy_local, a[k0:, k0:k1], panel)
         _row_and_update(be, a, panel, k0, k2, a.shape[1])
 
 

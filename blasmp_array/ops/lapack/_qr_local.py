@@ -141,7 +141,7 @@ class _GeqrfSteps(_lookahead.MatrixSteps):
         self.fa, self.tau, self.work = fa, tau, work
         self.m, self.n = a.shape
         be.begin()
-        be.launch(be.compute, assign, self.a, a)
+        be.launch(be.compute, be.copy_local, self.a, a)
 
     def outputs(self, k: int, panel: Any) -> Any:
         """``(tau, T or None, INFO, flag or None)`` of panel ``k`` (``tau`` a view of the
@@ -183,13 +183,13 @@ class _GeqrfSteps(_lookahead.MatrixSteps):
             tau, t, info, _ = state["out"]
             t = t if be.has_geqrt else None
             state["out"] = tau, t, info, None
-            be.launch(be.compute, assign, panel, self.a[k0:, k0:k1])
+            be.launch(be.compute, be.copy_local, panel, self.a[k0:, k0:k1])
             self._factor(panel, state["out"], be.compute)
         tau, t, _, _ = state["out"]
         r = tau.shape[0]
-        be.launch(be.compute, assign, self.fa[k0:, k0:k1], panel)
+        be.launch(be.compute, be.copy_local, self.fa[k0:, k0:k1], panel)
         v = xp.empty((self.m - k0, r), self.fa.dtype)
-        be.launch(be.compute, assign, v, panel[:, :r])
+        be.launch(be.compute, be.copy_local, v, panel[:, :r])
         be.launch(be.compute, unit_lower, xp, v, r, r)
         state["v"] = v
         state["t"] = t if t is not None else t_factor(be, v, tau, state["keep"])
@@ -203,7 +203,9 @@ class _GeqrfSteps(_lookahead.MatrixSteps):
         self._apply_qh(state, self.a[k0:, k2:])
         if k1 < self.n:  # rows k0:k0+r right of the panel are final rows of R
             rows = slice(k0, k0 + state["v"].shape[1])
-            self.be.launch(self.be.compute, assign, self.fa[rows, k1:], self.a[rows, k1:])
+            self.be.launch(
+                self.be.compute, self.be.copy_local, self.fa[rows, k1:], self.a[rows, k1:]
+            )
 
     def _apply_qh(self, state: Any, c: Any) -> None:
         """``c := Q_k^H c`` on the compute stream; its workspace kept with the step."""
