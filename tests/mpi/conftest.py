@@ -49,6 +49,20 @@ def with_source(a, grid, block, src):
     return BlockCyclicArray(local, lay, grid)
 
 
+def on_one_device(monkeypatch, module, route: str) -> list:
+    """Make every rank name one device (as ranks sharing one GPU do), which turns on the
+    gathered routes of the factorisations, and count the calls of ``module.route`` (the
+    gathered route as the caller imported it)."""
+    from blasmp_array.ops.engine import devices
+
+    monkeypatch.setattr(devices, "ON_ONE_DEVICE", True)
+    monkeypatch.setattr(devices, "device_key", lambda be: "one device")
+    calls: list = []
+    real = getattr(module, route)
+    monkeypatch.setattr(module, route, lambda *x, **k: calls.append(1) or real(*x, **k))
+    return calls
+
+
 @pytest.fixture(params=grid_shapes(MPI.COMM_WORLD.Get_size()), ids=lambda s: f"{s[0]}x{s[1]}")
 def grid(request):
     return cached_grid(*request.param)

@@ -39,7 +39,7 @@ from blasmp_array.ops.lapack.lu import lu_factor, lu_solve, solve
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import DTYPES, check_bound, high, random_matrix  # noqa: E402
-from conftest import with_source  # noqa: E402
+from conftest import on_one_device, with_source  # noqa: E402
 
 # (n, block): ragged n, n smaller than one block, blocks 1..64
 CASES = [(37, 5), (5, 16), (23, 1), (70, 64), (29, 3), (40, 8)]
@@ -434,14 +434,8 @@ def test_source_process_offset(grid):
 # -- ranks on one device: the gathered route (ops/lapack/_lu_gathered.py) -----------------------
 @pytest.fixture
 def one_device(monkeypatch):
-    """Every rank names one device (as ranks sharing one GPU do); the calls of the gathered
-    route are counted."""
-    monkeypatch.setattr(devices, "ON_ONE_DEVICE", True)
-    monkeypatch.setattr(devices, "device_key", lambda be: "one device")
-    calls = []
-    real = lu_module.gathered_lu
-    monkeypatch.setattr(lu_module, "gathered_lu", lambda *x, **k: calls.append(1) or real(*x, **k))
-    return calls
+    """Every rank names one device; the calls of the gathered route are counted."""
+    return on_one_device(monkeypatch, lu_module, "gathered_lu")
 
 
 GATHERED = [

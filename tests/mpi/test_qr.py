@@ -32,7 +32,7 @@ from blasmp_array.ops.lapack.qr import qr, qr_multiply
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from blas3_reference import DTYPES, eps, high, random_matrix  # noqa: E402
-from conftest import cached_grid  # noqa: E402
+from conftest import cached_grid, on_one_device  # noqa: E402
 
 #: the testers' threshold (LAPACK's dchkqr: THRESH = 30 in its input files)
 THRESH = 30.0
@@ -137,14 +137,8 @@ GATHERED = [
 
 @pytest.fixture
 def one_device(monkeypatch):
-    """Every rank names one device (as ranks sharing one GPU do); the calls of the gathered
-    route are counted."""
-    monkeypatch.setattr(devices, "ON_ONE_DEVICE", True)
-    monkeypatch.setattr(devices, "device_key", lambda be: "one device")
-    calls = []
-    real = qr_module.gathered_qr
-    monkeypatch.setattr(qr_module, "gathered_qr", lambda *x, **k: calls.append(1) or real(*x, **k))
-    return calls
+    """Every rank names one device; the calls of the gathered route are counted."""
+    return on_one_device(monkeypatch, qr_module, "gathered_qr")
 
 
 @pytest.mark.parametrize(
