@@ -639,15 +639,29 @@ def force_working_block(monkeypatch, grid, block: int) -> list:
     return seen
 
 
+@pytest.mark.parametrize("route", ["pipeline", "gathered"])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex64])
-def test_working_block(grid, dtype, monkeypatch):
+def test_working_block(grid, dtype, route, monkeypatch):
     """LU, solve, inv and det factor in the rule's block; results come back in the callers'
-    layouts, with LAPACK's pivots, and without a RedistributionWarning."""
+    layouts, with LAPACK's pivots, and without a RedistributionWarning. On ranks sharing one
+    device (the gathered route) nothing runs the pipeline: the factor of solve and inv is
+    scattered in the working block, the others' in the caller's."""
+    from blasmp_array.ops.lapack import _lu_gathered
+
     n, nb, wb, k = 37, 3, 8, 3
     rng = np.random.default_rng(13)
     a = random_matrix(rng, (n, n), dtype) + 2 * np.eye(n, dtype=dtype)
     b = random_matrix(rng, (n, k), dtype)
     seen = force_working_block(monkeypatch, grid, wb)
+    scattered: list = []
+    if route == "gathered":
+        on_one_device(monkeypatch, lu_module, "gathered_lu")
+        real = _lu_gathered.scatter_from_backend
+        monkeypatch.setattr(
+            _lu_gathered,
+            "scatter_from_backend",
+            lambda *x, **kw: scattered.append(x[2]) or real(*x, **kw),
+        )
     A = bm.from_numpy(a, block=(nb, nb), grid=grid)
     B = bm.from_numpy(b, block=(nb, 2), grid=grid)
     with warnings.catch_warnings():
@@ -662,8 +676,11 @@ def test_working_block(grid, dtype, monkeypatch):
     # np.linalg.solve on one process is one call of the backend's local solver where it has one
     # (the CPU's), so it factors nothing here
     one_call = grid.size == 1 and grid.backend.solve_local(np.eye(1), np.eye(1)) is not None
-    assert seen == [(w, w)] * (3 if one_call else 4)
+    gathered = route == "gathered" and grid.size > 1
+    assert seen == ([] if gathered else [(w, w)] * (3 if one_call else 4))
     assert w > nb or grid.size == 1
+    # lu_factor, solve, inv, det: the caller's block, the working block twice, the caller's
+    assert scattered == ([(nb, nb), (w, w), (w, w), (nb, nb)] if gathered else [])
     assert lu.layout == A.layout and lu.grid is A.grid
     np.testing.assert_array_equal(piv, sla.lu_factor(a)[1], err_msg="pivots differ from LAPACK's")
     x = lu.to_numpy()

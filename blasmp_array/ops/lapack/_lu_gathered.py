@@ -17,9 +17,11 @@ Protocol (collective; every step is the same on every rank):
    the look-ahead LU on a GPU, one ``getrf`` elsewhere); the others wait at a non-blocking
    barrier; an exception there is raised on every rank.
 4. One host ``bcast`` of the pivots and of the first zero pivot's column (``int32``, ``n``
-   numbers), then ``scatter_from_backend`` of the factor into ``w``'s block, source process
-   ``(0, 0)``; a factor wanted in another layout (a source process shifted, or ``w``'s own
-   storage) is stored there by one more exchange.
+   numbers), then ``scatter_from_backend`` of the factor, source process ``(0, 0)``: into the
+   working block of ``ops/engine/_factor_block.py`` where the call goes on to solve with it
+   (``solve``, ``inv``: their triangular solves run there, as after the pipeline), else into
+   ``w``'s block; a factor wanted in ``w``'s layout with a shifted source process, or in
+   ``w``'s own storage, is stored there by one more exchange.
 
 Memory on process 0: the gathered matrix (factored in place) beside its share of ``w``.
 """
@@ -40,11 +42,14 @@ from ._lu_local import factor_local
 __all__ = ["gathered_lu"]
 
 
-def gathered_lu(w: BlockCyclicArray, in_place: bool) -> tuple[BlockCyclicArray, np.ndarray, int]:
+def gathered_lu(
+    w: BlockCyclicArray, in_place: bool, block: int | None = None
+) -> tuple[BlockCyclicArray, np.ndarray, int]:
     """``(lu, piv, zero)`` of the stored ``w`` (square blocks, ``min(m, n) > 0``) through
     process 0, as :func:`ops.lapack.lu.factor_working` returns them: the factor in ``w``'s
-    layout (in ``w``'s storage with ``in_place``), LAPACK's 0-based interchanges and the column
-    of the first exactly zero pivot (``-1`` if none). Collective."""
+    layout (in ``w``'s storage with ``in_place``), or with ``block`` in square blocks of that
+    size from source process ``(0, 0)``; LAPACK's 0-based interchanges and the column of the
+    first exactly zero pivot (``-1`` if none). Collective."""
     be, grid = w.backend, w.grid
     begin_pipeline(be, w.dtype)
     full = gather_to_backend(w, root=0)
@@ -57,8 +62,9 @@ def gathered_lu(w: BlockCyclicArray, in_place: bool) -> tuple[BlockCyclicArray, 
     found = be.run_on_root(solve)
     root_lu, piv, zero = found if found is not None else (None, None, -1)
     piv, zero = be.bcast((piv, zero) if grid.rank == 0 else None)
-    lu = scatter_from_backend(root_lu, w.shape, w.block, grid, w.dtype)
-    if in_place or lu.layout != w.layout:
+    blocks = w.block if block is None else (block, block)
+    lu = scatter_from_backend(root_lu, w.shape, blocks, grid, w.dtype)
+    if block is None and (in_place or lu.layout != w.layout):
         target = w if in_place else new_array(w.layout, grid, w.dtype)
         ck.store(target, lu)
         lu = target
