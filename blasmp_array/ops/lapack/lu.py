@@ -119,7 +119,9 @@ zero pivot's column (from the broadcast INFO of each step) raises
 One process (a ``1 x 1`` grid) skips the pipeline and its exchanges
 (:meth:`_LUPipeline._run_one_process`): on a GPU the blocked LU of ``ops/lapack/_lu_local.py`` (the
 panel factored on the comm stream beside the update), on the CPU one ``getrf`` of the whole
-local matrix, as LAPACK alone would do it.
+local matrix, as LAPACK alone would do it. Processes that all share one device (several ranks on
+one GPU) skip it too: process 0 factors the gathered matrix with the same one-process LU and
+scatters the factor (``ops/lapack/_lu_gathered.py``).
 
 What remains
 ------------
