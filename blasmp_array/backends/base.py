@@ -353,6 +353,11 @@ class Backend(abc.ABC):
         (the CPU backend: each rank computes on its own cores)."""
         return ("process", self.rank)
 
+    def device_bytes_free(self) -> int | None:
+        """Bytes this process could still allocate on its device for local work arrays, or
+        None where that is not tracked (host memory: the CPU backend)."""
+        return None
+
     # -- host collectives (blocking; set-up, reductions, redistribution) -------------------
     @abc.abstractmethod
     def allreduce(self, value: Any, op: str = "sum") -> Any:

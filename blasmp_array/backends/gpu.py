@@ -257,6 +257,13 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
         """``(host name, CUDA device id)``: ranks with equal keys share one GPU."""
         return self._node_key
 
+    def device_bytes_free(self) -> int:
+        """The device's free memory plus the blocks CuPy's pool holds free for reuse (work
+        arrays come from that pool)."""
+        return int(cupy.cuda.runtime.memGetInfo()[0]) + int(
+            cupy.get_default_memory_pool().free_bytes()
+        )
+
     # -- symmetric memory -----------------------------------------------------------------
     def _allocate(self, nbytes: int) -> tuple[_Alloc, Any]:
         """Collectively allocate ``max over ranks of nbytes`` from the symmetric heap; also frees

@@ -494,6 +494,14 @@ def test_gathered_route_shapes_layouts_and_solves(grid, one_device):
     assert len(one_device) == (9 if grid.size > 1 else 0)
 
 
+def test_gathered_route_needs_room_on_the_device(grid, one_device, monkeypatch):
+    """Where process 0's device has not the room for the gathered matrix, the ranks run the
+    pipeline (the same factor), decided alike on every rank."""
+    monkeypatch.setattr(grid.backend, "device_bytes_free", lambda: 1 << 20)
+    run_case(grid, np.float64, 37, 5)
+    assert one_device == []
+
+
 def test_gathered_route_error_on_every_rank(grid, one_device, monkeypatch):
     """An error of process 0's factorisation is raised on every rank (nothing hangs)."""
     from blasmp_array.ops.lapack import _lu_gathered

@@ -167,6 +167,14 @@ def test_gathered_route_of_views(grid, one_device):
     assert bool(one_device) == (grid.size > 1)
 
 
+def test_gathered_route_needs_room_on_the_device(grid, one_device, monkeypatch):
+    """Where process 0's device has not the room for the gathered matrix and its factors,
+    the ranks run the pipeline, decided alike on every rank."""
+    monkeypatch.setattr(grid.backend, "device_bytes_free", lambda: 1 << 20)
+    run_case(grid, np.float64, 23, 23, 5, "economic", "householder")
+    assert one_device == []
+
+
 def test_gathered_route_error_on_every_rank(grid, one_device, monkeypatch):
     """An error of process 0's factorisation is raised on every rank (nothing hangs); on one
     process the one-process factorisation raises it."""

@@ -17,10 +17,13 @@ from typing import Any
 
 from ...backends.base import Backend
 
-__all__ = ["ON_ONE_DEVICE", "device_key", "one_device", "device_groups"]
+__all__ = ["ON_ONE_DEVICE", "MARGIN_BYTES", "device_key", "one_device", "device_groups"]
 
 #: where False, every grid takes the distributed pipelines (their tests on one GPU)
 ON_ONE_DEVICE = True
+
+#: device bytes left beside a gathered route's work arrays (the libraries' workspaces)
+MARGIN_BYTES = 512 << 20
 
 
 def device_key(be: Backend) -> Any:
@@ -28,13 +31,21 @@ def device_key(be: Backend) -> Any:
     return be.device_key()
 
 
-def one_device(be: Backend, size: int) -> bool:
-    """Whether the ``size > 1`` processes of ``be`` all compute on one device and the gathered
-    routes are on (:data:`ON_ONE_DEVICE`); False on one process."""
+def one_device(be: Backend, size: int, root_bytes: int = 0) -> bool:
+    """Whether the ``size > 1`` processes of ``be`` all compute on one device, the gathered
+    routes are on (:data:`ON_ONE_DEVICE`), and that device has ``root_bytes`` free for process
+    0's work arrays beside what it holds (:meth:`Backend.device_bytes_free` plus a margin of
+    :data:`MARGIN_BYTES`; not checked where the backend does not track it). False on one
+    process. Where the memory is short, the distributed pipelines run instead: they need no
+    whole copy of the matrix on one device."""
     if not ON_ONE_DEVICE or size == 1:
         return False
-    keys = be.allgather(device_key(be))
-    return all(k == keys[0] for k in keys)
+    free = be.device_bytes_free() if be.rank == 0 else None
+    keys = be.allgather((device_key(be), free))
+    if any(k[0] != keys[0][0] for k in keys):
+        return False
+    room = keys[0][1]
+    return room is None or root_bytes + MARGIN_BYTES <= room
 
 
 def device_groups(

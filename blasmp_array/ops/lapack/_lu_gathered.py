@@ -23,7 +23,9 @@ Protocol (collective; every step is the same on every rank):
    ``w``'s block; a factor wanted in ``w``'s layout with a shifted source process, or in
    ``w``'s own storage, is stored there by one more exchange.
 
-Memory on process 0: the gathered matrix (factored in place) beside its share of ``w``.
+Memory on process 0: the gathered matrix (factored in place) and the look-ahead's panels beside
+its share of ``w`` (:func:`root_bytes`); where the device has not that much free, the processes
+run the pipeline instead (``ops.engine.devices.one_device``).
 """
 
 from __future__ import annotations
@@ -37,9 +39,16 @@ from ...array import BlockCyclicArray
 from ...creation import gather_to_backend, scatter_from_backend
 from ..engine import _checks as ck
 from ..engine._warmup import begin_pipeline
-from ._lu_local import factor_local
+from ._lu_local import PANEL, factor_local
 
-__all__ = ["gathered_lu"]
+__all__ = ["gathered_lu", "root_bytes"]
+
+
+def root_bytes(w: BlockCyclicArray) -> int:
+    """Device bytes of process 0's work arrays: the gathered matrix (factored in place) and
+    the look-ahead's two column-major panels."""
+    m, n = w.shape
+    return w.dtype.itemsize * (m * n + 2 * m * min(n, PANEL))
 
 
 def gathered_lu(

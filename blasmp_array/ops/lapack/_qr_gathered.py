@@ -23,7 +23,9 @@ Protocol (collective; every step is the same on every rank):
    input's row block, source process ``(0, 0)``, as the distributed route returns them.
 
 Memory on process 0: the gathered matrix, ``geqrf``'s column-major copy, ``Q`` and ``R`` (about
-three times the matrix beside its share of the distributed one).
+three times the matrix beside its share of the distributed one, :func:`root_bytes`); where the
+device has not that much free, the processes run the pipeline instead
+(``ops.engine.devices.one_device``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,16 @@ from ...creation import gather_to_backend, scatter_from_backend
 from ..engine._warmup import begin_pipeline
 from . import _householder as hh
 
-__all__ = ["gathered_qr"]
+__all__ = ["gathered_qr", "root_bytes"]
+
+
+def root_bytes(a: BlockCyclicArray, want_q: bool, complete: bool) -> int:
+    """Device bytes of process 0's work arrays: the gathered matrix, ``geqrf``'s column-major
+    copy, ``R`` and (``want_q``) ``Q``."""
+    m, n = a.shape
+    k = min(m, n)
+    q = m * (m if complete else k) if want_q else 0
+    return a.dtype.itemsize * (2 * m * n + k * n + q)
 
 
 def gathered_qr(

@@ -155,7 +155,7 @@ from ..engine import _factor_block
 from ..engine._exchange import Message, Plan, positions_index, run_plan
 from ..engine._warmup import warmup_kernels
 from ..engine.devices import device_groups, one_device
-from ._lu_gathered import gathered_lu
+from ._lu_gathered import gathered_lu, root_bytes
 from ._lu_local import factor_local, minus_product, solve_unit_lower
 
 __all__ = ["lu_factor", "lu_solve", "solve", "factor", "factor_working", "permute_rows"]
@@ -532,7 +532,7 @@ def factor_working(
         return (w.copy() if not in_place and w is a else w), np.zeros(0, dtype=np.int32), -1, None
     caller = w
     nb = _factor_block.block_for(w, "lu")
-    if one_device(w.backend, w.grid.size):  # ranks sharing one GPU: factored on process 0
+    if one_device(w.backend, w.grid.size, root_bytes(w)):  # ranks sharing one GPU: on process 0
         # scattered where it is used next: the working block for the solves of this call
         # (solve, inv), the caller's block for the factor that is returned
         nb = nb if op in _SOLVES else None

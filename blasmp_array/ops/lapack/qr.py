@@ -49,7 +49,7 @@ from ..engine.devices import one_device
 from ..engine.redistribute import redistribute
 from . import _householder as hh
 from ._cholqr import cholesky_qr
-from ._qr_gathered import gathered_qr
+from ._qr_gathered import gathered_qr, root_bytes
 from .solves import promote
 
 __all__ = ["qr", "qr_multiply", "lstsq", "TALL_RATIO", "FEW_BLOCKS"]
@@ -488,7 +488,8 @@ def _factor(
     if k == 0:
         empty = zeros((m, m if complete else k), a.dtype, block=a.block, grid=a.grid)
         return (empty if want_q else None), zeros((k, n), a.dtype, block=a.block, grid=a.grid)
-    if not _cholqr_wanted(a, method, complete) and one_device(a.backend, a.grid.size):
+    gathered = not _cholqr_wanted(a, method, complete)
+    if gathered and one_device(a.backend, a.grid.size, root_bytes(a, want_q, complete)):
         return gathered_qr(a, want_q, complete)
     f, q, r, back = _factorization(a, method, complete, overwrite, want_q)
     if f is not None and want_q:
