@@ -23,10 +23,12 @@ def _matrix(rng: np.random.Generator, shape: tuple[int, int], dtype) -> np.ndarr
 
 @pytest.fixture(params=["blas", "numpy"])
 def route(request, monkeypatch):
-    """The BLAS route where the library has ``?omatcopy``; NumPy's with it turned off."""
+    """The BLAS route where the library has ``?omatcopy`` (from the smallest size on, so
+    that the test shapes take it); NumPy's with it turned off."""
     if request.param == "blas":
         if not hc.omatcopy_available():
             pytest.skip("the loaded BLAS has no ?omatcopy")
+        monkeypatch.setattr(hc, "_MIN_SIZE", 1)
     else:
         monkeypatch.setattr(hc, "_routines", [None])
         assert not hc.omatcopy_available()
@@ -97,9 +99,11 @@ def test_real_conjugate_is_a_copy(route):
 
 
 def test_blas_route_is_taken_for_a_transposing_copy(monkeypatch):
-    """A transposing copy of host floats calls ``?omatcopy``; a plain one does not."""
+    """A transposing copy of host floats calls ``?omatcopy`` from ``_MIN_SIZE`` elements on; a
+    plain one does not."""
     if not hc.omatcopy_available():
         pytest.skip("the loaded BLAS has no ?omatcopy")
+    small = np.ones((3, 5))
     lib = hc._library()
     calls: list[str] = []
     real = lib.routine
@@ -109,6 +113,9 @@ def test_blas_route_is_taken_for_a_transposing_copy(monkeypatch):
         return real(dtype, name)
 
     monkeypatch.setattr(lib, "routine", counting)
+    hc.assign(np.empty((5, 3)), small.T)  # below _MIN_SIZE: NumPy's copy
+    assert calls == []
+    monkeypatch.setattr(hc, "_MIN_SIZE", 1)
     x = np.ones((4, 6), np.float32)
     hc.assign(np.empty((6, 4), np.float32), x.T, conjugate=True)
     hc.assign(np.empty((4, 6), np.float32), x)

@@ -47,10 +47,14 @@ _PREFIX = {
 }
 
 
-#: the dtypes :meth:`CublasKernels.transpose` copies exactly: ``geam`` computes ``alpha * a``,
-#: which for a complex ``a`` is a complex product (a NaN or an infinity of one part turns the
-#: other into NaN), not a copy
-_GEAM = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+#: the dtypes :meth:`CublasKernels.transpose` copies exactly. ``geam`` computes ``alpha * a``:
+#: for a complex ``a`` a complex product (a NaN or an infinity of one part turns the other into
+#: NaN), not a copy; ``sgeam`` changed float32 bits of special values (a transpose of -0.0,
+#: infinities, NaN and subnormals, one H100, ``tests/mpi/test_redistribute.py``), ``dgeam`` did not
+_GEAM = frozenset((np.dtype(np.float64),))
+#: host scalars ``(1, 0)`` of each dtype of :data:`_GEAM`, kept alive (cuBLAS reads them in the
+#: call)
+_UNITS = {dt: (np.ones((), dt), np.zeros((), dt)) for dt in _GEAM}
 
 
 def _check(name: str, value: str, allowed: str) -> str:
@@ -77,6 +81,13 @@ def _blas_layout(x: cupy.ndarray) -> int | None:
     if x.data.ptr % item:
         return None
     return s0 // item
+
+
+def _span(x: cupy.ndarray, ld: int) -> int:
+    """Bytes from the first to one past the last element of the C-layout matrix ``x`` with row
+    stride ``ld``."""
+    rows, cols = x.shape
+    return ((rows - 1) * ld + cols) * x.itemsize
 
 
 #: elements of a GEMM input above which a matrix whose start or rows are not 16-byte aligned
@@ -215,22 +226,21 @@ class CublasKernels:
             ld_o, ld_s = _blas_layout(out), _blas_layout(src.T)
             if ld_o is None or ld_s is None:
                 return False
-        if cupy.may_share_memory(out, src):
-            return False
+        o, a = out.data.ptr, src.data.ptr
+        if o < a + _span(src.T, ld_s) and a < o + _span(out, ld_o):
+            return False  # the memory spans overlap (a bound, as cupy.may_share_memory's)
         m, n = out.shape  # S = src.T is m x n row-major: n x m column-major; O is m x n
-        _one, p1 = self._ptr(1, dt)
-        _zero, p0 = self._ptr(0, dt)
-        o = out.data.ptr
+        one, zero = _UNITS[dt]
         self._fn(dt, "geam")(
             self.handle(stream),
             _OP["T"],
             _OP["N"],
             n,
             m,
-            p1,
-            src.data.ptr,
+            one.ctypes.data,
+            a,
             ld_s,
-            p0,
+            zero.ctypes.data,
             o,
             ld_o,
             o,

@@ -652,8 +652,8 @@ def force_working_block(monkeypatch, grid, block: int) -> list:
 def test_working_block(grid, dtype, route, monkeypatch):
     """LU, solve, inv and det factor in the rule's block; results come back in the callers'
     layouts, with LAPACK's pivots, and without a RedistributionWarning. On ranks sharing one
-    device (the gathered route) nothing runs the pipeline: the factor of solve and inv is
-    scattered in the working block, the others' in the caller's."""
+    device (the gathered route) nothing runs the pipeline: the working copy is gathered and
+    its factor scattered in the working block."""
     from blasmp_array.ops.lapack import _lu_gathered
 
     n, nb, wb, k = 37, 3, 8, 3
@@ -687,8 +687,7 @@ def test_working_block(grid, dtype, route, monkeypatch):
     gathered = route == "gathered" and grid.size > 1
     assert seen == ([] if gathered else [(w, w)] * (3 if one_call else 4))
     assert w > nb or grid.size == 1
-    # lu_factor, solve, inv, det: the caller's block, the working block twice, the caller's
-    assert scattered == ([(nb, nb), (w, w), (w, w), (nb, nb)] if gathered else [])
+    assert scattered == ([(w, w)] * 4 if gathered else [])  # lu_factor, solve, inv, det
     assert lu.layout == A.layout and lu.grid is A.grid
     np.testing.assert_array_equal(piv, sla.lu_factor(a)[1], err_msg="pivots differ from LAPACK's")
     x = lu.to_numpy()

@@ -858,3 +858,32 @@ def test_working_block(grid, dtype, monkeypatch):
     assert_lstsq(a, b, got[3][0].to_numpy(), got[3][1], "lstsq (m > n) in the working block")
     wide = np.ascontiguousarray(a.conj().T)
     assert_lstsq(wide, c, got[4][0].to_numpy(), got[4][1], "lstsq (m < n) in the working block")
+
+
+def test_gathered_route_in_the_working_block(grid, one_device, monkeypatch):
+    """Ranks on one device gather the working copy (the rule's block) and scatter ``Q`` and
+    ``R`` in it; the results come back in the layouts of the call without the rule."""
+    from blasmp_array.ops.engine import _factor_block
+    from blasmp_array.ops.lapack import _qr_gathered
+
+    m, n, nb, wb = 41, 37, 3, 8
+    a = random_matrix(np.random.default_rng(19), (m, n), np.float64)
+    A = bm.from_numpy(a, block=(nb, nb), grid=grid)
+    plain = np.linalg.qr(A)
+    monkeypatch.setattr(_factor_block, "TABLE", {grid.backend.name: {"qr": ((0, wb),)}})
+    monkeypatch.setattr(_factor_block, "MIN_BLOCK", 1)
+    monkeypatch.setattr(_factor_block, "MIN_BLOCKS_PER_PROCESS", 1)
+    scattered: list = []
+    real = _qr_gathered.scatter_from_backend
+    monkeypatch.setattr(
+        _qr_gathered,
+        "scatter_from_backend",
+        lambda *x, **kw: scattered.append(x[2]) or real(*x, **kw),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bm.RedistributionWarning)
+        q, r = np.linalg.qr(A)
+    working = _factor_block.working_block(grid.backend.name, grid.shape, n, "qr", nb)
+    assert scattered == ([(working, working)] * 2 if grid.size > 1 else [])
+    assert q.layout == plain[0].layout and r.layout == plain[1].layout
+    assert_qr(a, q.to_numpy(), r.to_numpy(), "gathered QR in the working block")

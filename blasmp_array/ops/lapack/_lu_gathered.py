@@ -17,11 +17,16 @@ Protocol (collective; every step is the same on every rank):
    the look-ahead LU on a GPU, one ``getrf`` elsewhere); the others wait at a non-blocking
    barrier; an exception there is raised on every rank.
 4. One host ``bcast`` of the pivots and of the first zero pivot's column (``int32``, ``n``
-   numbers), then ``scatter_from_backend`` of the factor, source process ``(0, 0)``: into the
-   working block of ``ops/engine/_factor_block.py`` where the call goes on to solve with it
-   (``solve``, ``inv``: their triangular solves run there, as after the pipeline), else into
-   ``w``'s block; a factor wanted in ``w``'s layout with a shifted source process, or in
-   ``w``'s own storage, is stored there by one more exchange.
+   numbers), then ``scatter_from_backend`` of the factor into ``w``'s block, source process
+   ``(0, 0)``; a factor wanted in ``w``'s layout with a shifted source process, or in ``w``'s
+   own storage, is stored there by one more exchange.
+
+``w`` is the working copy of ``lu.factor_working``: in the working block of
+``ops/engine/_factor_block.py`` where the rule gives one, as for the pipeline. The gather and the
+scatter move large blocks faster than small ones (one H100, 4 ranks, n = 16384: the gathered QR
+at block 1024 spent about 13 ms per 2 GiB moved, the gathered LU at the default block 256 about
+45 ms, docs/lu.md), and the redistribution into the working block and back costs about 7 ms
+each way.
 
 Memory on process 0: the gathered matrix (factored in place) and the look-ahead's panels beside
 its share of ``w`` (:func:`root_bytes`); where the device has not that much free, the processes
@@ -51,14 +56,11 @@ def root_bytes(w: BlockCyclicArray) -> int:
     return w.dtype.itemsize * (m * n + 2 * m * min(n, PANEL))
 
 
-def gathered_lu(
-    w: BlockCyclicArray, in_place: bool, block: int | None = None
-) -> tuple[BlockCyclicArray, np.ndarray, int]:
+def gathered_lu(w: BlockCyclicArray, in_place: bool) -> tuple[BlockCyclicArray, np.ndarray, int]:
     """``(lu, piv, zero)`` of the stored ``w`` (square blocks, ``min(m, n) > 0``) through
     process 0, as :func:`ops.lapack.lu.factor_working` returns them: the factor in ``w``'s
-    layout (in ``w``'s storage with ``in_place``), or with ``block`` in square blocks of that
-    size from source process ``(0, 0)``; LAPACK's 0-based interchanges and the column of the
-    first exactly zero pivot (``-1`` if none). Collective."""
+    layout (in ``w``'s storage with ``in_place``), LAPACK's 0-based interchanges and the column
+    of the first exactly zero pivot (``-1`` if none). Collective."""
     be, grid = w.backend, w.grid
     begin_pipeline(be, w.dtype)
     full = gather_to_backend(w, root=0)
@@ -71,9 +73,8 @@ def gathered_lu(
     found = be.run_on_root(solve)
     root_lu, piv, zero = found if found is not None else (None, None, -1)
     piv, zero = be.bcast((piv, zero) if grid.rank == 0 else None)
-    blocks = w.block if block is None else (block, block)
-    lu = scatter_from_backend(root_lu, w.shape, blocks, grid, w.dtype)
-    if block is None and (in_place or lu.layout != w.layout):
+    lu = scatter_from_backend(root_lu, w.shape, w.block, grid, w.dtype)
+    if in_place or lu.layout != w.layout:
         target = w if in_place else new_array(w.layout, grid, w.dtype)
         ck.store(target, lu)
         lu = target

@@ -162,9 +162,6 @@ __all__ = ["lu_factor", "lu_solve", "solve", "factor", "factor_working", "permut
 
 _GEN = ("gen", "general", "sym", "symmetric", "her", "hermitian")
 
-# the calls that solve with the factor they make (factored in the working block, then solved)
-_SOLVES = ("solve", "inv")
-
 # destination buffers of a row move (indices into the kernels' ``bufs``)
 _PANEL, _TOP, _MOVED = 0, 1, 2
 
@@ -532,15 +529,14 @@ def factor_working(
         return (w.copy() if not in_place and w is a else w), np.zeros(0, dtype=np.int32), -1, None
     caller = w
     nb = _factor_block.block_for(w, "lu")
-    if one_device(w.backend, w.grid.size, root_bytes(w)):  # ranks sharing one GPU: on process 0
-        # scattered where it is used next: the working block for the solves of this call
-        # (solve, inv), the caller's block for the factor that is returned
-        nb = nb if op in _SOLVES else None
-        lu, piv, zero = gathered_lu(w, in_place and nb is None, nb)
-        return lu, piv, zero, (None if nb is None else caller.block)
     if nb is not None:  # the working copy in the working block (docs/defaults.md)
         w = _factor_block.to_block(w, nb, nb)
-    elif not in_place and w is a:
+    if one_device(w.backend, w.grid.size, root_bytes(w)):
+        # ranks sharing one GPU: factored on process 0, gathered from the working block (whose
+        # large blocks the gather moves faster than the caller's) and scattered back into it
+        lu, piv, zero = gathered_lu(w, in_place and nb is None)
+        return lu, piv, zero, (None if nb is None else caller.block)
+    if nb is None and not in_place and w is a:
         w = w.copy()
     piv, zero = _LUPipeline(w).run()
     return w, piv, zero, (None if nb is None else caller.block)

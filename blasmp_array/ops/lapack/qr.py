@@ -490,7 +490,12 @@ def _factor(
         return (empty if want_q else None), zeros((k, n), a.dtype, block=a.block, grid=a.grid)
     gathered = not _cholqr_wanted(a, method, complete)
     if gathered and one_device(a.backend, a.grid.size, root_bytes(a, want_q, complete)):
-        return gathered_qr(a, want_q, complete)
+        # gathered from the working block where the rule gives one (the gather and scatter
+        # move large blocks faster), the factors moved back to the caller's row block
+        nb = _factor_block.block_for(a, "qr")
+        w, back = (a, None) if nb is None else (_factor_block.to_block(a, nb, nb), a.block[0])
+        q, r = gathered_qr(w, want_q, complete)
+        return (None if q is None else _back(q, back)), _back(r, back)
     f, q, r, back = _factorization(a, method, complete, overwrite, want_q)
     if f is not None and want_q:
         q = _back(hh.form_q(f, m if complete else k), back)
