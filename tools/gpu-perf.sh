@@ -34,6 +34,7 @@
 #                batched GEMM Gram, TRSM or split solve) and the call per configuration, against CuPy
 #   proflu4      tools/profile_lu.py on 4 ranks (2x2, MPS), n=$N, block $BLOCK4: rank 0's host profile
 #   tracelu1     one traced LU call on 1 rank, n=$N (the look-ahead's timeline)
+#   qrdefault    np.linalg.qr at n=$N with its default block, 1 rank beside cupy.linalg.qr, then 2x2
 #   qrsmall      np.linalg.qr at n=$NSMALL on 1 rank, default block, against cupy.linalg.qr, checked
 #   traceqr1     one traced np.linalg.qr call on 1 rank, n=$N, and its per-stream summary (tools/trace_summary.py)
 #   tracest4 / tracechol4 / tracelu4  one traced call on 4 ranks (2x2, MPS), n=$N: solve_triangular
@@ -71,7 +72,7 @@
 #                route (the root's one-process device two-stage) against the distributed two-stage
 #                (which of the two 'auto' should take above GATHER_N on the GPU; docs/eigh.md)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
-#           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 vectors1 vectors4 qr1 qr4 qrsq qrsmall spectral1 spectral4 eigroutes4 transpose1
+#           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 vectors1 vectors4 qr1 qr4 qrsq qrsmall qrdefault spectral1 spectral4 eigroutes4 transpose1
 #           tracelu1 traceqr1 tracest4 tracechol4 tracelu4 traceqr4
 #           (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
@@ -212,6 +213,9 @@ for p in "${phases[@]}"; do
     qrsq) bench qrsq1 1 qr --n "$n" --block 1024 --repeat "$repeat" --compare --baselines "$baselines"
           bench qrsq4 4 qr --n "$n" --block 1024 --grid 2x2 --repeat "$repeat"
           cat "$out/perf-qrsq1.log" "$out/perf-qrsq4.log" > "$out/perf-qrsq.log" 2>/dev/null ;;
+    qrdefault) bench qrdefault1 1 qr --n "$n" --repeat "$repeat" --compare --baselines "$baselines"
+               bench qrdefault4 4 qr --n "$n" --grid 2x2 --repeat "$repeat"
+               cat "$out/perf-qrdefault1.log" "$out/perf-qrdefault4.log" > "$out/perf-qrdefault.log" 2>/dev/null ;;
     qrsmall) bench qrsmall 1 qr --n "$nsmall" --repeat "$repeat" --check --compare --baselines "$baselines" ;;
     qr4) bench qr4 4 qr --n "$n" --block 1024 --grid 2x2 --repeat "$repeat"
          bench qr4tall 4 qr_tall --m 1048576 --n 256 --grid 2x2 --repeat "$repeat" --check --profile
@@ -226,7 +230,7 @@ for p in "${phases[@]}"; do
                bench spectral4svd 4 svd --n 8192 --grid 2x2 --repeat 3 ;;
     door1) door door1 1 ;;
     door4) door door4 4 --grid 2x2 ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 traceqr1 tracest4 tracechol4 tracelu4 traceqr4 door1 door4 vectors1 vectors4 qr1 qr4 qrsq qrsmall spectral1 spectral4 eigroutes4 transpose1)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 traceqr1 tracest4 tracechol4 tracelu4 traceqr4 door1 door4 vectors1 vectors4 qr1 qr4 qrsq qrsmall qrdefault spectral1 spectral4 eigroutes4 transpose1)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"
