@@ -35,7 +35,7 @@
 #   proflu4      tools/profile_lu.py on 4 ranks (2x2, MPS), n=$N, block $BLOCK4: rank 0's host profile
 #   tracelu1     one traced LU call on 1 rank, n=$N (the look-ahead's timeline)
 #   qrdefault    np.linalg.qr at n=$N with its default block, 1 rank beside cupy.linalg.qr, then 2x2
-#   qrsmall      np.linalg.qr at n=$NSMALL on 1 rank, default block, against cupy.linalg.qr, checked
+#   qrsmall      np.linalg.qr at n=$NSMALL on 1 rank, default block, against cupy.linalg.qr (timed: --check would only check)
 #   traceqr1     one traced np.linalg.qr call on 1 rank, n=$N, and its per-stream summary (tools/trace_summary.py)
 #   tracest4 / tracechol4 / tracelu4  one traced call on 4 ranks (2x2, MPS), n=$N: solve_triangular
 #                (default block, as face4), Cholesky and LU (block $BLOCK4); the per-step profile of
@@ -216,7 +216,7 @@ for p in "${phases[@]}"; do
     qrdefault) bench qrdefault1 1 qr --n "$n" --repeat "$repeat" --compare --baselines "$baselines"
                bench qrdefault4 4 qr --n "$n" --grid 2x2 --repeat "$repeat"
                cat "$out/perf-qrdefault1.log" "$out/perf-qrdefault4.log" > "$out/perf-qrdefault.log" 2>/dev/null ;;
-    qrsmall) bench qrsmall 1 qr --n "$nsmall" --repeat "$repeat" --check --compare --baselines "$baselines" ;;
+    qrsmall) bench qrsmall 1 qr --n "$nsmall" --repeat "$repeat" --compare --baselines "$baselines" ;;
     qr4) bench qr4 4 qr --n "$n" --block 1024 --grid 2x2 --repeat "$repeat"
          bench qr4tall 4 qr_tall --m 1048576 --n 256 --grid 2x2 --repeat "$repeat" --check --profile
          bench qr4tallcol 4 qr_tall --m 1048576 --n 256 --grid 4x1 --repeat "$repeat" --check --profile
