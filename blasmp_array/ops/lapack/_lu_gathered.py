@@ -4,8 +4,9 @@ process 0, factored there by the one-process kernels, the factor scattered back.
 Why: processes that share one device (several ranks on one GPU under MPS) run the distributed
 pipeline's exchanges and its panel factorisations on the same hardware, and its critical path
 is a chain of host-synchronised exchanges between two ``getrf`` s: on one H100 at n = 16384,
-4 ranks (2 x 2) took 0.18 s through the pipeline where one process took 0.13 s (docs/lu.md).
-Processes on different devices keep the pipeline (``ops/lapack/lu.py``).
+4 ranks (2 x 2) took 0.18 s through the pipeline where one process took 0.13 s, and 0.153 s
+through this route (docs/lu.md). Processes on different devices keep the pipeline
+(``ops/lapack/lu.py``).
 
 Protocol (collective; every step is the same on every rank):
 
@@ -23,10 +24,10 @@ Protocol (collective; every step is the same on every rank):
 
 ``w`` is the working copy of ``lu.factor_working``: in the working block of
 ``ops/engine/_factor_block.py`` where the rule gives one, as for the pipeline. The gather and the
-scatter move large blocks faster than small ones (one H100, 4 ranks, n = 16384: the gathered QR
-at block 1024 spent about 13 ms per 2 GiB moved, the gathered LU at the default block 256 about
-45 ms, docs/lu.md), and the redistribution into the working block and back costs about 7 ms
-each way.
+scatter move large blocks faster than small ones (one H100, 4 ranks, n = 16384, estimated from
+the calls' totals: about 13 ms per 2 GiB moved at block 1024 in the gathered QR, about 45 ms at
+the default block 256 in the first gathered LU, docs/lu.md), and the redistribution into the
+working block and back costs a few milliseconds each way.
 
 Memory on process 0: the gathered matrix (factored in place) and the look-ahead's panels beside
 its share of ``w`` (:func:`root_bytes`); where the device has not that much free, the processes
@@ -65,12 +66,12 @@ def gathered_lu(w: BlockCyclicArray, in_place: bool) -> tuple[BlockCyclicArray, 
     begin_pipeline(be, w.dtype)
     full = gather_to_backend(w, root=0)
 
-    def solve() -> tuple[Any, np.ndarray, int]:
+    def factor() -> tuple[Any, np.ndarray, int]:
         assert full is not None  # process 0 holds the gathered matrix
         piv, zero = factor_local(be, full)  # synchronises
         return full, piv, zero
 
-    found = be.run_on_root(solve)
+    found = be.run_on_root(factor)
     root_lu, piv, zero = found if found is not None else (None, None, -1)
     piv, zero = be.bcast((piv, zero) if grid.rank == 0 else None)
     lu = scatter_from_backend(root_lu, w.shape, w.block, grid, w.dtype)
