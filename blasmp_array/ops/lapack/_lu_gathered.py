@@ -23,11 +23,11 @@ Protocol (collective; every step is the same on every rank):
    own storage, is stored there by one more exchange.
 
 ``w`` is the working copy of ``lu.factor_working``: in the working block of
-``ops/engine/_factor_block.py`` where the rule gives one, as for the pipeline. The gather and the
-scatter move large blocks faster than small ones (one H100, 4 ranks, n = 16384, estimated from
-the calls' totals: about 13 ms per 2 GiB moved at block 1024 in the gathered QR, about 45 ms at
-the default block 256 in the first gathered LU, docs/lu.md), and the redistribution into the
-working block and back costs a few milliseconds each way.
+``ops/engine/_factor_block.py`` where the rule gives one, as for the pipeline: on one H100,
+4 ranks, n = 16384, the route took 0.153 s from the working block (2048) and 0.221 s when it
+gathered and scattered in the caller's block 256 (docs/lu.md; which of the moves costs the
+difference was not profiled), and the redistribution into the working block and back costs a
+few milliseconds each way.
 
 Memory on process 0: the gathered matrix (factored in place) and the look-ahead's panels beside
 its share of ``w`` (:func:`root_bytes`); where the device has not that much free, the processes

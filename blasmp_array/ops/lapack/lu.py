@@ -532,8 +532,8 @@ def factor_working(
     if nb is not None:  # the working copy in the working block (docs/defaults.md)
         w = _factor_block.to_block(w, nb, nb)
     if one_device(w.backend, w.grid.size, root_bytes(w)):
-        # ranks sharing one GPU: factored on process 0, gathered from the working block (whose
-        # large blocks the gather moves faster than the caller's) and scattered back into it
+        # ranks sharing one GPU: factored on process 0, gathered from the working block and
+        # scattered back into it (0.153 s against 0.221 s from the default block, docs/lu.md)
         lu, piv, zero = gathered_lu(w, in_place and nb is None)
         return lu, piv, zero, (None if nb is None else caller.block)
     if nb is None and not in_place and w is a:
