@@ -488,8 +488,8 @@ def _factor(
     if k == 0:
         empty = zeros((m, m if complete else k), a.dtype, block=a.block, grid=a.grid)
         return (empty if want_q else None), zeros((k, n), a.dtype, block=a.block, grid=a.grid)
-    gathered = not _cholqr_wanted(a, method, complete)
-    if gathered and one_device(a.backend, a.grid.size, root_bytes(a, want_q, complete)):
+    householder = not _cholqr_wanted(a, method, complete)
+    if householder and one_device(a.backend, a.grid.size, root_bytes(a, want_q, complete)):
         # gathered from the working block where the rule gives one (as the gathered LU, which
         # took 0.153 s against 0.221 s from block 256), the factors moved back after
         nb = _factor_block.block_for(a, "qr")
