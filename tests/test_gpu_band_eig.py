@@ -41,7 +41,7 @@ _DRIVER = r"""
 // descending sweep (the kernel's); 2: stage by stage, ascending sweep
 template <typename T>
 static void host_chase(T* ab, T* V, T* tau, long long n, int b, int nt, int order,
-                       int reverse_threads)
+                       int reverse_threads, long long vs, long long vk)
 {
     blasmp_host_nt = nt;
     blasmp_host_reverse = reverse_threads;
@@ -51,7 +51,7 @@ static void host_chase(T* ab, T* V, T* tau, long long n, int b, int nt, int orde
     if (order == 0) {
         for (long long s = 0; s < sweeps; ++s)
             for (long long k = 0; k < blasmp_sweep_tasks(n, b, s); ++k)
-                blasmp_chase_task<T>(ab, V, tau, n, b, s, k, smem.data());
+                blasmp_chase_task<T>(ab, V, tau, n, b, s, k, vs, vk, smem.data());
         return;
     }
     long long stages = 0;
@@ -69,17 +69,17 @@ static void host_chase(T* ab, T* V, T* tau, long long n, int b, int nt, int orde
         }
         for (size_t q = 0; q < ss.size(); ++q) {
             long long s = order == 1 ? ss[q] : ss[ss.size() - 1 - q];
-            blasmp_chase_task<T>(ab, V, tau, n, b, s, t - BLASMP_LAG * s, smem.data());
+            blasmp_chase_task<T>(ab, V, tau, n, b, s, t - BLASMP_LAG * s, vs, vk, smem.data());
         }
     }
 }
 
 extern "C" void chase_d(double* ab, double* V, double* tau, long long n, int b, int nt,
-                        int order, int rev)
-{ host_chase<double>(ab, V, tau, n, b, nt, order, rev); }
+                        int order, int rev, long long vs, long long vk)
+{ host_chase<double>(ab, V, tau, n, b, nt, order, rev, vs, vk); }
 extern "C" void chase_f(float* ab, float* V, float* tau, long long n, int b, int nt,
-                        int order, int rev)
-{ host_chase<float>(ab, V, tau, n, b, nt, order, rev); }
+                        int order, int rev, long long vs, long long vk)
+{ host_chase<float>(ab, V, tau, n, b, nt, order, rev, vs, vk); }
 extern "C" void bisect(const double* d, const double* e2, long long n, double pivmin,
                        double gl, double gu, double abstol, long long first, long long count,
                        double* w)
@@ -116,7 +116,7 @@ def lib(tmp_path_factory):
     lib = ctypes.CDLL(str(so))
     p, i64, i32, f64 = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int, ctypes.c_double
     for name in ("chase_d", "chase_f"):
-        getattr(lib, name).argtypes = [p, p, p, i64, i32, i32, i32, i32]
+        getattr(lib, name).argtypes = [p, p, p, i64, i32, i32, i32, i32, i64, i64]
     lib.bisect.argtypes = [p, p, i64, f64, f64, f64, f64, i64, i64, p]
     lib.count.argtypes = [p, p, i64, f64, p, i64, p]
     return lib
@@ -143,13 +143,23 @@ def _to_kernel_band(a, b):
     return ab
 
 
-def _chase(lib, a, b, nt, order, rev):
+def _chase(lib, a, b, nt, order, rev, keep=False):
+    """The band after the chase; with ``keep`` also every reflector, as
+    :func:`_gpu_band_eig.chase` keeps them: ``(ab, v (sweeps, K_0, b), tau (sweeps, K_0))``."""
     n = a.shape[0]
     ab = _to_kernel_band(a, b)
-    v = np.full((n, b), np.nan, a.dtype)
-    tau = np.full(n, np.nan, a.dtype)
+    kmax = gbe.reflector_slots(n, b)
+    slots = (n - 2) * kmax if keep else n
+    # kept slots the chase does not reach must stay zero (the identity); one slot per sweep
+    # is poisoned, since each is written before it is read
+    fill = 0 if keep else np.nan
+    v = np.full((slots, b), fill, a.dtype)
+    tau = np.full(slots, fill, a.dtype)
     fn = lib.chase_d if a.dtype == np.float64 else lib.chase_f
-    fn(ab.ctypes.data, v.ctypes.data, tau.ctypes.data, n, b, nt, order, rev)
+    vs, vk = (kmax, 1) if keep else (1, 0)
+    fn(ab.ctypes.data, v.ctypes.data, tau.ctypes.data, n, b, nt, order, rev, vs, vk)
+    if keep:
+        return ab, v.reshape(n - 2, kmax, b), tau.reshape(n - 2, kmax)
     return ab
 
 
@@ -176,6 +186,113 @@ def test_chase_is_the_sequential_order_and_tridiagonal(lib, dtype, n, b, nt):
     eps = np.finfo(dtype).eps
     bound = 60 * n * eps * np.abs(a).sum(axis=0).max()
     assert np.abs(np.linalg.eigvalsh(t) - want).max() <= bound
+
+
+def _reflector_product(v, tau, n):
+    """``Q2 = prod H(s, k)`` in the chase's sequential order, formed densely in float64."""
+    q = np.eye(n)
+    sweeps, kmax, b = v.shape
+    for s in range(sweeps):
+        for k in range(kmax):
+            r0 = s + 1 + k * b
+            m = min(b, n - r0)
+            if m <= 0:
+                continue
+            x = v[s, k, :m].astype(np.float64)
+            q[:, r0 : r0 + m] -= np.outer(q[:, r0 : r0 + m] @ x, tau[s, k] * x)
+    return q
+
+
+def _tridiagonal(ab):
+    n = ab.shape[0]
+    d, e = ab[:, 0].astype(np.float64), ab[: n - 1, 1].astype(np.float64)
+    return np.diag(d) + np.diag(e, -1) + np.diag(e, 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(
+    "n,b,nt", [(3, 2, 1), (17, 3, 7), (40, 8, 32), (97, 5, 12), (130, 16, 256)]
+)
+def test_kept_reflectors_reduce_the_band(lib, dtype, n, b, nt):
+    """Keeping every reflector changes no byte of the chase's result, in any of its orders, and
+    the kept reflectors are the chase's transformation: ``Q2^T B Q2 = T`` and ``Q2``
+    orthogonal within the testers' bounds (LAPACK xSYT21: ``||B - Q2 T Q2^T||_1 /
+    (||B||_1 n eps)`` and ``||I - Q2^T Q2||_1 / (n eps)`` below 60)."""
+    rng = np.random.default_rng(n + 31 * b)
+    a = _random_band(n, b, dtype, rng)
+    ref = _chase(lib, a, b, nt, 0, 0)
+    for order, rev in ((0, 0), (1, 1), (2, 0)):
+        ab, v, tau = _chase(lib, a, b, nt, order, rev, keep=True)
+        np.testing.assert_array_equal(ab, ref)
+    q = _reflector_product(v, tau, n)
+    eps = np.finfo(dtype).eps
+    a64 = a.astype(np.float64)
+    anorm = np.abs(a64).sum(axis=0).max()
+    t = _tridiagonal(ab)
+    assert np.abs(a64 - q @ t @ q.T).sum(axis=0).max() / (anorm * n * eps) < 60
+    assert np.abs(np.eye(n) - q.T @ q).sum(axis=0).max() / (n * eps) < 60
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n,b", [(3, 2), (17, 3), (40, 8), (97, 5), (130, 16), (200, 64)])
+def test_block_reflectors_give_the_bands_eigenvectors(lib, dtype, n, b):
+    """The block reflectors applied in the step schedule (``_chase_backtransform``) are the
+    reflectors' product: ``Q2 I`` equals the product formed reflector by reflector, and ``Q2 Z``
+    of the tridiagonal's eigenvectors ``Z`` are the band's eigenvectors (LAPACK xSYT21's
+    residual and orthogonality ratios below 60); the padding rows stay zero."""
+    from scipy.linalg import eigh_tridiagonal
+
+    from blasmp_array.backends import _chase_backtransform as cbt
+
+    rng = np.random.default_rng(n * 7 + b)
+    a = _random_band(n, b, dtype, rng)
+    ab, v, tau = _chase(lib, a, b, 64, 1, 0, keep=True)
+    br = cbt.block_reflectors(np, v, tau, n)
+    eps = np.finfo(dtype).eps
+    ldz = n + 2 * b + 3
+    zc = np.zeros((n, ldz), dtype)
+    zc[:, :n] = np.eye(n, dtype=dtype)
+    cbt.apply_host(br, zc)
+    assert np.all(zc[:, n:] == 0)
+    q = _reflector_product(v, tau, n)
+    assert np.abs(zc[:, :n].T - q).sum(axis=0).max() / (n * eps) < 60
+    d, e = ab[:, 0].astype(np.float64), ab[: n - 1, 1].astype(np.float64)
+    w, z = eigh_tridiagonal(d, e)
+    zc = np.zeros((n, ldz), dtype)
+    zc[:, :n] = z.T.astype(dtype)
+    cbt.apply_host(br, zc)
+    x = zc[:, :n].T.astype(np.float64)
+    a64 = a.astype(np.float64)
+    anorm = np.abs(a64).sum(axis=0).max()
+    assert np.abs(a64 @ x - x * w[None, :]).sum(axis=0).max() / (anorm * n * eps) < 60
+    assert np.abs(np.eye(n) - x.T @ x).sum(axis=0).max() / (n * eps) < 60
+
+
+def test_block_schedule_orders_overlapping_blocks():
+    """Every block of the schedule appears once; two blocks of one step touch disjoint rows;
+    and any two overlapping blocks run in the order of ``Q2 Z`` (groups from the last, tasks
+    ascending within a group)."""
+    from blasmp_array.backends import _chase_backtransform as cbt
+
+    for n, b in ((50, 4), (130, 16), (7, 2), (300, 64)):
+        sweeps = n - 2
+        kmax = gbe.reflector_slots(n, b)
+        groups = -(-sweeps // b)
+        steps = cbt.schedule(n, b, groups, kmax)
+        when = {}
+        for t, (g_lo, k_lo, count) in enumerate(steps):
+            rows = [((g_lo + i + k_lo + i) * b + 1) for i in range(count)]
+            assert all(r2 - r1 >= 2 * b - 1 for r1, r2 in zip(rows, rows[1:], strict=False))
+            for i in range(count):
+                assert (g_lo + i, k_lo + i) not in when
+                when[(g_lo + i, k_lo + i)] = t
+        want = {(g, k) for g in range(groups) for k in range(-(-(n - 1 - g * b) // b))}
+        assert set(when) == want
+        order = sorted(want, key=lambda gk: (-gk[0], gk[1]))  # the order of Q2 Z
+        for i, (g1, k1) in enumerate(order):
+            for g2, k2 in order[i + 1 :]:
+                if abs((g1 + k1) - (g2 + k2)) <= 1:
+                    assert when[(g1, k1)] < when[(g2, k2)]
 
 
 def _bisect(lib, d, e, first, count):

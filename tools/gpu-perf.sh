@@ -68,11 +68,13 @@
 #                with spectral1; the host checks of n=$N would take minutes)
 #   transpose1   A.T.resolve() on 1 rank at n=$NSMALL and $N beside cupy.ascontiguousarray(a.T), every
 #                element checked (the one-process transposing copy, docs/redistribution.md)
+#   eigvec1      tools/profile_eigh.py on 1 rank, eigh by the device two-stage route (chase, stedc, the
+#                back-transformations) at n in $EIGVEC_N (default 4096 8192 $N), beside cupy.linalg.eigh
 #   eigroutes4   tools/profile_eigh.py on 4 ranks (2x2, MPS), eigvalsh at n=$N, block 64: the gathered
 #                route (the root's one-process device two-stage) against the distributed two-stage
 #                (which of the two 'auto' should take above GATHER_N on the GPU; docs/eigh.md)
 #   phases: gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4
-#           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 vectors1 vectors4 qr1 qr4 qrsq qrsmall qrdefault spectral1 spectral4 eigroutes4 transpose1
+#           prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 door1 door4 vectors1 vectors4 qr1 qr4 qrsq qrsmall qrdefault spectral1 spectral4 eigvec1 eigroutes4 transpose1
 #           tracelu1 traceqr1 tracest4 tracechol4 tracelu4 traceqr4
 #           (default: gemm1 trsm1 gemm4 trace4)
 #   N=16384  NSMALL=4096  BLOCK=2048  BLOCK4=2048  REPEAT=5  PERF_TIMEOUT=150 (seconds per bench command)
@@ -91,6 +93,7 @@ out=${OUT:-gpu-perf-out}
 mkdir -p "$out"
 node_run=${NODE_RUN:-tools/node-run.sh}
 n=${N:-16384} nsmall=${NSMALL:-4096} block=${BLOCK:-2048} block4=${BLOCK4:-2048} repeat=${REPEAT:-5}
+EIGVEC_N=${EIGVEC_N:-4096 8192 $n}
 limit=${PERF_TIMEOUT:-150} baselines=${BASELINES:-cupy}
 export BLASMP_SIGNAL_TIMEOUT=${BLASMP_SIGNAL_TIMEOUT:-60}
 face=${FACE:-matmul,matmul_ata,solve_triangular,trsm,trmm,syr2k,symm}
@@ -170,6 +173,11 @@ for p in "${phases[@]}"; do
                --m 1048576 --n 256 --config 0:0 16384:32 0:inv 4096:inv 16384:inv --repeat "$repeat" \
                > "$out/perf-qrtall1.log" 2>&1
              summary+=("qrtall1 (np=1: tools/cholqr_sweep.py --m 1048576 --n 256): rc=$?") ;;
+    eigvec1) for m in $EIGVEC_N; do
+               BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 1 python3 tools/profile_eigh.py \
+                 --n "$m" --block 64 --op eigh --method two-stage --repeat 3 --reference > "$out/perf-eigvec1-$m.log" 2>&1
+               summary+=("eigvec1 (np=1: tools/profile_eigh.py --n $m --op eigh --method two-stage --reference): rc=$?")
+             done ;;
     eigroutes4) for m in gathered two-stage; do
                   BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 4 python3 tools/profile_eigh.py \
                     --n "$n" --block 64 --grid 2x2 --op eigvalsh --method "$m" --repeat 3 > "$out/perf-eigroutes4-$m.log" 2>&1
@@ -230,7 +238,7 @@ for p in "${phases[@]}"; do
                bench spectral4svd 4 svd --n 8192 --grid 2x2 --repeat 3 ;;
     door1) door door1 1 ;;
     door4) door door4 4 --grid 2x2 ;;
-    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 traceqr1 tracest4 tracechol4 tracelu4 traceqr4 door1 door4 vectors1 vectors4 qr1 qr4 qrsq qrsmall qrdefault spectral1 spectral4 eigroutes4 transpose1)" >&2; exit 2 ;;
+    *) echo "gpu-perf.sh: unknown phase $p (gemm1 trsm1 gemm4 trsm4 trace4 face1 faces face4 redist4 chol1 chol4 lu1 lu4 lu1big views4 prof1 puts4 lupanel1 blocks4 qrpanel1 qrtall1 defaults1 defaults4 proflu4 tracelu1 traceqr1 tracest4 tracechol4 tracelu4 traceqr4 door1 door4 vectors1 vectors4 qr1 qr4 qrsq qrsmall qrdefault spectral1 spectral4 eigvec1 eigroutes4 transpose1)" >&2; exit 2 ;;
   esac
 done
 echo "=== GPU performance summary (logs in $out)"

@@ -65,11 +65,12 @@ def main() -> None:
     if args.reference:
         w = (out[0] if isinstance(out, tuple) else out).to_numpy()
         full = a.to_numpy(root=0)
+        v = out[1].to_numpy(root=0) if isinstance(out, tuple) else None
         if grid.rank == 0:
-            _reference(full, w, args.op, args.repeat)
+            _reference(full, w, v, args.op, args.repeat)
 
 
-def _reference(full, w, op, repeat):
+def _reference(full, w, v, op, repeat):
     """The one-process library's call on ``full``, timed (median of ``repeat`` after a
     warm-up), and the error of ``w`` against its eigenvalues."""
     import numpy as np
@@ -94,6 +95,15 @@ def _reference(full, w, op, repeat):
         f"  {name}.linalg.{op}: median {statistics.median(times):.3f} s "
         f"(min {min(times):.3f}, max {max(times):.3f}); |w - w_{name}| = {err:.3g} n eps ||A||_1"
     )
+    if v is not None:  # LAPACK's tester ratios (xDRVST) of our eigenvectors, on the device
+        eps = np.finfo(full.dtype).eps
+        vd, wd = xp.asarray(v), xp.asarray(w)
+        res = float(xp.abs(d @ vd - vd * wd[None, :]).sum(axis=0).max()) / (anorm * n * eps)
+        orth = float(xp.abs(vd.T @ vd - xp.eye(n)).sum(axis=0).max()) / (n * eps)
+        print(
+            f"  eigenvectors: ||AV - VW||_1 / (||A||_1 n eps) = {res:.3g}, "
+            f"||I - V^T V||_1 / (n eps) = {orth:.3g} (testers' threshold 60)"
+        )
 
 
 if __name__ == "__main__":

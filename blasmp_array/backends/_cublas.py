@@ -51,6 +51,8 @@ _PREFIX = {
 #: for a complex ``a`` a complex product (a NaN or an infinity of one part turns the other into
 #: NaN), not a copy; ``sgeam`` changed float32 bits of special values (a transpose of -0.0,
 #: infinities, NaN and subnormals, one H100, ``tests/mpi/test_redistribute.py``), ``dgeam`` did not
+#: ``cudaDataType`` of the real dtypes (CUDA_R_32F, CUDA_R_64F), for cuSOLVER's 64-bit API
+_CUDA_REAL = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
 _GEAM = frozenset((np.dtype(np.float64),))
 #: host scalars ``(1, 0)`` of each dtype of :data:`_GEAM`, kept alive (cuBLAS reads them in the
 #: call)
@@ -162,6 +164,7 @@ class CublasKernels:
         self._workspaces: list[cupy.ndarray] = []
         self._solver_handles: dict[int, int] = {}  # cuSOLVER dense handle per stream
         self._solver_ws: dict[int, cupy.ndarray] = {}  # potrf workspace per stream
+        self._solver_params: int | None = None  # cuSOLVER's 64-bit API parameters (stedc)
 
     def handle(self, stream: cupy.cuda.Stream) -> int:
         """The handle bound to ``stream`` (created on first use, with its own workspace, so that
@@ -186,6 +189,9 @@ class CublasKernels:
             _cusolver().destroy(h)
         self._solver_handles.clear()
         self._solver_ws.clear()
+        if self._solver_params is not None:
+            _cusolver().destroy_params(self._solver_params)
+            self._solver_params = None
 
     @staticmethod
     def _fn(dtype: np.dtype, name: str) -> Any:
@@ -617,6 +623,31 @@ class CublasKernels:
         getattr(sol, name)(*args, work.data.ptr, m, ws.data.ptr, lwork, info.data.ptr)
         if work is not c:
             c[...] = work
+
+    def stedc(self, stream, d, e, z, info) -> np.ndarray:  # type: ignore[no-untyped-def]
+        """Eigenvalues (into ``d``, ascending) and eigenvectors of the real symmetric
+        tridiagonal matrix ``(d, e)`` (``e`` of ``n - 1`` entries; overwritten): cuSOLVER's
+        divide and conquer ``cusolverDnXstedc`` (LAPACK ``xstedc``, ``COMPZ = 'I'``) on
+        ``stream``. ``z`` is a C-ordered ``(n, ldz)`` array, ``ldz >= n``: the column-major
+        ``n x n`` eigenvector matrix with leading dimension ``ldz`` (row ``j`` of ``z`` holds
+        eigenvector ``j``). INFO -> ``info[0]``. Returns the host workspace, to be kept until
+        the stream has finished."""
+        n, ldz = int(d.size), int(z.shape[1])
+        dt = np.dtype(d.dtype)
+        typ = _CUDA_REAL[dt]
+        h, sol = self.solver_handle(stream), _cusolver()
+        if self._solver_params is None:
+            self._solver_params = int(sol.create_params())
+        comp = int(sol.EigComp.I)
+        args = (h, self._solver_params, comp, n, typ, d.data.ptr, e.data.ptr, typ, z.data.ptr)
+        dev_bytes, host_bytes = sol.xstedc_buffer_size(*args, ldz, typ)
+        ws = self._solver_workspace(stream, int(dev_bytes), np.dtype(np.uint8))
+        host = np.empty(max(int(host_bytes), 1), np.uint8)
+        sol.xstedc(
+            *args, ldz, typ, ws.data.ptr, int(dev_bytes), host.ctypes.data, int(host_bytes),
+            info.data.ptr,
+        )  # fmt: skip
+        return host
 
     def solver_handle(self, stream: cupy.cuda.Stream) -> int:
         """The cuSOLVER dense handle bound to ``stream`` (created on first use)."""

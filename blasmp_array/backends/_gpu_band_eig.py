@@ -55,7 +55,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SOURCE", "MAX_BAND", "THREADS", "band_eigvals", "stage_count", "shared_bytes"]
+__all__ = [
+    "SOURCE", "MAX_BAND", "THREADS", "band_eigvals", "chase", "device_band", "stage_count",
+    "shared_bytes",
+]  # fmt: skip
 
 #: the widest band the chase takes (two ``b x (b + 1)`` tiles must not exceed a block's
 #: default 48 KiB of shared memory; the tile is reused for ``E`` and then ``A[R_k, R_k]``)
@@ -145,21 +148,22 @@ __device__ void ph_load_sym(int tid, int nt, const T* ab, long long lda, long lo
     }
 }
 
-// the reflector of the previous task (length b) and its tau, from row s of V
+// the reflector of the previous task (length b) and its tau, from slot `slot` of V (row
+// slot of the slots x b array V, entry slot of tau)
 template <typename T>
-__device__ void ph_load_reflector(int tid, int nt, const T* V, const T* tau, long long s,
+__device__ void ph_load_reflector(int tid, int nt, const T* V, const T* tau, long long slot,
                                   int b, T* v, T* sc)
 {
-    for (int i = tid; i < b; i += nt) v[i] = BLASMP_LOAD(&V[s * b + i]);
-    if (tid == 0) sc[3] = BLASMP_LOAD(&tau[s]);
+    for (int i = tid; i < b; i += nt) v[i] = BLASMP_LOAD(&V[slot * b + i]);
+    if (tid == 0) sc[3] = BLASMP_LOAD(&tau[slot]);
 }
 
 template <typename T>
-__device__ void ph_store_reflector(int tid, int nt, T* V, T* tau, long long s, int b, int m,
+__device__ void ph_store_reflector(int tid, int nt, T* V, T* tau, long long slot, int b, int m,
                                    const T* v, const T* sc)
 {
-    for (int i = tid; i < b; i += nt) V[s * b + i] = i < m ? v[i] : T(0);
-    if (tid == 0) tau[s] = sc[0];
+    for (int i = tid; i < b; i += nt) V[slot * b + i] = i < m ? v[i] : T(0);
+    if (tid == 0) tau[slot] = sc[0];
 }
 
 // part[g * b + i] = sum over j = g, g + G, ... < p of tile[i][j] * x[j]   (i < m)
@@ -292,9 +296,12 @@ __device__ void ph_sym_rank2_store(int tid, int nt, T* ab, long long lda, long l
 #endif
 
 // shared memory: tile[b * (b + 1)] | v[b] | w[b] | vp[b] | part[G * b] | sc[16]
+// the reflector of task (s, k) is stored in slot s * vs + k * vk of (V, tau): vs = 1, vk = 0
+// keeps one slot per sweep (each task reads its predecessor's, then overwrites it);
+// vs = K_0, vk = 1 keeps every reflector (for the eigenvectors' back-transformation)
 template <typename T>
 __device__ void blasmp_chase_task(T* ab, T* V, T* tau, long long n, int b, long long s,
-                                  long long k, T* smem)
+                                  long long k, long long vs, long long vk, T* smem)
 {
     const int nt = BLASMP_NT;
     const long long lda = 2 * (long long)b;
@@ -315,12 +322,12 @@ __device__ void blasmp_chase_task(T* ab, T* V, T* tau, long long n, int b, long 
         BLASMP_PHASE(ph_reflector(tid, tile, ld, m, sc));
         BLASMP_PHASE(ph_vector(tid, nt, tile, ld, m, sc, v));
         BLASMP_PHASE((ph_store_block(tid, nt, ab, lda, r0, s, m, 1, tile, ld),
-                      ph_store_reflector(tid, nt, V, tau, s, b, m, v, sc)));
+                      ph_store_reflector(tid, nt, V, tau, s * vs, b, m, v, sc)));
     } else {
         // E = A[R_k, R_{k-1}] (m x b) := E H_{k-1}
         long long c0 = r0 - b;
         BLASMP_PHASE((ph_load_block(tid, nt, ab, lda, r0, c0, m, b, tile, ld),
-                      ph_load_reflector(tid, nt, V, tau, s, b, vp, sc)));
+                      ph_load_reflector(tid, nt, V, tau, s * vs + (k - 1) * vk, b, vp, sc)));
         BLASMP_PHASE(ph_rows_dot(tid, nt, tile, ld, m, b, vp, part, b, G));
         BLASMP_PHASE(ph_sum_parts(tid, nt, part, b, G, 0, m, sc, 3, w));  // w = tau' E v'
         BLASMP_PHASE(ph_rank1(tid, nt, tile, ld, m, 0, b, w, vp));
@@ -332,7 +339,7 @@ __device__ void blasmp_chase_task(T* ab, T* V, T* tau, long long n, int b, long 
         BLASMP_PHASE(ph_sum_parts(tid, nt, part, b, G, 1, b, sc, 0, w));  // w = tau v^T E
         BLASMP_PHASE(ph_rank1(tid, nt, tile, ld, m, 1, b, v, w));
         BLASMP_PHASE((ph_store_block(tid, nt, ab, lda, r0, c0, m, b, tile, ld),
-                      ph_store_reflector(tid, nt, V, tau, s, b, m, v, sc)));
+                      ph_store_reflector(tid, nt, V, tau, s * vs + k * vk, b, m, v, sc)));
     }
     // A[R_k, R_k] := H_k A[R_k, R_k] H_k  (LAPACK xsytd2: w = tau A v, w -= tau/2 (w.v) v,
     // A -= v w^T + w v^T)
@@ -356,7 +363,7 @@ __device__ __forceinline__ long long blasmp_sweep_tasks(long long n, int b, long
 // every stage of the chase in one cooperative launch (module docstring)
 template <typename T>
 __global__ void blasmp_band_chase(T* ab, T* V, T* tau, long long n, int b, long long sweeps,
-                                  long long stages)
+                                  long long stages, long long vs, long long vk)
 {
     extern __shared__ unsigned char blasmp_raw[];
     T* smem = reinterpret_cast<T*>(blasmp_raw);
@@ -368,7 +375,7 @@ __global__ void blasmp_band_chase(T* ab, T* V, T* tau, long long n, int b, long 
             if (s < 0) break;
             long long k = t - BLASMP_LAG * s;
             if (k >= blasmp_sweep_tasks(n, b, s)) break;  // and for every smaller s
-            blasmp_chase_task<T>(ab, V, tau, n, b, s, k, smem);
+            blasmp_chase_task<T>(ab, V, tau, n, b, s, k, vs, vk, smem);
         }
         grid.sync();
     }
@@ -524,19 +531,8 @@ def band_eigvals(
     stream = cupy.cuda.get_current_stream()
     t0 = time.perf_counter()
     if bw >= 2:
-        ab = cupy.zeros((n, 2 * bw), dtype)
-        ab[:, : bw + 1] = cupy.asarray(np.ascontiguousarray(band[: bw + 1].T) * dtype.type(scale))
-        v = cupy.zeros((n, bw), dtype)
-        tau = cupy.zeros(n, dtype)
-        sweeps, stages = n - 2, stage_count(n, bw)
-        per_stage = -(-stage_tasks(n, bw, 0) // LAG) + 1  # the most tasks at one stage
-        sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-        blocks = max(1, min(per_stage, sms))
-        kern[_CHASE[dtype]](
-            (blocks,), (THREADS,),
-            (ab, v, tau, np.int64(n), np.int32(bw), np.int64(sweeps), np.int64(stages)),
-            shared_mem=shared_bytes(bw, dtype.itemsize),
-        )  # fmt: skip
+        ab = device_band(band, bw, scale)
+        chase(ab, bw, keep=False)
         d = ab[:, 0].astype(np.float64)
         e = ab[: n - 1, 1].astype(np.float64)
     else:
@@ -570,6 +566,52 @@ def band_eigvals(
     stream.synchronize()
     LAST_TIMES.update({"chase": t1 - t0, "bisection": time.perf_counter() - t1})
     return out
+
+
+def device_band(band: np.ndarray, bw: int, scale: float) -> Any:
+    """The chase's working band on the device: ``scale`` times the host band's ``bw + 1``
+    diagonals in the kernels' storage (a C-ordered ``(n, 2 bw)`` array, zeros beyond)."""
+    import cupy
+
+    dtype, n = np.dtype(band.dtype), band.shape[1]
+    ab = cupy.zeros((n, 2 * bw), dtype)
+    ab[:, : bw + 1] = cupy.asarray(np.ascontiguousarray(band[: bw + 1].T) * dtype.type(scale))
+    return ab
+
+
+def reflector_slots(n: int, bw: int) -> int:
+    """``K_0 = ceil((n - 1) / bw)``: the slots per sweep when the chase keeps every reflector."""
+    return int(stage_tasks(n, bw, 0))
+
+
+def chase(ab: Any, bw: int, keep: bool) -> tuple[Any, Any]:
+    """Run the chase on the device band ``ab`` (:func:`device_band`; overwritten by the
+    tridiagonal matrix in its first two columns) on the current stream. Returns the reflectors
+    ``(V, tau)``: with ``keep``, every one, ``V`` of shape ``(n - 2, K_0, bw)`` and ``tau`` of
+    ``(n - 2, K_0)`` (``V[s, k]``: task ``k`` of sweep ``s``, acting on rows
+    ``s + 1 + k bw ..``, its first entry 1; zeros where sweep ``s`` has fewer tasks);
+    otherwise one slot per sweep, overwritten."""
+    import cupy
+
+    n, dtype = ab.shape[0], np.dtype(ab.dtype)
+    kmax = reflector_slots(n, bw)
+    sweeps, stages = n - 2, stage_count(n, bw)
+    slots = sweeps * kmax if keep else n
+    v = cupy.zeros((slots, bw), dtype)
+    tau = cupy.zeros(slots, dtype)
+    per_stage = -(-stage_tasks(n, bw, 0) // LAG) + 1  # the most tasks at one stage
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    blocks = max(1, min(per_stage, sms))
+    vs, vk = (kmax, 1) if keep else (1, 0)
+    _kernels()[_CHASE[dtype]](
+        (blocks,), (THREADS,),
+        (ab, v, tau, np.int64(n), np.int32(bw), np.int64(sweeps), np.int64(stages),
+         np.int64(vs), np.int64(vk)),
+        shared_mem=shared_bytes(bw, dtype.itemsize),
+    )  # fmt: skip
+    if keep:
+        return v.reshape(sweeps, kmax, bw), tau.reshape(sweeps, kmax)
+    return v, tau
 
 
 def _subset_size(n: int, by_index: tuple[int, int] | None) -> int:

@@ -635,6 +635,19 @@ class Backend(abc.ABC):
             return out[0], out[1]
         return out, None
 
+    def eig_banded_local(
+        self,
+        band: np.ndarray,
+        vectors: bool,
+        subset_by_index: tuple[int, int] | None = None,
+        subset_by_value: tuple[float, float] | None = None,
+    ) -> tuple[np.ndarray, Any]:
+        """:meth:`eig_banded` with the eigenvectors as a local (backend) array: on a device
+        they stay there where the band is solved there. Here the host's call, its ``Z`` moved
+        to the backend's array module."""
+        w, z = self.eig_banded(band, vectors, subset_by_index, subset_by_value)
+        return w, (None if z is None else self.asarray(z))
+
     def free_all(self) -> None:  # noqa: B027 (optional hook, no-op by default)
         """Release backend resources at exit (collective)."""
 

@@ -55,7 +55,7 @@ import numpy as np
 
 from .. import _abort
 from .._local_views import as_local_view
-from . import _blas_threads, _gpu_band_eig, _gpu_orhr
+from . import _blas_threads, _gpu_band_eig, _gpu_band_eigh, _gpu_orhr
 from ._cublas import CublasKernels
 from ._cuda_env import warn_if_lazy
 from ._gpu_random import load_kernels as load_random_kernels
@@ -1032,22 +1032,36 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
     cholqr_gemms = True
 
     def band_eig_width(self, dtype, vectors):  # type: ignore[override]
-        # eigenvalues of a real band: the chase and bisection kernels (_gpu_band_eig)
-        if vectors or np.dtype(dtype).kind != "f":
+        # a real band: the chase kernel (_gpu_band_eig), then bisection (eigenvalues) or
+        # cuSOLVER's divide and conquer and the chase's back-transformation (_gpu_band_eigh)
+        if np.dtype(dtype).kind != "f":
             return None
         return _gpu_band_eig.MAX_BAND
 
     def eig_banded(self, band, vectors, subset_by_index=None, subset_by_value=None):  # type: ignore[override]
+        if not vectors:
+            width = self.band_eig_width(band.dtype, vectors)
+            if width is None or band.shape[0] - 1 > width:
+                return super().eig_banded(band, vectors, subset_by_index, subset_by_value)
+            self.synchronize()
+            _gpu_band_eigh.LAST_TIMES.clear()
+            with self.compute.cupy:
+                w = _gpu_band_eig.band_eigvals(band, subset_by_index, subset_by_value)
+            return w, None
+        w, z = self.eig_banded_local(band, vectors, subset_by_index, subset_by_value)
+        return w, cupy.asnumpy(z)
+
+    def eig_banded_local(self, band, vectors, subset_by_index=None, subset_by_value=None):  # type: ignore[override]
         width = self.band_eig_width(band.dtype, vectors)
-        if width is None or band.shape[0] - 1 > width:
-            return super().eig_banded(band, vectors, subset_by_index, subset_by_value)
+        if not vectors or width is None or band.shape[0] - 1 > width:
+            return super().eig_banded_local(band, vectors, subset_by_index, subset_by_value)
         self.synchronize()
+        _gpu_band_eig.LAST_TIMES.clear()
         with self.compute.cupy:
-            w = _gpu_band_eig.band_eigvals(band, subset_by_index, subset_by_value)
-        return w, None
+            return _gpu_band_eigh.band_eigh(self._blas, band, subset_by_index, subset_by_value)
 
     def band_solve_times(self):  # type: ignore[override]
-        return dict(_gpu_band_eig.LAST_TIMES)
+        return {**_gpu_band_eig.LAST_TIMES, **_gpu_band_eigh.LAST_TIMES}
 
     def gesdd(self, a, full_matrices, compute_uv, driver="gesdd"):  # type: ignore[override]
         # cuSOLVER's gesvd through CuPy (cuSOLVER has no divide and conquer for the SVD):

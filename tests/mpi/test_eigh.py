@@ -148,6 +148,62 @@ def test_eigh_two_stage(grid, two_stage_everywhere, dtype, kind, lower, n, nb):
     assert np.array_equal(gathered(A), given, equal_nan=True), "input modified"
 
 
+def _device_band_width(be, monkeypatch, dtype) -> int:
+    """The bandwidth the backend solves on its device (the GPU's chase kernels); on the CPU a
+    stand-in width over SciPy's band solver, so that the device routes' logic runs there."""
+    if be.band_eig_width(dtype, False) is None:
+        monkeypatch.setattr(
+            type(be), "band_eig_width",
+            lambda self, dt, vectors: None if np.dtype(dt).kind != "f" else 8,
+        )  # fmt: skip
+    assert be.band_eig_width(np.complex128, False) is None
+    assert be.band_eig_width(dtype, True) == be.band_eig_width(dtype, False)
+    return int(be.band_eig_width(dtype, False))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("kind", ["random", "graded", "cluster", "equal", "rankdef"])
+def test_eigh_band_solved_on_the_device(grid, monkeypatch, dtype, kind):
+    """Eigenvectors where the backend solves the band on the device (the GPU: the chase keeping
+    its reflectors, cuSOLVER's tridiagonal divide and conquer, the chase's and stage 1's
+    back-transformations as GEMMs): one process by default from ``DEVICE_BAND_N_VECTORS``,
+    either triangle, the input unchanged, subsets by index and by value; on several processes
+    the distributed two-stage route and the gathered route's root."""
+    width = _device_band_width(grid.backend, monkeypatch, dtype)
+    monkeypatch.setattr(eigh_mod, "DEVICE_BAND_N_VECTORS", 1)
+    nb = 2 * width + 3
+    n = 3 * nb + 11
+    a = hermitian(kind, n, dtype, seed=n + 1)
+    for lower in (True, False):
+        given = poison(a, "upper" if lower else "lower")
+        A = bm.from_numpy(given, block=(nb, nb), grid=grid)
+        if grid.size == 1:  # the default route
+            w, V = np.linalg.eigh(A, UPLO="L" if lower else "U")
+        else:
+            w, V = bm.linalg.eigh(A, lower=lower, method="two-stage")
+        assert "band solve" in eigh_mod.LAST_PROFILE, "not the two-stage route"
+        assert V.dtype == dtype and V.shape == (n, n)
+        if grid.size == 1:  # (the distributed route works in the device's band as its block)
+            assert tuple(V.block) == (nb, nb)
+        assert_eig(a, gathered(w), gathered(V), f"eigh {kind}, lower={lower}")
+        assert np.array_equal(gathered(A), given, equal_nan=True), "input modified"
+    ws, Vs = bm.linalg.eigh(A, lower=False, subset_by_index=(4, 17), method="two-stage")
+    assert Vs.shape == (n, 14)
+    assert_eig(a, gathered(ws), gathered(Vs), "eigh by index", ref_offset=4)
+    ref = np.linalg.eigvalsh(a.astype(np.float64))
+    widest = np.argsort(np.diff(ref))[::-1]  # the interval's ends in the widest gaps
+    i, j = sorted(int(g) for g in widest[:2])
+    vl, vu = (ref[i] + ref[i + 1]) / 2, (ref[j] + ref[j + 1]) / 2
+    wv, Vv = bm.linalg.eigh(A, lower=False, subset_by_value=(vl, vu), method="two-stage")
+    assert Vv.shape == (n, j - i)
+    assert_eig(a, gathered(wv), gathered(Vv), "eigh by value", ref_offset=i + 1)
+    if grid.size > 1:  # gathered: the root runs the one-process route on its device
+        wg, Vg = bm.linalg.eigh(A, lower=False, method="gathered")
+        on_root = grid.comm.bcast("band solve" in eigh_mod.LAST_PROFILE, root=0)
+        assert on_root, "the root did not solve a band"
+        assert_eig(a, gathered(wg), gathered(Vg), "eigh gathered")
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("kind", ["random", "graded", "equal"])
 def test_eigvalsh_band_solved_on_the_device(grid, monkeypatch, dtype, kind):
@@ -155,15 +211,7 @@ def test_eigvalsh_band_solved_on_the_device(grid, monkeypatch, dtype, kind):
     bisection kernels; on the CPU a stand-in width over SciPy's band solver): one process runs
     the two-stage route by default from ``DEVICE_BAND_N``, a block wider than the device's band
     is redistributed to it, subsets come from the same band solve."""
-    be = grid.backend
-    if be.band_eig_width(dtype, False) is None:
-        monkeypatch.setattr(
-            type(be), "band_eig_width",
-            lambda self, dt, vectors: None if vectors or np.dtype(dt).kind != "f" else 8,
-        )  # fmt: skip
-    width = be.band_eig_width(dtype, False)
-    assert be.band_eig_width(dtype, True) is None
-    assert be.band_eig_width(np.complex128, False) is None
+    width = _device_band_width(grid.backend, monkeypatch, dtype)
     monkeypatch.setattr(eigh_mod, "DEVICE_BAND_N", 1)
     nb = 2 * width + 3  # wider than the device's band: redistributed
     n = 3 * nb + 11

@@ -71,7 +71,10 @@ from ..engine.indexing import window
 from ..engine.redistribute import redistribute
 from . import _householder as hh
 
-__all__ = ["Reduction", "reduce_to_band", "reduce_local", "back_transform"]
+__all__ = [
+    "Reduction", "reduce_to_band", "reduce_local", "reduce_local_array", "back_transform",
+    "back_transform_local",
+]  # fmt: skip
 
 
 @dataclass
@@ -181,11 +184,13 @@ def reduce_local(w: BlockCyclicArray) -> Reduction:
     return Reduction(band, [], {"stage 1": t1 - t0, "band gather": t2 - t1})
 
 
-def reduce_local_array(be: Any, a: Any, nb: int) -> None:
+def reduce_local_array(be: Any, a: Any, nb: int, keep: bool = False) -> list[tuple[int, Any, Any]]:
     """The local steps of :func:`reduce_local` on the backend's ``n x n`` array ``a`` (C-ordered,
     real, the symmetric matrix in its lower triangle; overwritten by the band and zeros below
     it): no communication, so one process may run it alone (the gathered route's root).
-    Returns when the device has finished."""
+    ``keep``: returns each step's ``(row0, V, T)`` (local arrays, ``Q_k = I - V T V^T`` on rows
+    ``>= row0``) for :func:`back_transform_local`; else an empty list. Returns when the
+    device has finished."""
     n = a.shape[0]
     xp, st = be.xp, be.compute
     dt = a.dtype
@@ -193,6 +198,7 @@ def reduce_local_array(be: Any, a: Any, nb: int) -> None:
     flat = {k: xp.empty(top * nb, dt) for k in ("p", "v", "x", "x2", "y")}
     small = {k: xp.empty(nb * nb, dt) for k in ("g", "t", "z", "s")}
     tau, info = xp.empty(nb, dt), xp.zeros(1, np.int32)
+    kept: list[tuple[int, Any, Any]] = []
     for k0 in range(0, top, nb):
         row0 = k0 + nb
         m = n - row0
@@ -215,6 +221,35 @@ def reduce_local_array(be: Any, a: Any, nb: int) -> None:
         be.gemm(1, t, z, 0, sm, "T", "N", st)  # T^T V^T C V T
         be.gemm(-0.5, v, sm, 1, y, "N", "N", st)  # Y
         be.syr2k(-1, v, y, 1, c, "L", "N", st)  # C -= V Y^T + Y V^T
+        if keep:
+            be.launch(st, _keep_step, kept, row0, v, t)
+    be.synchronize()
+    return kept
+
+
+def _keep_step(kept: list[tuple[int, Any, Any]], row0: int, v: Any, t: Any) -> None:
+    kept.append((row0, v.copy(), t.copy()))
+
+
+def back_transform_local(be: Any, steps: list[tuple[int, Any, Any]], z: Any) -> None:
+    """``z := Q z`` in place for the local ``n x k`` array ``z`` (its transpose C-ordered, or
+    ``z`` itself) and the steps :func:`reduce_local_array` kept: per step from the last,
+    ``Z[row0:] -= V (T (V^T Z[row0:]))`` as three local GEMMs on ``z^T``. Returns when the
+    device has finished."""
+    if not steps or z.shape[1] == 0:
+        return
+    xp, st = be.xp, be.compute
+    zt = z.T
+    k = zt.shape[0]
+    width = max(int(v.shape[1]) for _, v, _ in steps)
+    xs, ys = xp.empty((k, width), z.dtype), xp.empty((k, width), z.dtype)
+    for row0, v, t in reversed(steps):
+        e = int(v.shape[1])
+        zs = zt[:, row0:]
+        x, y = xs[:, :e], ys[:, :e]
+        be.gemm(1, zs, v, 0, x, "N", "N", st)  # Z^T V
+        be.gemm(1, x, t, 0, y, "N", "T", st)  # Z^T V T^T
+        be.gemm(-1, y, v, 1, zs, "N", "T", st)  # Z^T -= Z^T V T^T V^T
     be.synchronize()
 
 

@@ -85,6 +85,10 @@ GATHER_N_VECTORS: int | None = None
 #: ``syevd`` on one H100 (docs/eigh.md: even at 8192, 2.2x faster at 16384, 2.5x slower at 4096)
 DEVICE_BAND_N: int | None = 8192
 
+#: the same for eigenvalues with eigenvectors (the chase's reflectors kept, cuSOLVER's
+#: tridiagonal divide and conquer and the chase's back-transformation on the device)
+DEVICE_BAND_N_VECTORS: int | None = 8192
+
 _DRIVERS = ("ev", "evd", "evr", "evx", "gv", "gvd", "gvx")
 
 
@@ -345,7 +349,7 @@ def _solve(
         w0 = from_host(np.zeros(0, real), nb, grid)
         return w0, (zeros((0, 0), x.dtype, block=(nb, nb), grid=grid) if vectors else None)
     if grid.size == 1 and _LOCAL_ON_ONE_PROCESS:
-        by_default = method == "auto" and not vectors and _band_on_device(x.backend, x.dtype, n)
+        by_default = method == "auto" and _band_on_device(x.backend, x.dtype, n, vectors)
         if method == "two-stage" or by_default:
             return _two_stage(x, x is a, lower, vectors, idx, val)
         return _local(x, x._data, lower, vectors, idx, val, "local")
@@ -376,8 +380,8 @@ def _gathered(
 
     def solve() -> tuple[np.ndarray, Any]:
         assert full is not None  # process 0 holds the gathered matrix
-        if not vectors and _band_on_device(be, full.dtype, full.shape[0]):
-            return _local_two_stage_values(be, full, lower, idx, val), None
+        if _band_on_device(be, full.dtype, full.shape[0], vectors):
+            return _local_two_stage(be, full, lower, vectors, idx, val)
         wl, vl = be.eigh_local(full, lower, vectors, idx, val)
         return be.asnumpy(wl), vl
 
@@ -423,35 +427,71 @@ def _local(
     return wv, out
 
 
-def _band_on_device(be: Any, dtype: Any, n: int) -> bool:
-    """Whether one process's eigenvalues of order ``n`` come from the two-stage method with
-    the band solved on the device (from :data:`DEVICE_BAND_N`, where the backend can)."""
-    by_size = DEVICE_BAND_N is not None and n >= DEVICE_BAND_N
-    return by_size and be.band_eig_width(dtype, False) is not None
+def _band_on_device(be: Any, dtype: Any, n: int, vectors: bool) -> bool:
+    """Whether one process's eigenvalues (with ``vectors``, and eigenvectors) of order ``n``
+    come from the two-stage method with the band solved on the device (from
+    :data:`DEVICE_BAND_N` or :data:`DEVICE_BAND_N_VECTORS`, where the backend can)."""
+    limit = DEVICE_BAND_N_VECTORS if vectors else DEVICE_BAND_N
+    by_size = limit is not None and n >= limit
+    return by_size and be.band_eig_width(dtype, vectors) is not None
 
 
-def _local_two_stage_values(
+def _local_two_stage(
     be: Any,
     full: Any,
     lower: bool,
+    vectors: bool,
     idx: tuple[int, int] | None,
     val: tuple[float, float] | None,
-) -> np.ndarray:
-    """The eigenvalues of the real symmetric matrix ``full`` (its ``lower`` triangle; a backend
+) -> tuple[np.ndarray, Any]:
+    """The eigenvalues (a host array) and, with ``vectors``, eigenvectors (a C-ordered local
+    ``n x k`` array) of the real symmetric matrix ``full`` (its ``lower`` triangle; a backend
     array, overwritten) by the one-process two-stage method on this process's device, without
-    communication (the gathered route's root): stage 1 in place, its band's diagonals, the
-    band solve."""
-    width = be.band_eig_width(full.dtype, False)
+    communication (one process, or the gathered route's root): stage 1 in place (keeping its
+    reflectors for the eigenvectors), its band's diagonals, the band solve on the device, then
+    stage 1's back-transformation."""
+    width = be.band_eig_width(full.dtype, vectors)
     a = be.xp.ascontiguousarray(full if lower else full.T)
     t0 = time.perf_counter()
-    br.reduce_local_array(be, a, width)
+    steps = br.reduce_local_array(be, a, width, keep=vectors)
     t1 = time.perf_counter()
     band = br.local_band(be, a, width)
+    del a
     t2 = time.perf_counter()
-    w, _ = be.eig_banded(band, False, idx, val)
-    LAST_PROFILE.update({"stage 1": t1 - t0, "band gather": t2 - t1})
-    LAST_PROFILE["band solve"] = time.perf_counter() - t2
-    return np.asarray(be.asnumpy(w))
+    w, z = be.eig_banded_local(band, vectors, idx, val)
+    t3 = time.perf_counter()
+    LAST_PROFILE.update({"stage 1": t1 - t0, "band gather": t2 - t1, "band solve": t3 - t2})
+    LAST_PROFILE.update({f"  {k}": s for k, s in be.band_solve_times().items()})
+    if not vectors:
+        return np.asarray(be.asnumpy(w)), None
+    br.back_transform_local(be, steps, z)
+    out = be.xp.empty(z.shape, z.dtype)
+    be.launch(be.compute, be.copy_local, out, z)
+    be.synchronize()
+    LAST_PROFILE["back-transform"] = time.perf_counter() - t3
+    return np.asarray(w), out
+
+
+def _one_process_on_device(
+    x: BlockCyclicArray,
+    shared: bool,
+    lower: bool,
+    vectors: bool,
+    idx: tuple[int, int] | None,
+    val: tuple[float, float] | None,
+) -> tuple[BlockCyclicArray, BlockCyclicArray | None]:
+    """:func:`_local_two_stage` on the one process of a ``1 x 1`` grid holding all of ``x``
+    (the caller's array where ``shared``: copied before it is overwritten)."""
+    n, nb = x.shape[0], int(x.block[0])
+    grid, be = x.grid, x.backend
+    real = np.dtype(x.dtype).type(0).real.dtype
+    full = x._data.copy() if shared and lower else x._data
+    evals, v = _local_two_stage(be, full, lower, vectors, idx, val)
+    wv = from_host(np.asarray(evals, real), nb, grid, real)
+    if not vectors:
+        return wv, None
+    lay = BlockCyclicLayout((n, int(v.shape[1])), (nb, nb), grid.shape)
+    return wv, distribute(v, lay, grid, x.dtype)
 
 
 def _two_stage(
@@ -466,6 +506,8 @@ def _two_stage(
     array (copied before it is overwritten)."""
     grid, be = x.grid, x.backend
     width = be.band_eig_width(x.dtype, vectors)
+    if grid.size == 1 and width is not None:
+        return _one_process_on_device(x, shared, lower, vectors, idx, val)
     if width is not None and int(x.block[0]) > width:  # the band the device chase takes
         x, shared = redistribute(x, block=width), False
     n, nb = x.shape[0], int(x.block[0])
