@@ -231,6 +231,33 @@ def _keep_step(kept: list[tuple[int, Any, Any]], row0: int, v: Any, t: Any) -> N
     kept.append((row0, v.copy(), t.copy()))
 
 
+#: consecutive steps of stage 1 whose block reflectors :func:`back_transform_local` applies as
+#: one (``MERGE_STEPS * nb`` wide: wider GEMMs than the band's ``nb``)
+MERGE_STEPS = 4
+
+
+def _merge_steps(
+    xp: Any, steps: list[tuple[int, Any, Any]], out: list[tuple[int, Any, Any]]
+) -> None:
+    """One block reflector ``I - V T V^T`` for the product ``Q_a Q_b ...`` of consecutive
+    steps (LAPACK's forward compact WY: ``V = [V_a, V_b]`` with ``V_b`` from its own first row,
+    ``T = [[T_a, -T_a V_a^T V_b T_b], [0, T_b]]``), appended to ``out``."""
+    row0 = steps[0][0]
+    m = int(steps[0][1].shape[0])
+    widths = [int(v.shape[1]) for _, v, _ in steps]
+    total = sum(widths)
+    v = xp.zeros((m, total), steps[0][1].dtype)
+    t = xp.zeros((total, total), steps[0][1].dtype)
+    c = 0
+    for (r, vk, tk), e in zip(steps, widths, strict=True):
+        v[r - row0 :, c : c + e] = vk
+        t[c : c + e, c : c + e] = tk
+        if c:
+            t[:c, c : c + e] = -t[:c, :c] @ ((v[:, :c].T @ v[:, c : c + e]) @ tk)
+        c += e
+    out.append((row0, v, t))
+
+
 def back_transform_local(be: Any, steps: list[tuple[int, Any, Any]], z: Any) -> None:
     """``z := Q z`` in place for the local ``n x k`` array ``z`` (its transpose C-ordered, or
     ``z`` itself) and the steps :func:`reduce_local_array` kept: per step from the last,
@@ -239,6 +266,10 @@ def back_transform_local(be: Any, steps: list[tuple[int, Any, Any]], z: Any) -> 
     if not steps or z.shape[1] == 0:
         return
     xp, st = be.xp, be.compute
+    merged: list[tuple[int, Any, Any]] = []
+    for i in range(0, len(steps), MERGE_STEPS):
+        be.launch(st, _merge_steps, xp, steps[i : i + MERGE_STEPS], merged)
+    steps = merged
     zt = z.T
     k = zt.shape[0]
     width = max(int(v.shape[1]) for _, v, _ in steps)
