@@ -638,7 +638,9 @@ class CublasKernels:
         h, sol = self.solver_handle(stream), _cusolver()
         if self._solver_params is None:
             self._solver_params = int(sol.create_params())
-        comp = int(sol.EigComp.I)
+        from nvmath.bindings import cusolver  # (the enums common to cuSOLVER's APIs)
+
+        comp = int(cusolver.EigComp.I)
         args = (h, self._solver_params, comp, n, typ, d.data.ptr, e.data.ptr, typ, z.data.ptr)
         dev_bytes, host_bytes = sol.xstedc_buffer_size(*args, ldz, typ)
         ws = self._solver_workspace(stream, int(dev_bytes), np.dtype(np.uint8))

@@ -1,5 +1,6 @@
 """The eigenvalues of a real symmetric band matrix on the GPU: stages 2 and 3 of the two-stage
-eigensolver (``ops/lapack/eigh.py``) without eigenvectors, in two CUDA kernels.
+eigensolver (``ops/lapack/eigh.py``) without eigenvectors, in two CUDA kernels. The chase also
+serves the eigenvectors' route (``_gpu_band_eigh``), keeping every reflector there.
 
 Stage 2, band -> tridiagonal by bulge chasing
 ---------------------------------------------
@@ -25,7 +26,8 @@ cooperative launch, a thread block per task (looping when a stage has more tasks
 ``grid.sync()``
 between stages (it orders the stages' global writes; loads go through ``__ldcg``, past the
 SM's L1). The reflector of task ``(s, k)`` passes to ``(s, k + 1)`` through row ``s`` of a
-``n x b`` global array.
+``n x b`` global array, or, where every reflector is kept (:func:`chase` with ``keep``),
+through its own slot ``s K_0 + k`` of a ``(n - 2) K_0 x b`` one.
 
 Inside a task the block works on ``E`` and then the symmetric ``A[R_k, R_k]``, each copied to
 shared memory (``b x (b + 1)``, padded against bank conflicts), in *phases*: device functions

@@ -7,10 +7,15 @@ routes -> the distributed operators and the backend's LAPACK:
 * one process (a ``1 x 1`` grid): one LAPACK ``xsyevd``/``xheevd`` (``xsyevr``/``xheevr`` for a
   subset) on the local matrix through :meth:`Backend.eigh_local` (cuSOLVER ``syevd`` through
   CuPy on the GPU, a subset sliced from the full result); eigenvalues of a real matrix of order
-  ``n >= DEVICE_BAND_N`` on a backend that solves the band on the device (the GPU:
-  :meth:`Backend.band_eig_width`) by the two-stage method below instead, stage 1 on the local
-  matrix (:func:`ops.lapack._band_reduction.reduce_local`) and stages 2-3 in the device's
-  chase and bisection kernels (``backends/_gpu_band_eig.py``);
+  ``n >= DEVICE_BAND_N`` (with eigenvectors ``n >= DEVICE_BAND_N_VECTORS``) on a backend that
+  solves the band on the device (the GPU: :meth:`Backend.band_eig_width`) by the two-stage
+  method below instead, stage 1 on the local matrix
+  (:func:`ops.lapack._band_reduction.reduce_local_array`, keeping its reflectors for the
+  eigenvectors) and stages 2-3 on the device: the chase and bisection kernels
+  (``backends/_gpu_band_eig.py``), or with eigenvectors the chase keeping its reflectors,
+  cuSOLVER's tridiagonal divide and conquer and the chase's back-transformation as batched
+  GEMMs (``backends/_gpu_band_eigh.py``), then stage 1's as GEMMs
+  (:func:`ops.lapack._band_reduction.back_transform_local`);
 * a grid of several processes: the two-stage method (SLATE ``heev``, LAPACK ``xsyevd_2stage``):
 
   1. *stage 1* (:mod:`ops.lapack._band_reduction`): the distributed reduction to Hermitian band form
