@@ -363,3 +363,88 @@ def test_stage_count_and_shared_memory():
         assert gbe.stage_count(n, b) == last
     assert gbe.stage_count(2, 2) == 0
     assert gbe.shared_bytes(gbe.MAX_BAND, 8) <= 48 * 1024
+
+
+def _cupy():
+    """CuPy with a GPU, else the test is skipped (these run on the GPU node)."""
+    cupy = pytest.importorskip("cupy")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no GPU")
+    except Exception:  # noqa: BLE001 - CuPy without a driver
+        pytest.skip("no GPU")
+    return cupy
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n,b", [(97, 5), (200, 64), (700, 64)])
+def test_chase_back_transform_on_the_device(lib, dtype, n, b):
+    """On the GPU: the chase kernel's kept reflectors reduce the band (``Q2^T B Q2 = T`` within
+    LAPACK's tester bound); the block reflectors formed by CuPy and applied by the
+    strided-batched GEMMs (``_gpu_band_eigh.apply_device``) give the host form's ``Q2 Z``
+    within ``60 n eps ||Z||_1``, and leave the padding rows zero."""
+    cupy = _cupy()
+    from blasmp_array.backends import _chase_backtransform as cbt
+    from blasmp_array.backends import _gpu_band_eigh as gbh
+    from blasmp_array.backends._cublas import CublasKernels
+
+    rng = np.random.default_rng(n + b)
+    a = _random_band(n, b, dtype, rng)
+    eps = np.finfo(dtype).eps
+    a64 = a.astype(np.float64)
+    anorm = np.abs(a64).sum(axis=0).max()
+    band = np.zeros((b + 1, n), dtype)
+    for d in range(b + 1):
+        band[d, : n - d] = np.diagonal(a, -d)
+    ab = gbe.device_band(band, b, 1.0)
+    v, tau = gbe.chase(ab, b, keep=True)
+    vh, th, abh = cupy.asnumpy(v), cupy.asnumpy(tau), cupy.asnumpy(ab)
+    q = _reflector_product(vh, th, n)
+    assert np.abs(a64 - q @ _tridiagonal(abh) @ q.T).sum(axis=0).max() / (anorm * n * eps) < 60
+    host = cbt.block_reflectors(np, vh, th, n)
+    dev = cbt.block_reflectors(cupy, v, tau, n)
+    zc = np.zeros((n // 2 + 1, n + 2 * b), dtype)
+    zc[:, :n] = rng.standard_normal((n // 2 + 1, n))
+    want = zc.copy()
+    cbt.apply_host(host, want)
+    kern = CublasKernels()
+    stream = cupy.cuda.get_current_stream()
+    got = cupy.asarray(zc)
+    gbh.apply_device(dev, got, kern.handle(stream))
+    got = cupy.asnumpy(got)
+    kern.destroy()
+    assert np.all(got[:, n:] == 0)
+    znorm = np.abs(zc).sum(axis=1).max()
+    assert np.abs(got - want).sum(axis=1).max() / (n * eps * znorm) < 60
+
+
+def test_stedc_on_the_device():
+    """cuSOLVER's ``Xstedc`` where the loaded cuSOLVER has it (else skipped): LAPACK's
+    eigenvalues within ``60 n eps ||T||_1``, orthogonal eigenvectors with a small residual."""
+    cupy = _cupy()
+    from scipy.linalg import eigvalsh_tridiagonal
+
+    from blasmp_array.backends._cublas import CublasKernels
+
+    kern = CublasKernels()
+    stream = cupy.cuda.get_current_stream()
+    if not kern.has_stedc(stream):
+        kern.destroy()
+        pytest.skip("the loaded cuSOLVER has no cusolverDnXstedc")
+    n = 300
+    rng = np.random.default_rng(3)
+    d0, e0 = rng.standard_normal(n), rng.standard_normal(n - 1)
+    d, e = cupy.asarray(d0), cupy.asarray(e0)
+    z = cupy.zeros((n, n + 5))
+    info = cupy.zeros(1, np.int32)
+    kern.stedc(stream, d, e, z, info)
+    stream.synchronize()
+    kern.destroy()
+    assert int(info[0]) == 0
+    w, x = cupy.asnumpy(d), cupy.asnumpy(z)[:, :n].T
+    t = np.diag(d0) + np.diag(e0, -1) + np.diag(e0, 1)
+    eps = np.finfo(np.float64).eps
+    tn = np.abs(t).sum(axis=0).max()
+    assert np.abs(w - eigvalsh_tridiagonal(d0, e0)).max() / (n * eps * tn) < 60
+    assert np.abs(t @ x - x * w[None, :]).sum(axis=0).max() / (tn * n * eps) < 60
+    assert np.abs(np.eye(n) - x.T @ x).sum(axis=0).max() / (n * eps) < 60

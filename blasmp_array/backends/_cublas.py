@@ -165,6 +165,7 @@ class CublasKernels:
         self._solver_handles: dict[int, int] = {}  # cuSOLVER dense handle per stream
         self._solver_ws: dict[int, cupy.ndarray] = {}  # potrf workspace per stream
         self._solver_params: int | None = None  # cuSOLVER's 64-bit API parameters (stedc)
+        self._has_stedc: bool | None = None
 
     def handle(self, stream: cupy.cuda.Stream) -> int:
         """The handle bound to ``stream`` (created on first use, with its own workspace, so that
@@ -623,6 +624,26 @@ class CublasKernels:
         getattr(sol, name)(*args, work.data.ptr, m, ws.data.ptr, lwork, info.data.ptr)
         if work is not c:
             c[...] = work
+
+    def has_stedc(self, stream: cupy.cuda.Stream) -> bool:
+        """Whether the loaded cuSOLVER has ``cusolverDnXstedc`` (cuSOLVER 12.4 has it, 12.0
+        and 12.1 do not): its workspace query on a 2 x 2 problem, once per process."""
+        if self._has_stedc is None:
+            d, e, z = cupy.zeros(2), cupy.zeros(1), cupy.zeros((2, 2))
+            sol = _cusolver()
+            try:
+                from nvmath.bindings import cusolver
+
+                if self._solver_params is None:
+                    self._solver_params = int(sol.create_params())
+                sol.xstedc_buffer_size(
+                    self.solver_handle(stream), self._solver_params, int(cusolver.EigComp.I), 2,
+                    1, d.data.ptr, e.data.ptr, 1, z.data.ptr, 2, 1,
+                )  # fmt: skip
+                self._has_stedc = True
+            except Exception:  # noqa: BLE001 - nvmath's FunctionNotFoundError: an older library
+                self._has_stedc = False
+        return self._has_stedc
 
     def stedc(self, stream, d, e, z, info) -> np.ndarray:  # type: ignore[no-untyped-def]
         """Eigenvalues (into ``d``, ascending) and eigenvectors of the real symmetric

@@ -1032,33 +1032,44 @@ class GPUBackend(HostCollectives, HostMessages, Backend):
     cholqr_gemms = True
 
     def band_eig_width(self, dtype, vectors):  # type: ignore[override]
-        # a real band: the chase kernel (_gpu_band_eig), then bisection (eigenvalues) or
-        # cuSOLVER's divide and conquer and the chase's back-transformation (_gpu_band_eigh)
-        if np.dtype(dtype).kind != "f":
+        # a real band: the chase kernel (_gpu_band_eig), then bisection (eigenvalues) or, where
+        # cuSOLVER has its tridiagonal divide and conquer, that and the chase's
+        # back-transformation (_gpu_band_eigh)
+        if np.dtype(dtype).kind != "f" or (vectors and not self._device_stedc()):
             return None
         return _gpu_band_eig.MAX_BAND
 
+    def _device_stedc(self) -> bool:
+        stream = self.compute
+        assert isinstance(stream, GPUStream), stream
+        return self._blas.has_stedc(stream.cupy)
+
     def eig_banded(self, band, vectors, subset_by_index=None, subset_by_value=None):  # type: ignore[override]
-        if not vectors:
-            width = self.band_eig_width(band.dtype, vectors)
-            if width is None or band.shape[0] - 1 > width:
+        if vectors:
+            if not self._vectors_on_device(band):
                 return super().eig_banded(band, vectors, subset_by_index, subset_by_value)
-            self.synchronize()
-            _gpu_band_eigh.LAST_TIMES.clear()
-            with self.compute.cupy:
-                w = _gpu_band_eig.band_eigvals(band, subset_by_index, subset_by_value)
-            return w, None
-        w, z = self.eig_banded_local(band, vectors, subset_by_index, subset_by_value)
-        return w, cupy.asnumpy(z)
+            w, z = self.eig_banded_local(band, vectors, subset_by_index, subset_by_value)
+            return w, cupy.asnumpy(z)
+        width = self.band_eig_width(band.dtype, vectors)
+        if width is None or band.shape[0] - 1 > width:
+            return super().eig_banded(band, vectors, subset_by_index, subset_by_value)
+        self.synchronize()
+        _gpu_band_eigh.LAST_TIMES.clear()
+        with self.compute.cupy:
+            w = _gpu_band_eig.band_eigvals(band, subset_by_index, subset_by_value)
+        return w, None
 
     def eig_banded_local(self, band, vectors, subset_by_index=None, subset_by_value=None):  # type: ignore[override]
-        width = self.band_eig_width(band.dtype, vectors)
-        if not vectors or width is None or band.shape[0] - 1 > width:
+        if not (vectors and self._vectors_on_device(band)):
             return super().eig_banded_local(band, vectors, subset_by_index, subset_by_value)
         self.synchronize()
         _gpu_band_eig.LAST_TIMES.clear()
         with self.compute.cupy:
             return _gpu_band_eigh.band_eigh(self._blas, band, subset_by_index, subset_by_value)
+
+    def _vectors_on_device(self, band: np.ndarray) -> bool:
+        width = self.band_eig_width(band.dtype, True)
+        return width is not None and band.shape[0] - 1 <= width and self._device_stedc()
 
     def band_solve_times(self):  # type: ignore[override]
         return {**_gpu_band_eig.LAST_TIMES, **_gpu_band_eigh.LAST_TIMES}

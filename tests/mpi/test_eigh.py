@@ -148,17 +148,18 @@ def test_eigh_two_stage(grid, two_stage_everywhere, dtype, kind, lower, n, nb):
     assert np.array_equal(gathered(A), given, equal_nan=True), "input modified"
 
 
-def _device_band_width(be, monkeypatch, dtype) -> int:
-    """The bandwidth the backend solves on its device (the GPU's chase kernels); on the CPU a
-    stand-in width over SciPy's band solver, so that the device routes' logic runs there."""
-    if be.band_eig_width(dtype, False) is None:
+def _device_band_width(be, monkeypatch, dtype, vectors) -> int:
+    """The bandwidth the backend solves on its device (the GPU's chase kernels; with
+    ``vectors`` where its cuSOLVER has the tridiagonal divide and conquer); elsewhere a stand-in
+    width over SciPy's band solver, so that the device routes' logic (stage 1 and its
+    back-transformation on the local matrix) runs there."""
+    if be.band_eig_width(dtype, vectors) is None:
         monkeypatch.setattr(
             type(be), "band_eig_width",
             lambda self, dt, vectors: None if np.dtype(dt).kind != "f" else 8,
         )  # fmt: skip
-    assert be.band_eig_width(np.complex128, False) is None
-    assert be.band_eig_width(dtype, True) == be.band_eig_width(dtype, False)
-    return int(be.band_eig_width(dtype, False))
+    assert be.band_eig_width(np.complex128, vectors) is None
+    return int(be.band_eig_width(dtype, vectors))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -169,7 +170,7 @@ def test_eigh_band_solved_on_the_device(grid, monkeypatch, dtype, kind):
     back-transformations as GEMMs): one process by default from ``DEVICE_BAND_N_VECTORS``,
     either triangle, the input unchanged, subsets by index and by value; on several processes
     the distributed two-stage route and the gathered route's root."""
-    width = _device_band_width(grid.backend, monkeypatch, dtype)
+    width = _device_band_width(grid.backend, monkeypatch, dtype, True)
     monkeypatch.setattr(eigh_mod, "DEVICE_BAND_N_VECTORS", 1)
     nb = 2 * width + 3
     n = 3 * nb + 11
@@ -211,7 +212,7 @@ def test_eigvalsh_band_solved_on_the_device(grid, monkeypatch, dtype, kind):
     bisection kernels; on the CPU a stand-in width over SciPy's band solver): one process runs
     the two-stage route by default from ``DEVICE_BAND_N``, a block wider than the device's band
     is redistributed to it, subsets come from the same band solve."""
-    width = _device_band_width(grid.backend, monkeypatch, dtype)
+    width = _device_band_width(grid.backend, monkeypatch, dtype, False)
     monkeypatch.setattr(eigh_mod, "DEVICE_BAND_N", 1)
     nb = 2 * width + 3  # wider than the device's band: redistributed
     n = 3 * nb + 11
