@@ -68,8 +68,9 @@
 #                with spectral1; the host checks of n=$N would take minutes)
 #   transpose1   A.T.resolve() on 1 rank at n=$NSMALL and $N beside cupy.ascontiguousarray(a.T), every
 #                element checked (the one-process transposing copy, docs/redistribution.md)
-#   eigvec1      tools/profile_eigh.py on 1 rank, eigh by the device two-stage route (chase, stedc, the
-#                back-transformations) at n in $EIGVEC_N (default 4096 8192 $N), beside cupy.linalg.eigh
+#   eigvec1      tools/eigvec_parts.py on 1 rank at n in $EIGVEC_N (default 4096 8192 $N): the parts of
+#                the device eigenvector route (stage 1, chase, the back-transformations; stedc needs a
+#                cuSOLVER with cusolverDnXstedc) one by one, beside cupy.linalg.eigh and eigvalsh
 #   eigroutes4   tools/profile_eigh.py on 4 ranks (2x2, MPS), eigvalsh at n=$N, block 64: the gathered
 #                route (the root's one-process device two-stage) against the distributed two-stage
 #                (which of the two 'auto' should take above GATHER_N on the GPU; docs/eigh.md)
@@ -174,9 +175,9 @@ for p in "${phases[@]}"; do
                > "$out/perf-qrtall1.log" 2>&1
              summary+=("qrtall1 (np=1: tools/cholqr_sweep.py --m 1048576 --n 256): rc=$?") ;;
     eigvec1) for m in $EIGVEC_N; do
-               BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 1 python3 tools/profile_eigh.py \
-                 --n "$m" --block 64 --op eigh --method two-stage --repeat 3 --reference > "$out/perf-eigvec1-$m.log" 2>&1
-               summary+=("eigvec1 (np=1: tools/profile_eigh.py --n $m --op eigh --method two-stage --reference): rc=$?")
+               BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 1 python3 tools/eigvec_parts.py \
+                 --n "$m" --repeat 3 > "$out/perf-eigvec1-$m.log" 2>&1
+               summary+=("eigvec1 (np=1: tools/eigvec_parts.py --n $m): rc=$?")
              done ;;
     eigroutes4) for m in gathered two-stage; do
                   BLASMP_BACKEND=gpu timeout -k 10 "$limit" "$node_run" 4 python3 tools/profile_eigh.py \
