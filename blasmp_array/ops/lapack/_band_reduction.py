@@ -236,26 +236,21 @@ def _keep_step(kept: list[tuple[int, Any, Any]], row0: int, v: Any, t: Any) -> N
 MERGE_STEPS = 4
 
 
-def _merge_steps(
-    xp: Any, steps: list[tuple[int, Any, Any]], out: list[tuple[int, Any, Any]]
-) -> None:
-    """One block reflector ``I - V T V^T`` for the product ``Q_a Q_b ...`` of consecutive
-    steps (LAPACK's forward compact WY: ``V = [V_a, V_b]`` with ``V_b`` from its own first row,
-    ``T = [[T_a, -T_a V_a^T V_b T_b], [0, T_b]]``), appended to ``out``."""
+def _merge_steps(steps: list[tuple[int, Any, Any]], v: Any, t: Any) -> None:
+    """``I - V T V^T`` (into ``v``, ``t``) for the product ``Q_a Q_b ...`` of consecutive steps
+    (LAPACK's forward compact WY: ``V = [V_a, V_b]`` with ``V_b`` from its own first row,
+    ``T = [[T_a, -T_a V_a^T V_b T_b], [0, T_b]]``)."""
     row0 = steps[0][0]
-    m = int(steps[0][1].shape[0])
-    widths = [int(v.shape[1]) for _, v, _ in steps]
-    total = sum(widths)
-    v = xp.zeros((m, total), steps[0][1].dtype)
-    t = xp.zeros((total, total), steps[0][1].dtype)
+    v[...] = 0
+    t[...] = 0
     c = 0
-    for (r, vk, tk), e in zip(steps, widths, strict=True):
+    for r, vk, tk in steps:
+        e = int(vk.shape[1])
         v[r - row0 :, c : c + e] = vk
         t[c : c + e, c : c + e] = tk
         if c:
             t[:c, c : c + e] = -t[:c, :c] @ ((v[:, :c].T @ v[:, c : c + e]) @ tk)
         c += e
-    out.append((row0, v, t))
 
 
 def back_transform_local(be: Any, steps: list[tuple[int, Any, Any]], z: Any) -> None:
@@ -268,7 +263,11 @@ def back_transform_local(be: Any, steps: list[tuple[int, Any, Any]], z: Any) -> 
     xp, st = be.xp, be.compute
     merged: list[tuple[int, Any, Any]] = []
     for i in range(0, len(steps), MERGE_STEPS):
-        be.launch(st, _merge_steps, xp, steps[i : i + MERGE_STEPS], merged)
+        group = steps[i : i + MERGE_STEPS]
+        m, total = int(group[0][1].shape[0]), sum(int(v.shape[1]) for _, v, _ in group)
+        v, t = xp.empty((m, total), z.dtype), xp.empty((total, total), z.dtype)
+        be.launch(st, _merge_steps, group, v, t)  # (filled in stream order)
+        merged.append((group[0][0], v, t))
     steps = merged
     zt = z.T
     k = zt.shape[0]

@@ -480,28 +480,6 @@ def _local_two_stage(
     return np.asarray(w), out
 
 
-def _one_process_on_device(
-    x: BlockCyclicArray,
-    shared: bool,
-    lower: bool,
-    vectors: bool,
-    idx: tuple[int, int] | None,
-    val: tuple[float, float] | None,
-) -> tuple[BlockCyclicArray, BlockCyclicArray | None]:
-    """:func:`_local_two_stage` on the one process of a ``1 x 1`` grid holding all of ``x``
-    (the caller's array where ``shared``: copied before it is overwritten)."""
-    n, nb = x.shape[0], int(x.block[0])
-    grid, be = x.grid, x.backend
-    real = np.dtype(x.dtype).type(0).real.dtype
-    full = x._data.copy() if shared and lower else x._data
-    evals, v = _local_two_stage(be, full, lower, vectors, idx, val)
-    wv = from_host(np.asarray(evals, real), nb, grid, real)
-    if not vectors:
-        return wv, None
-    lay = BlockCyclicLayout((n, int(v.shape[1])), (nb, nb), grid.shape)
-    return wv, distribute(v, lay, grid, x.dtype)
-
-
 def _two_stage(
     x: BlockCyclicArray,
     shared: bool,
@@ -510,25 +488,29 @@ def _two_stage(
     idx: tuple[int, int] | None,
     val: tuple[float, float] | None,
 ) -> tuple[BlockCyclicArray, BlockCyclicArray | None]:
-    """The two-stage method on the grid (module docstring); ``shared``: ``x`` is the caller's
-    array (copied before it is overwritten)."""
+    """The two-stage method on the grid (module docstring), or on the one process of a
+    ``1 x 1`` grid whose backend solves the band on its device (:func:`_local_two_stage`);
+    ``shared``: ``x`` is the caller's array (copied before it is overwritten)."""
     grid, be = x.grid, x.backend
     width = be.band_eig_width(x.dtype, vectors)
-    if grid.size == 1 and width is not None:
-        return _one_process_on_device(x, shared, lower, vectors, idx, val)
-    if width is not None and int(x.block[0]) > width:  # the band the device chase takes
+    local = grid.size == 1 and width is not None
+    if not local and width is not None and int(x.block[0]) > width:  # the device chase's band
         x, shared = redistribute(x, block=width), False
     n, nb = x.shape[0], int(x.block[0])
     real = np.dtype(x.dtype).type(0).real.dtype
-    # the Hermitian matrix in the lower triangle of a working copy
-    w = x.H.copy() if not lower else (x.copy() if shared else x)
-    red = br.reduce_to_band(w, keep=vectors)
-    LAST_PROFILE.update(red.times)
-    t0 = time.perf_counter()
-    evals, z = be.eig_banded(red.band, vectors, idx, val)
-    t1 = time.perf_counter()
-    LAST_PROFILE["band solve"] = t1 - t0
-    LAST_PROFILE.update({f"  {k}": s for k, s in be.band_solve_times().items()})
+    if local:
+        full = x._data.copy() if shared and lower else x._data
+        evals, z = _local_two_stage(be, full, lower, vectors, idx, val)
+    else:
+        # the Hermitian matrix in the lower triangle of a working copy
+        w = x.H.copy() if not lower else (x.copy() if shared else x)
+        red = br.reduce_to_band(w, keep=vectors)
+        LAST_PROFILE.update(red.times)
+        t0 = time.perf_counter()
+        evals, z = be.eig_banded(red.band, vectors, idx, val)
+        t1 = time.perf_counter()
+        LAST_PROFILE["band solve"] = t1 - t0
+        LAST_PROFILE.update({f"  {k}": s for k, s in be.band_solve_times().items()})
     wv = from_host(np.asarray(evals, real), nb, grid, real)
     if not vectors:
         return wv, None
@@ -537,7 +519,8 @@ def _two_stage(
     if k == 0:
         return wv, zeros((n, 0), x.dtype, block=(nb, nb), grid=grid)
     v = distribute(z, BlockCyclicLayout((n, k), (nb, nb), grid.shape), grid, x.dtype)
-    br.back_transform(red, v)
-    be.synchronize()
-    LAST_PROFILE["back-transform"] = time.perf_counter() - t1
+    if not local:  # (the local route returned the back-transformed vectors)
+        br.back_transform(red, v)
+        be.synchronize()
+        LAST_PROFILE["back-transform"] = time.perf_counter() - t1
     return wv, v
