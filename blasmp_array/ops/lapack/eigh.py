@@ -7,7 +7,7 @@ routes -> the distributed operators and the backend's LAPACK:
 * one process (a ``1 x 1`` grid): one LAPACK ``xsyevd``/``xheevd`` (``xsyevr``/``xheevr`` for a
   subset) on the local matrix through :meth:`Backend.eigh_local` (cuSOLVER ``syevd`` through
   CuPy on the GPU, a subset sliced from the full result); eigenvalues of a real matrix of order
-  ``n >= DEVICE_BAND_N`` (with eigenvectors ``n >= DEVICE_BAND_N_VECTORS``) on a backend that
+  ``n >= DEVICE_BAND_N`` (with eigenvectors by ``method='two-stage'``) on a backend that
   solves the band on the device (the GPU: :meth:`Backend.band_eig_width`) by the two-stage
   method below instead, stage 1 on the local matrix
   (:func:`ops.lapack._band_reduction.reduce_local_array`, keeping its reflectors for the
@@ -92,10 +92,10 @@ DEVICE_BAND_N: int | None = 8192
 
 #: the same for eigenvalues with eigenvectors (the chase's reflectors kept, cuSOLVER's
 #: tridiagonal divide and conquer and the chase's back-transformation on the device; only where
-#: the backend's cuSOLVER has that divide and conquer). Its parts without ``stedc`` measured
-#: 0.357 s against ``syevd``'s 0.126 s at n = 4096 and 2.60 s against 3.75 s at 16384 on one
-#: H100 (docs/eigh.md), so the route starts at the one order measured faster
-DEVICE_BAND_N_VECTORS: int | None = 16384
+#: the backend's cuSOLVER has that divide and conquer); None: only ``method='two-stage'``. The
+#: cuSOLVER that has it (12.4) has a ``syevd`` faster than the route: 2.08 s against 2.74 s at
+#: n = 16384 on one H100 (docs/eigh.md), so ``'auto'`` keeps ``syevd``
+DEVICE_BAND_N_VECTORS: int | None = None
 
 _DRIVERS = ("ev", "evd", "evr", "evx", "gv", "gvd", "gvx")
 
