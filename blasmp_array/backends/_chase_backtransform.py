@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from ._gpu_band_eig import stage_tasks
+
 __all__ = ["BlockReflectors", "block_reflectors", "schedule", "apply_host"]
 
 #: groups whose ``T`` factors are formed at once (bounds the temporaries)
@@ -62,7 +64,7 @@ def schedule(n: int, b: int, groups: int, kmax: int) -> list[tuple[int, int, int
     """The steps ``(G_lo, k_lo, count)`` (module docstring): blocks ``(G_lo + i, k_lo + i)``,
     ``i < count``, of which only those where some sweep of the group has task ``k``."""
     last = groups - 1
-    tasks = [-(-(n - 1 - g * b) // b) for g in range(groups)]  # K of the group's first sweep
+    tasks = [int(stage_tasks(n, b, g * b)) for g in range(groups)]  # K of each group's 1st sweep
     steps = []
     for t in range(last + kmax):
         g_lo = max(0, last - t)

@@ -47,12 +47,12 @@ _PREFIX = {
 }
 
 
+#: ``cudaDataType`` of the real dtypes (CUDA_R_32F, CUDA_R_64F), for cuSOLVER's 64-bit API
+_CUDA_REAL = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
 #: the dtypes :meth:`CublasKernels.transpose` copies exactly. ``geam`` computes ``alpha * a``:
 #: for a complex ``a`` a complex product (a NaN or an infinity of one part turns the other into
 #: NaN), not a copy; ``sgeam`` changed float32 bits of special values (a transpose of -0.0,
 #: infinities, NaN and subnormals, one H100, ``tests/mpi/test_redistribute.py``), ``dgeam`` did not
-#: ``cudaDataType`` of the real dtypes (CUDA_R_32F, CUDA_R_64F), for cuSOLVER's 64-bit API
-_CUDA_REAL = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}
 _GEAM = frozenset((np.dtype(np.float64),))
 #: host scalars ``(1, 0)`` of each dtype of :data:`_GEAM`, kept alive (cuBLAS reads them in the
 #: call)
@@ -625,21 +625,28 @@ class CublasKernels:
         if work is not c:
             c[...] = work
 
+    def _stedc_query(self, stream, d, e, z) -> tuple[tuple[Any, ...], int, int]:  # type: ignore[no-untyped-def]
+        """The arguments common to ``cusolverDnXstedc`` and its workspace query (``COMPZ =
+        'I'``, leading dimension ``z.shape[1]``) and the query's device and host bytes."""
+        from nvmath.bindings import cusolver  # (the enums common to cuSOLVER's APIs)
+
+        sol = _cusolver()
+        if self._solver_params is None:
+            self._solver_params = int(sol.create_params())
+        typ = _CUDA_REAL[np.dtype(d.dtype)]
+        args = (
+            self.solver_handle(stream), self._solver_params, int(cusolver.EigComp.I),
+            int(d.size), typ, d.data.ptr, e.data.ptr, typ, z.data.ptr, int(z.shape[1]), typ,
+        )  # fmt: skip
+        dev_bytes, host_bytes = sol.xstedc_buffer_size(*args)
+        return args, int(dev_bytes), int(host_bytes)
+
     def has_stedc(self, stream: cupy.cuda.Stream) -> bool:
         """Whether the loaded cuSOLVER has ``cusolverDnXstedc`` (cuSOLVER 12.4 has it, 12.0
         and 12.1 do not): its workspace query on a 2 x 2 problem, once per process."""
         if self._has_stedc is None:
-            d, e, z = cupy.zeros(2), cupy.zeros(1), cupy.zeros((2, 2))
-            sol = _cusolver()
             try:
-                from nvmath.bindings import cusolver
-
-                if self._solver_params is None:
-                    self._solver_params = int(sol.create_params())
-                sol.xstedc_buffer_size(
-                    self.solver_handle(stream), self._solver_params, int(cusolver.EigComp.I), 2,
-                    1, d.data.ptr, e.data.ptr, 1, z.data.ptr, 2, 1,
-                )  # fmt: skip
+                self._stedc_query(stream, cupy.zeros(2), cupy.zeros(1), cupy.zeros((2, 2)))
                 self._has_stedc = True
             except Exception:  # noqa: BLE001 - nvmath's FunctionNotFoundError: an older library
                 self._has_stedc = False
@@ -653,23 +660,12 @@ class CublasKernels:
         ``n x n`` eigenvector matrix with leading dimension ``ldz`` (row ``j`` of ``z`` holds
         eigenvector ``j``). INFO -> ``info[0]``. Returns the host workspace, to be kept until
         the stream has finished."""
-        n, ldz = int(d.size), int(z.shape[1])
-        dt = np.dtype(d.dtype)
-        typ = _CUDA_REAL[dt]
-        h, sol = self.solver_handle(stream), _cusolver()
-        if self._solver_params is None:
-            self._solver_params = int(sol.create_params())
-        from nvmath.bindings import cusolver  # (the enums common to cuSOLVER's APIs)
-
-        comp = int(cusolver.EigComp.I)
-        args = (h, self._solver_params, comp, n, typ, d.data.ptr, e.data.ptr, typ, z.data.ptr)
-        dev_bytes, host_bytes = sol.xstedc_buffer_size(*args, ldz, typ)
-        ws = self._solver_workspace(stream, int(dev_bytes), np.dtype(np.uint8))
-        host = np.empty(max(int(host_bytes), 1), np.uint8)
-        sol.xstedc(
-            *args, ldz, typ, ws.data.ptr, int(dev_bytes), host.ctypes.data, int(host_bytes),
-            info.data.ptr,
-        )  # fmt: skip
+        args, dev_bytes, host_bytes = self._stedc_query(stream, d, e, z)
+        ws = self._solver_workspace(stream, dev_bytes, np.dtype(np.uint8))
+        host = np.empty(max(host_bytes, 1), np.uint8)
+        _cusolver().xstedc(
+            *args, ws.data.ptr, dev_bytes, host.ctypes.data, host_bytes, info.data.ptr
+        )
         return host
 
     def solver_handle(self, stream: cupy.cuda.Stream) -> int:
